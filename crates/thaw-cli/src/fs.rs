@@ -1,0 +1,152 @@
+//! `thaw fs ...`: file system commands against a running cluster.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Subcommand;
+use thaw_client::{Client, WriteOptions};
+use thaw_common::proto::WriteType;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::output;
+use crate::size_arg;
+
+#[derive(Subcommand)]
+pub enum FsCommand {
+    /// List a directory (or show one file).
+    Ls {
+        #[arg(default_value = "/")]
+        path: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a file's status and each block's replicas.
+    Stat {
+        path: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a file to standard output.
+    Cat { path: String },
+    /// Copy a local file into Thaw.
+    Put {
+        local: PathBuf,
+        path: String,
+        /// must-cache, cache-through, through, or replicated:N
+        #[arg(long, default_value = "cache-through", value_parser = parse_write_type)]
+        write_type: (WriteType, u32),
+        #[arg(long, value_parser = size_arg)]
+        block_size: Option<u64>,
+        /// Replace an existing file.
+        #[arg(long, short = 'f')]
+        force: bool,
+    },
+    /// Copy a Thaw file to a local file.
+    Get { path: String, local: PathBuf },
+    /// Delete a file or directory.
+    Rm {
+        path: String,
+        #[arg(short = 'r', long)]
+        recursive: bool,
+    },
+    /// Make a directory.
+    Mkdir {
+        path: String,
+        /// Create parents; succeed if it exists.
+        #[arg(short = 'p', long)]
+        parents: bool,
+    },
+    /// Rename a file or directory.
+    Mv { src: String, dst: String },
+}
+
+fn parse_write_type(s: &str) -> Result<(WriteType, u32), String> {
+    match s {
+        "must-cache" => Ok((WriteType::MustCache, 1)),
+        "cache-through" => Ok((WriteType::CacheThrough, 1)),
+        "through" => Ok((WriteType::Through, 1)),
+        _ => match s.strip_prefix("replicated:").map(str::parse::<u32>) {
+            Some(Ok(n)) if n >= 1 => Ok((WriteType::ReplicatedDisk, n)),
+            _ => Err(format!("unknown write type {s:?}: expected must-cache, cache-through, through or replicated:N")),
+        },
+    }
+}
+
+const COPY_BUF: usize = 4 << 20;
+
+pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
+    match cmd {
+        FsCommand::Ls { path, json } => output::print_listing(&client.list(&path).await?, json),
+        FsCommand::Stat { path, json } => output::print_stat(&client.stat_blocks(&path, true).await?.0, json),
+        FsCommand::Cat { path } => {
+            let mut r = client.open(&path).await?;
+            let mut out = tokio::io::stdout();
+            let mut buf = vec![0u8; COPY_BUF];
+            loop {
+                let n = r.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                if let Err(e) = out.write_all(&buf[..n]).await {
+                    if e.kind() == std::io::ErrorKind::BrokenPipe {
+                        return Ok(());
+                    }
+                    return Err(e.into());
+                }
+            }
+            out.flush().await?;
+        }
+        FsCommand::Put { local, path, write_type: (write_type, replication), block_size, force } => {
+            let mut file =
+                tokio::fs::File::open(&local).await.with_context(|| format!("cannot open {}", local.display()))?;
+            let opts = WriteOptions {
+                write_type,
+                block_size: block_size.unwrap_or(0),
+                replication,
+                recursive: true,
+                overwrite: force,
+            };
+            let mut w = client.create(&path, opts).await?;
+            let mut buf = vec![0u8; COPY_BUF];
+            loop {
+                let n = file.read(&mut buf).await.with_context(|| format!("reading {}", local.display()))?;
+                if n == 0 {
+                    break;
+                }
+                w.write(&buf[..n]).await?;
+            }
+            let info = w.close().await?;
+            println!(
+                "{} -> {} ({} bytes, {})",
+                local.display(),
+                info.path,
+                info.length,
+                output::write_type_name(info.write_type())
+            );
+        }
+        FsCommand::Get { path, local } => {
+            let mut r = client.open(&path).await?;
+            let tmp = local.with_extension("thaw-part");
+            let mut out = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+            let mut buf = vec![0u8; COPY_BUF];
+            loop {
+                let n = r.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                out.write_all(&buf[..n])?;
+            }
+            out.sync_all()?;
+            std::fs::rename(&tmp, &local)?;
+        }
+        FsCommand::Rm { path, recursive } => client.delete(&path, recursive).await?,
+        FsCommand::Mkdir { path, parents } => {
+            client.mkdir(&path, parents, parents).await?;
+        }
+        FsCommand::Mv { src, dst } => {
+            client.rename(&src, &dst).await?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! `thaw`: one binary for the local cluster, the servers, and the client commands.
+
+mod demo;
+mod fs;
+mod output;
+mod servers;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use thaw_common::size::parse_size;
+
+#[derive(Parser)]
+#[command(
+    name = "thaw",
+    version,
+    about = "Thaw: a distributed memory tier that moves cold inputs into memory before jobs read them"
+)]
+struct Cli {
+    /// Master address (host:port).
+    #[arg(long, global = true, env = "THAW_MASTER")]
+    master: Option<String>,
+    /// Job id carried by every read and write.
+    #[arg(long, global = true, env = "THAW_JOB_ID")]
+    job: Option<String>,
+    /// Log filter, e.g. info or thaw_worker=debug (also RUST_LOG).
+    #[arg(long, global = true, env = "THAW_LOG")]
+    log: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a whole cluster (master and workers) in the foreground; Ctrl-C stops it.
+    Local(servers::LocalArgs),
+    /// Run a master.
+    Master(servers::MasterArgs),
+    /// Run a worker.
+    Worker(servers::WorkerArgs),
+    /// File system commands.
+    #[command(subcommand)]
+    Fs(fs::FsCommand),
+    /// Workers, their tiers and liveness.
+    Status(StatusArgs),
+    /// The main demo: a cold data set read through Thaw, then from memory, on an
+    /// embedded local cluster.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.message)
+}
+
+pub fn dir_arg(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
+}
+
+fn init_logging(filter: Option<&str>, default: &str) {
+    let filter =
+        filter.map(str::to_string).or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| default.to_string());
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let server = matches!(cli.command, Command::Local(_) | Command::Master(_) | Command::Worker(_));
+    let quiet_servers = matches!(cli.command, Command::Demo(_));
+    init_logging(cli.log.as_deref(), if server && !quiet_servers { "info" } else { "warn" });
+    if !server {
+        // Client commands end quietly when their output pipe closes (`thaw fs cat | head`).
+        // SAFETY: setting a signal disposition before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("thaw: error: cannot start runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let result = rt.block_on(run(cli));
+    if let Err(e) = result {
+        eprintln!("thaw: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let client = || {
+        let mut cfg = thaw_client::ClientConfig::from_env(cli.master.clone());
+        if let Some(job) = &cli.job {
+            cfg.job_id = job.clone();
+        }
+        thaw_client::Client::new(cfg)
+    };
+    match cli.command {
+        Command::Local(args) => servers::run_local(args).await,
+        Command::Master(args) => servers::run_master(args).await,
+        Command::Worker(args) => servers::run_worker(args, cli.master).await,
+        Command::Fs(cmd) => fs::run(client()?, cmd).await,
+        Command::Demo(args) => demo::run(args).await,
+        Command::Status(args) => {
+            let status = client()?.cluster_status().await?;
+            output::print_status(&status, args.json);
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! `thaw local`, `thaw master`, `thaw worker`: servers in the foreground that stop
+//! cleanly on Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use thaw_common::size::format_size;
+use thaw_master::MasterConfig;
+use thaw_worker::{TierConfig, WorkerConfig};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{dir_arg, size_arg};
+
+#[derive(Args, Clone)]
+pub struct LocalArgs {
+    /// Under-store directory, mounted at '/': files already there are readable.
+    #[arg(long, value_parser = dir_arg)]
+    pub ufs: PathBuf,
+    /// Number of workers.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Master port.
+    #[arg(long, default_value_t = 19998)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    /// MEM tier capacity per worker.
+    #[arg(long, value_parser = size_arg, default_value = "1GiB")]
+    pub mem_capacity: u64,
+    /// DISK tier capacity per worker.
+    #[arg(long, value_parser = size_arg, default_value = "4GiB")]
+    pub disk_capacity: u64,
+    /// Where the MEM tiers live (a tmpfs).
+    #[arg(long, value_parser = dir_arg, default_value = "/dev/shm")]
+    pub mem_root: PathBuf,
+    /// Journal and DISK tiers (default: a directory per port under the temp dir).
+    #[arg(long, value_parser = dir_arg)]
+    pub state_dir: Option<PathBuf>,
+    /// Default block size.
+    #[arg(long, value_parser = size_arg, default_value = "64MiB")]
+    pub block_size: u64,
+    #[command(flatten)]
+    pub timing: Timing,
+}
+
+#[derive(Args, Clone)]
+pub struct Timing {
+    /// Worker heartbeat interval, milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub heartbeat_ms: u64,
+    /// A worker silent this long (milliseconds) is declared dead.
+    #[arg(long, default_value_t = 10_000)]
+    pub worker_timeout_ms: u64,
+}
+
+#[derive(Args)]
+pub struct MasterArgs {
+    /// Under-store mounted at '/': fs:///dir or an absolute directory.
+    #[arg(long)]
+    ufs: String,
+    /// Directory of the journal (the namespace survives restarts here).
+    #[arg(long, value_parser = dir_arg)]
+    journal_dir: PathBuf,
+    /// Port (0: any free port; the chosen address is printed).
+    #[arg(long, default_value_t = 19998)]
+    port: u16,
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    #[arg(long, value_parser = size_arg, default_value = "64MiB")]
+    block_size: u64,
+    #[command(flatten)]
+    timing: Timing,
+}
+
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// Host name for locality (default: this machine's).
+    #[arg(long)]
+    host: Option<String>,
+    #[arg(long, default_value = "")]
+    rack: String,
+    #[arg(long, value_parser = dir_arg)]
+    mem_dir: Option<PathBuf>,
+    #[arg(long, value_parser = size_arg, default_value = "1GiB")]
+    mem_capacity: u64,
+    #[arg(long, value_parser = dir_arg)]
+    disk_dir: Option<PathBuf>,
+    #[arg(long, value_parser = size_arg, default_value = "4GiB")]
+    disk_capacity: u64,
+    /// Data service port (0: any free port; the chosen address is printed).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// Address clients should use, if not the listening one.
+    #[arg(long)]
+    advertise: Option<String>,
+}
+
+async fn listen(bind: &str, port: u16) -> anyhow::Result<TcpListener> {
+    let addr: SocketAddr =
+        format!("{bind}:{port}").parse().with_context(|| format!("bad listen address {bind}:{port}"))?;
+    TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))
+}
+
+/// Cancels the token on Ctrl-C or SIGTERM.
+pub fn stop_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
+        }
+        t.cancel();
+    });
+    token
+}
+
+fn master_config(ufs: String, journal: PathBuf, block_size: u64, t: &Timing) -> MasterConfig {
+    let mut c = MasterConfig::new(journal, ufs);
+    c.default_block_size = block_size;
+    c.heartbeat_interval = Duration::from_millis(t.heartbeat_ms.max(10));
+    c.worker_timeout = Duration::from_millis(t.worker_timeout_ms.max(t.heartbeat_ms * 2));
+    c
+}
+
+pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
+    let listener = listen(&args.bind, args.port).await?;
+    let addr = listener.local_addr()?;
+    let config = master_config(args.ufs, args.journal_dir, args.block_size, &args.timing);
+    println!("thaw master listening on {addr}");
+    let shutdown = stop_on_signal();
+    thaw_master::serve(config, listener, shutdown).await?;
+    Ok(())
+}
+
+pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Result<()> {
+    let master = master.context("--master (or THAW_MASTER) is required")?;
+    if args.mem_dir.is_none() && args.disk_dir.is_none() {
+        anyhow::bail!("a worker needs a tier: give --mem-dir and/or --disk-dir");
+    }
+    let listener = listen(&args.bind, args.port).await?;
+    let addr = listener.local_addr()?;
+    let config = WorkerConfig {
+        master,
+        host: args.host.unwrap_or_else(thaw_common::hostname),
+        rack: args.rack,
+        mem: args.mem_dir.map(|dir| TierConfig { dir, capacity: args.mem_capacity }),
+        disk: args.disk_dir.map(|dir| TierConfig { dir, capacity: args.disk_capacity }),
+        advertise: args.advertise,
+        remove_mem_on_exit: false,
+    };
+    println!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string()));
+    let shutdown = stop_on_signal();
+    thaw_worker::serve(config, listener, shutdown).await?;
+    Ok(())
+}
+
+/// A master and its workers running in this process.
+pub struct LocalCluster {
+    pub master_addr: SocketAddr,
+    pub mem_root: PathBuf,
+    pub ufs: PathBuf,
+    shutdown: CancellationToken,
+    tasks: tokio::task::JoinSet<thaw_common::Result<()>>,
+}
+
+impl LocalCluster {
+    pub async fn start(args: &LocalArgs, shutdown: CancellationToken) -> anyhow::Result<Self> {
+        if args.workers == 0 {
+            anyhow::bail!("--workers must be at least 1");
+        }
+        let state =
+            args.state_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("thaw-local-{}", args.port)));
+        std::fs::create_dir_all(&state).with_context(|| format!("state directory {}", state.display()))?;
+        let state = std::fs::canonicalize(&state)?;
+        std::fs::create_dir_all(&args.ufs).with_context(|| format!("under-store directory {}", args.ufs.display()))?;
+        let ufs = std::fs::canonicalize(&args.ufs)?;
+        let mem_root = args.mem_root.join(format!("thaw-local-{}-{}", args.port, std::process::id()));
+        let master_listener = listen(&args.bind, args.port).await?;
+        let master_addr = master_listener.local_addr()?;
+        let config = master_config(ufs.display().to_string(), state.join("journal"), args.block_size, &args.timing);
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(thaw_master::serve(config, master_listener, shutdown.clone()));
+        let host = thaw_common::hostname();
+        for i in 0..args.workers {
+            let listener = listen(&args.bind, 0).await?;
+            let config = WorkerConfig {
+                master: master_addr.to_string(),
+                host: host.clone(),
+                rack: "rack0".into(),
+                mem: Some(TierConfig { dir: mem_root.join(format!("worker-{i}")), capacity: args.mem_capacity }),
+                disk: Some(TierConfig { dir: state.join(format!("worker-{i}/disk")), capacity: args.disk_capacity }),
+                advertise: None,
+                remove_mem_on_exit: true,
+            };
+            tasks.spawn(thaw_worker::serve(config, listener, shutdown.clone()));
+        }
+        Ok(LocalCluster { master_addr, mem_root, ufs, shutdown, tasks })
+    }
+
+    /// Waits until the cluster stops (shutdown, or one part failing, which stops
+    /// the rest), then removes the tmpfs files.
+    pub async fn wait(mut self) -> anyhow::Result<()> {
+        let mut first_error = None;
+        while let Some(r) = self.tasks.join_next().await {
+            self.shutdown.cancel();
+            match r {
+                Ok(Err(e)) if first_error.is_none() => first_error = Some(anyhow::Error::from(e)),
+                Err(e) if first_error.is_none() => first_error = Some(e.into()),
+                _ => {}
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.mem_root);
+        first_error.map_or(Ok(()), Err)
+    }
+
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.wait().await
+    }
+}
+
+pub async fn run_local(args: LocalArgs) -> anyhow::Result<()> {
+    let cluster = LocalCluster::start(&args, stop_on_signal()).await?;
+    println!(
+        "thaw local: master at {}; {} worker(s), MEM {} each under {}, under-store {}",
+        cluster.master_addr,
+        args.workers,
+        format_size(args.mem_capacity),
+        cluster.mem_root.display(),
+        cluster.ufs.display()
+    );
+    println!("  export THAW_MASTER={}   # then: thaw fs ls /   (Ctrl-C stops the cluster)", cluster.master_addr);
+    cluster.wait().await?;
+    eprintln!("thaw local: stopped");
+    Ok(())
+}

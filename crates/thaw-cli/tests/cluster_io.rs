@@ -1,0 +1,131 @@
+//! Round trips, under-store reads, short-circuit and locality on a 3-worker
+//! multi-process cluster.
+
+mod common;
+use common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_size_and_write_type_round_trips_byte_exact() {
+    let c = start(ClusterOptions::workers(3)).await;
+    let bs = c.options.block_size as usize;
+    let writer = c.client("h0", "r0");
+    let local = c.client("h0", "r0");
+    let remote = c.remote_client();
+    let sizes = [0, 1, bs - 1, bs, bs + 1, 3 * bs + 17];
+    let types = [WriteType::MustCache, WriteType::CacheThrough, WriteType::Through, WriteType::ReplicatedDisk];
+    for (ti, wt) in types.iter().enumerate() {
+        for (si, &size) in sizes.iter().enumerate() {
+            let path = format!("/rt/{}/f{size}", wt.as_str_name());
+            let bytes = data(size, (ti * 10 + si) as u64);
+            let info = writer.write_all(&path, &bytes, opts(*wt)).await.unwrap();
+            assert_eq!(info.length, size as u64);
+            assert!(info.complete);
+            assert_eq!(info.persisted, matches!(wt, WriteType::CacheThrough | WriteType::Through), "{path}");
+            for reader in [&local, &remote] {
+                let got = reader.read_all(&path).await.unwrap_or_else(|e| panic!("{path}: {e}\n{}", c.logs()));
+                assert_eq!(sha(&got), sha(&bytes), "{path}");
+            }
+            // The bytes are where the write type says.
+            let (st, _) = remote.stat_blocks(&path, true).await.unwrap();
+            assert_eq!(st.blocks.len(), size.div_ceil(bs), "{path}");
+            for b in &st.blocks {
+                let tiers: Vec<i32> = b.replicas.iter().map(|r| r.tier).collect();
+                match wt {
+                    WriteType::MustCache | WriteType::CacheThrough => {
+                        assert!(tiers.contains(&(Tier::Mem as i32)), "{path}")
+                    }
+                    WriteType::ReplicatedDisk => {
+                        assert_eq!(tiers, vec![Tier::Disk as i32; 2], "{path}")
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    // The under-store holds exactly the persisted files.
+    assert!(
+        c.ufs.join("rt/WRITE_TYPE_THROUGH/f17").exists() || !c.ufs.join("rt/WRITE_TYPE_MUST_CACHE").join("f1").exists()
+    );
+    let persisted = std::fs::read(c.ufs.join(format!("rt/WRITE_TYPE_CACHE_THROUGH/f{}", 3 * bs + 17))).unwrap();
+    assert_eq!(sha(&persisted), sha(&data(3 * bs + 17, 15)));
+    assert!(!c.ufs.join(format!("rt/WRITE_TYPE_MUST_CACHE/f{bs}")).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_memory_replicas_are_read_by_short_circuit_and_remote_ones_streamed() {
+    let c = start(ClusterOptions::workers(3)).await;
+    let bytes = data(3 << 20, 7);
+    let h1 = c.client("h1", "r1").with_job("job-sc");
+    h1.write_all("/sc/file", &bytes, opts(WriteType::MustCache)).await.unwrap();
+    // Written from h1: its MEM replica is on h1's worker.
+    let (st, _) = h1.stat_blocks("/sc/file", true).await.unwrap();
+    assert!(st.blocks.iter().all(|b| b.replicas[0].host == "h1" && b.replicas[0].locality == 2));
+
+    let mut r = h1.open("/sc/file").await.unwrap();
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.unwrap();
+    assert_eq!(sha(&got), sha(&bytes));
+    assert_eq!(r.stats().short_circuit, bytes.len() as u64, "{:?}", r.stats());
+
+    let far = c.client("h2", "r0").with_job("job-remote");
+    let mut r = far.open("/sc/file").await.unwrap();
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.unwrap();
+    assert_eq!(sha(&got), sha(&bytes));
+    assert_eq!(r.stats().remote_mem, bytes.len() as u64, "{:?}", r.stats());
+
+    // Positional reads across block boundaries.
+    let mut buf = vec![0u8; 100];
+    let off = (1 << 20) - 50;
+    assert_eq!(r.read_at(off, &mut buf).await.unwrap(), 100);
+    assert_eq!(&buf[..], &bytes[off as usize..off as usize + 100]);
+    assert_eq!(r.read_at(bytes.len() as u64 - 10, &mut buf).await.unwrap(), 10);
+    assert_eq!(r.read_at(bytes.len() as u64 + 10, &mut buf).await.unwrap(), 0);
+
+    // The worker saw each job's reads.
+    let stats = h1.worker_stats(c.worker_addr(1)).await.unwrap();
+    let job = |id: &str| stats.jobs.iter().find(|j| j.job_id == id).cloned().unwrap_or_default();
+    assert_eq!(job("job-sc").short_circuit_opens, 3);
+    assert!(job("job-remote").reads >= 3 && job("job-remote").bytes_read >= bytes.len() as u64);
+    assert_eq!(job("job-sc").bytes_written, bytes.len() as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_placed_in_the_under_store_are_visible_and_cached_on_read() {
+    let c = start(ClusterOptions::workers(3)).await;
+    let big = data((2 << 20) + 123, 3);
+    std::fs::create_dir_all(c.ufs.join("in/deep")).unwrap();
+    std::fs::write(c.ufs.join("in/deep/big.bin"), &big).unwrap();
+    std::fs::write(c.ufs.join("in/small.txt"), b"hello").unwrap();
+    let client = c.remote_client();
+    let names: Vec<String> = client.list("/in").await.unwrap().into_iter().map(|f| f.name).collect();
+    assert_eq!(names, vec!["deep", "small.txt"]);
+    assert_eq!(client.read_all("/in/small.txt").await.unwrap(), b"hello");
+    // First read comes through from the under-store and leaves the blocks in memory.
+    let mut r = client.open("/in/deep/big.bin").await.unwrap();
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.unwrap();
+    assert_eq!(sha(&got), sha(&big));
+    assert_eq!(r.stats().under_store, big.len() as u64);
+    let st = client.stat("/in/deep/big.bin").await.unwrap();
+    assert_eq!(st.in_memory_bytes, big.len() as u64);
+    let mut r = client.open("/in/deep/big.bin").await.unwrap();
+    let mut again = Vec::new();
+    r.read_to_end(&mut again).await.unwrap();
+    assert_eq!(sha(&again), sha(&big));
+    assert_eq!(r.stats().remote_mem, big.len() as u64, "{:?}", r.stats());
+    // A file changed in the under-store is seen anew after a listing.
+    std::fs::write(c.ufs.join("in/small.txt"), b"changed!").unwrap();
+    client.list("/in").await.unwrap();
+    assert_eq!(client.read_all("/in/small.txt").await.unwrap(), b"changed!");
+    // A file deleted in the under-store disappears.
+    std::fs::remove_file(c.ufs.join("in/small.txt")).unwrap();
+    let names: Vec<String> = client.list("/in").await.unwrap().into_iter().map(|f| f.name).collect();
+    assert_eq!(names, vec!["deep"]);
+    // Rename and delete reach the under-store.
+    client.rename("/in/deep", "/in/moved").await.unwrap();
+    assert!(c.ufs.join("in/moved/big.bin").exists());
+    assert_eq!(sha(&client.read_all("/in/moved/big.bin").await.unwrap()), sha(&big));
+    client.delete("/in", true).await.unwrap();
+    assert!(!c.ufs.join("in").exists());
+}

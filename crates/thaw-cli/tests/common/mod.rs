@@ -1,0 +1,35 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code, unused_imports)]
+
+use sha2::{Digest, Sha256};
+pub use thaw_client::{Client, WriteOptions};
+pub use thaw_common::ErrorKind;
+pub use thaw_common::proto::{Tier, WriteType};
+pub use thaw_testkit::{Cluster, ClusterOptions, WorkerSpec};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_thaw");
+
+/// Deterministic pseudo-random bytes (seeded), so failures reproduce.
+pub fn data(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+pub fn sha(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+pub async fn start(options: ClusterOptions) -> Cluster {
+    Cluster::start(BIN, options).await.expect("cluster starts")
+}
+
+pub fn opts(write_type: WriteType) -> WriteOptions {
+    WriteOptions { write_type, replication: 2, ..Default::default() }
+}

@@ -1,0 +1,45 @@
+//! Client settings, from the API or the environment.
+
+use std::time::Duration;
+
+use thaw_common::proto::{Position, Tier};
+
+/// Default master address, also used by `thaw local`.
+pub const DEFAULT_MASTER: &str = "127.0.0.1:19998";
+
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub master: String,
+    /// Carried by every read and write (`THAW_JOB_ID`).
+    pub job_id: String,
+    /// Where this client runs (`THAW_HOST`, default the host name; `THAW_RACK`;
+    /// `THAW_WORKER`, the data address of the worker it runs beside).
+    pub position: Position,
+    /// Map local replicas instead of streaming them through the worker.
+    pub short_circuit: bool,
+    /// On a read through from the under-store, keep the block in this tier.
+    pub cache_on_read: Option<Tier>,
+    /// How long a read keeps retrying when every replica of a block fails, before
+    /// giving up (a dead worker's replicas vanish from the master after its
+    /// heartbeat timeout).
+    pub retry_for: Duration,
+}
+
+impl ClientConfig {
+    /// Settings from the environment; `master` overrides `THAW_MASTER`.
+    pub fn from_env(master: Option<String>) -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        ClientConfig {
+            master: master.or_else(|| var("THAW_MASTER")).unwrap_or_else(|| DEFAULT_MASTER.to_string()),
+            job_id: var("THAW_JOB_ID").unwrap_or_default(),
+            position: Position {
+                host: var("THAW_HOST").unwrap_or_else(thaw_common::hostname),
+                rack: var("THAW_RACK").unwrap_or_default(),
+                worker_address: var("THAW_WORKER").unwrap_or_default(),
+            },
+            short_circuit: var("THAW_SHORT_CIRCUIT").is_none_or(|v| v != "0" && v != "false"),
+            cache_on_read: Some(Tier::Mem),
+            retry_for: Duration::from_secs(30),
+        }
+    }
+}

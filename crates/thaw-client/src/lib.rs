@@ -1,0 +1,133 @@
+//! The Thaw client: metadata calls to the master, locality-ordered block reads with
+//! fail-over and short-circuit, and writes by write type. Every read and write
+//! carries the client's job id. See ARCHITECTURE.md, "client".
+
+mod config;
+mod data;
+mod reader;
+mod writer;
+
+use std::sync::Arc;
+
+pub use config::ClientConfig;
+pub use reader::FileReader;
+use thaw_common::proto::master_service_client::MasterServiceClient;
+use thaw_common::proto::*;
+use thaw_common::{Result, ThawError};
+use tonic::transport::Channel;
+pub use writer::{FileWriter, WriteOptions};
+
+/// A handle on a Thaw cluster. Cheap to clone; clones share connections.
+#[derive(Clone)]
+pub struct Client {
+    master: MasterServiceClient<Channel>,
+    config: Arc<ClientConfig>,
+}
+
+impl Client {
+    /// Connects to the master named in `config` (lazily: the first call dials).
+    pub fn new(config: ClientConfig) -> Result<Self> {
+        let channel = Channel::from_shared(format!("http://{}", config.master))
+            .map_err(|e| ThawError::invalid(format!("master address {:?}: {e}", config.master)))?
+            .connect_timeout(std::time::Duration::from_secs(3))
+            .connect_lazy();
+        let master =
+            MasterServiceClient::new(channel).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20);
+        Ok(Client { master, config: Arc::new(config) })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// The same cluster, with another job id on every read and write.
+    pub fn with_job(&self, job_id: impl Into<String>) -> Client {
+        let mut config = (*self.config).clone();
+        config.job_id = job_id.into();
+        Client { master: self.master.clone(), config: Arc::new(config) }
+    }
+
+    fn rpc_err(&self, s: tonic::Status) -> ThawError {
+        let e = ThawError::from(s);
+        if e.kind == thaw_common::ErrorKind::Unavailable {
+            e.context(format!("master {} unreachable", self.config.master))
+        } else {
+            e
+        }
+    }
+
+    pub async fn mkdir(&self, path: &str, recursive: bool, exist_ok: bool) -> Result<FileInfo> {
+        let req = MkdirRequest { path: path.to_string(), recursive, exist_ok };
+        let r = self.master.clone().mkdir(req).await.map_err(|s| self.rpc_err(s))?;
+        r.into_inner().info.ok_or_else(|| ThawError::internal("mkdir answer without info"))
+    }
+
+    pub async fn stat(&self, path: &str) -> Result<FileInfo> {
+        Ok(self.stat_blocks(path, false).await?.0)
+    }
+
+    /// Status with blocks (replicas ordered by locality to this client) and the
+    /// workers that can read the file through from the under-store.
+    pub async fn stat_blocks(&self, path: &str, blocks: bool) -> Result<(FileInfo, Vec<WorkerInfo>)> {
+        let req = GetStatusRequest { path: path.to_string(), blocks, client: Some(self.config.position.clone()) };
+        let r = self.master.clone().get_status(req).await.map_err(|s| self.rpc_err(s))?.into_inner();
+        let info = r.info.ok_or_else(|| ThawError::internal("status answer without info"))?;
+        Ok((info, r.read_through_workers))
+    }
+
+    pub async fn list(&self, path: &str) -> Result<Vec<FileInfo>> {
+        let req = ListStatusRequest { path: path.to_string() };
+        Ok(self.master.clone().list_status(req).await.map_err(|s| self.rpc_err(s))?.into_inner().entries)
+    }
+
+    pub async fn delete(&self, path: &str, recursive: bool) -> Result<()> {
+        let req = DeleteRequest { path: path.to_string(), recursive };
+        self.master.clone().delete(req).await.map_err(|s| self.rpc_err(s))?;
+        Ok(())
+    }
+
+    pub async fn rename(&self, src: &str, dst: &str) -> Result<FileInfo> {
+        let req = RenameRequest { src: src.to_string(), dst: dst.to_string() };
+        let r = self.master.clone().rename(req).await.map_err(|s| self.rpc_err(s))?;
+        r.into_inner().info.ok_or_else(|| ThawError::internal("rename answer without info"))
+    }
+
+    pub async fn cluster_status(&self) -> Result<GetClusterStatusResponse> {
+        let r = self.master.clone().get_cluster_status(GetClusterStatusRequest {}).await;
+        Ok(r.map_err(|s| self.rpc_err(s))?.into_inner())
+    }
+
+    /// Opens a complete file for reading.
+    pub async fn open(&self, path: &str) -> Result<FileReader> {
+        FileReader::open(self.clone(), path).await
+    }
+
+    /// Creates a file; bytes go straight to the chosen worker(s) as they are written.
+    pub async fn create(&self, path: &str, opts: WriteOptions) -> Result<FileWriter> {
+        FileWriter::create(self.clone(), path, opts).await
+    }
+
+    /// Reads a whole file.
+    pub async fn read_all(&self, path: &str) -> Result<Vec<u8>> {
+        let mut r = self.open(path).await?;
+        let mut out = Vec::with_capacity(r.info().length as usize);
+        r.read_to_end(&mut out).await?;
+        Ok(out)
+    }
+
+    /// Writes a whole file.
+    pub async fn write_all(&self, path: &str, data: &[u8], opts: WriteOptions) -> Result<FileInfo> {
+        let mut w = self.create(path, opts).await?;
+        w.write(data).await?;
+        w.close().await
+    }
+
+    /// A worker's tier use and per-job counters, asked of the worker itself.
+    pub async fn worker_stats(&self, data_address: &str) -> Result<WorkerStats> {
+        data::worker_stats(data_address, &self.config.job_id).await
+    }
+
+    pub(crate) fn master(&self) -> MasterServiceClient<Channel> {
+        self.master.clone()
+    }
+}

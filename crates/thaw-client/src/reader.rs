@@ -1,0 +1,337 @@
+//! Reading a file: block by block, each from the best replica by locality level;
+//! a local replica is mapped (short-circuit), a remote one streamed. If a replica
+//! fails, even mid-block, the read goes on from the same byte at the next replica,
+//! then through the under-store via a live worker; only when nothing can serve a
+//! block does it fail, with `DataLost` if no copy exists any more.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use thaw_common::proto::*;
+use thaw_common::{ErrorKind, Result, ThawError};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+use crate::Client;
+use crate::data::{call, connect, request};
+
+/// Bytes read, by where they came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    pub short_circuit: u64,
+    pub remote_mem: u64,
+    pub remote_disk: u64,
+    pub under_store: u64,
+    /// Replicas given up on during this read (fail-overs).
+    pub failovers: u64,
+}
+
+enum Source {
+    Mapped { index: usize, map: memmap2::Mmap },
+    Stream { index: usize, sock: TcpStream, pos: u64, end: u64, addr: String, kind: StreamKind },
+}
+
+#[derive(Clone, Copy)]
+enum StreamKind {
+    Mem,
+    Disk,
+    UnderStore,
+}
+
+pub struct FileReader {
+    client: Client,
+    info: FileInfo,
+    ufs_workers: Vec<WorkerInfo>,
+    pos: u64,
+    source: Option<Source>,
+    /// Worker addresses that failed us since the last refresh from the master.
+    failed: HashSet<String>,
+    stats: ReadStats,
+}
+
+const REFRESH_PAUSE: Duration = Duration::from_millis(200);
+
+impl FileReader {
+    pub(crate) async fn open(client: Client, path: &str) -> Result<Self> {
+        let (info, ufs_workers) = client.stat_blocks(path, true).await?;
+        if info.is_dir {
+            return Err(ThawError::is_dir(format!("{} is a directory", info.path)));
+        }
+        if !info.complete {
+            return Err(ThawError::precondition(format!(
+                "{} is incomplete: it is still being written, or its writer failed",
+                info.path
+            )));
+        }
+        Ok(FileReader {
+            client,
+            info,
+            ufs_workers,
+            pos: 0,
+            source: None,
+            failed: HashSet::new(),
+            stats: ReadStats::default(),
+        })
+    }
+
+    pub fn info(&self) -> &FileInfo {
+        &self.info
+    }
+
+    pub fn len(&self) -> u64 {
+        self.info.length
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.info.length == 0
+    }
+
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    pub fn stats(&self) -> ReadStats {
+        self.stats
+    }
+
+    /// Moves the read position (past the end is allowed: reads then return 0).
+    pub fn seek(&mut self, pos: u64) {
+        if pos != self.pos {
+            if let Some(Source::Stream { .. }) = self.source {
+                self.source = None;
+            }
+            self.pos = pos;
+        }
+    }
+
+    /// Reads up to `buf.len()` bytes at the current position; 0 at the end.
+    pub async fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        if self.pos >= self.info.length || buf.is_empty() {
+            return Ok(0);
+        }
+        let index = (self.pos / self.info.block_size) as usize;
+        loop {
+            match self.source.as_mut() {
+                Some(Source::Mapped { index: i, map }) if *i == index => {
+                    let block = &self.info.blocks[index];
+                    let at = (self.pos - block.offset) as usize;
+                    let n = buf.len().min(map.len() - at);
+                    buf[..n].copy_from_slice(&map[at..at + n]);
+                    self.pos += n as u64;
+                    self.stats.short_circuit += n as u64;
+                    return Ok(n);
+                }
+                Some(Source::Stream { index: i, sock, pos, end, addr, kind }) if *i == index && *pos == self.pos => {
+                    let want = buf.len().min((*end - *pos) as usize);
+                    match sock.read(&mut buf[..want]).await {
+                        Ok(n) if n > 0 => {
+                            *pos += n as u64;
+                            self.pos += n as u64;
+                            match kind {
+                                StreamKind::Mem => self.stats.remote_mem += n as u64,
+                                StreamKind::Disk => self.stats.remote_disk += n as u64,
+                                StreamKind::UnderStore => self.stats.under_store += n as u64,
+                            }
+                            if *pos == *end {
+                                self.source = None;
+                            }
+                            return Ok(n);
+                        }
+                        other => {
+                            // The worker died or cut the stream: go on elsewhere.
+                            tracing::warn!(worker = %addr, at = self.pos, error = ?other.err(), "replica failed mid-read; failing over");
+                            self.failed.insert(addr.clone());
+                            self.stats.failovers += 1;
+                            self.source = None;
+                        }
+                    }
+                }
+                _ => {
+                    let src = self.open_source(index).await?;
+                    self.source = Some(src);
+                }
+            }
+        }
+    }
+
+    /// Reads until `buf` is full or the file ends; returns the bytes read.
+    pub async fn read_exact_or_eof(&mut self, buf: &mut [u8]) -> Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            let n = self.read(&mut buf[done..]).await?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Reads `buf.len()` bytes (fewer at the end) at `offset`.
+    pub async fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.seek(offset);
+        self.read_exact_or_eof(buf).await
+    }
+
+    pub async fn read_to_end(&mut self, out: &mut Vec<u8>) -> Result<usize> {
+        let start = out.len();
+        let rest = self.info.length.saturating_sub(self.pos) as usize;
+        out.resize(start + rest, 0);
+        let n = self.read_exact_or_eof(&mut out[start..]).await?;
+        out.truncate(start + n);
+        Ok(n)
+    }
+
+    /// Opens the best working source for block `index` at the current position.
+    async fn open_source(&mut self, index: usize) -> Result<Source> {
+        let deadline = Instant::now() + self.client.config().retry_for;
+        loop {
+            let block = self.info.blocks[index].clone();
+            let offset = self.pos - block.offset;
+            let mut last_err = None;
+            let cfg = self.client.config();
+            for r in &block.replicas {
+                if self.failed.contains(&r.data_address) {
+                    continue;
+                }
+                let local = cfg.short_circuit && !cfg.position.host.is_empty() && r.host == cfg.position.host;
+                if local {
+                    match self.open_mapped(&r.data_address, &block, index).await {
+                        Ok(src) => return Ok(src),
+                        Err(e) => {
+                            tracing::debug!(worker = %r.data_address, error = %e, "short-circuit failed; streaming")
+                        }
+                    }
+                }
+                let kind = if r.tier == Tier::Mem as i32 { StreamKind::Mem } else { StreamKind::Disk };
+                match self.open_stream(&r.data_address, &block, index, offset, None, kind).await {
+                    Ok(src) => return Ok(src),
+                    Err(e) => {
+                        tracing::debug!(worker = %r.data_address, error = %e, "replica unavailable");
+                        self.failed.insert(r.data_address.clone());
+                        self.stats.failovers += 1;
+                        last_err = Some(e);
+                    }
+                }
+            }
+            if self.info.persisted {
+                let ufs = UfsSource { path: self.info.path.clone(), offset: block.offset, length: block.length };
+                for w in self.ufs_workers.clone() {
+                    if self.failed.contains(&w.data_address) {
+                        continue;
+                    }
+                    match self
+                        .open_stream(&w.data_address, &block, index, offset, Some(ufs.clone()), StreamKind::UnderStore)
+                        .await
+                    {
+                        Ok(src) => return Ok(src),
+                        Err(e) if e.kind == ErrorKind::NotFound && e.message.contains("under-store") => {
+                            return Err(ThawError::data_lost(format!(
+                                "{}: the under-store copy is gone ({})",
+                                self.info.path, e.message
+                            )));
+                        }
+                        Err(e) => {
+                            self.failed.insert(w.data_address.clone());
+                            last_err = Some(e);
+                        }
+                    }
+                }
+            }
+            if block.replicas.is_empty() && !self.info.persisted {
+                return Err(ThawError::data_lost(format!(
+                    "block {index} of {} is lost: no live worker holds it and the file was never persisted (write type {})",
+                    self.info.path,
+                    self.info.write_type().as_str_name()
+                )));
+            }
+            if Instant::now() >= deadline {
+                let why = last_err.map(|e| e.message).unwrap_or_else(|| "no worker could serve it".into());
+                return Err(ThawError::unavailable(format!(
+                    "block {index} of {} could not be read within {:?}: {why}",
+                    self.info.path,
+                    self.client.config().retry_for
+                )));
+            }
+            tokio::time::sleep(REFRESH_PAUSE).await;
+            self.refresh().await?;
+        }
+    }
+
+    /// Asks the master again where the blocks are (dead workers drop out).
+    async fn refresh(&mut self) -> Result<()> {
+        let (info, workers) = self.client.stat_blocks(&self.info.path, true).await?;
+        if info.file_id != self.info.file_id {
+            return Err(ThawError::precondition(format!("{} was replaced while being read", self.info.path)));
+        }
+        self.info = info;
+        self.ufs_workers = workers;
+        self.failed.clear();
+        Ok(())
+    }
+
+    async fn open_mapped(&self, addr: &str, block: &BlockInfo, index: usize) -> Result<Source> {
+        let mut sock = connect(addr).await?;
+        let job = &self.client.config().job_id;
+        let req = request(job, data_request::Request::OpenLocal(OpenLocalBlockRequest { block_id: block.block_id }));
+        let resp = call(&mut sock, &req).await?;
+        let file = std::fs::File::open(&resp.local_path)?;
+        // SAFETY: committed block files are never modified in place (only replaced
+        // by rename or unlinked), so the mapping stays valid and unchanged.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        if map.len() as u64 != block.length {
+            return Err(ThawError::internal(format!(
+                "local block file has {} bytes, expected {}",
+                map.len(),
+                block.length
+            )));
+        }
+        Ok(Source::Mapped { index, map })
+    }
+
+    async fn open_stream(
+        &self,
+        addr: &str,
+        block: &BlockInfo,
+        index: usize,
+        offset: u64,
+        ufs: Option<UfsSource>,
+        kind: StreamKind,
+    ) -> Result<Source> {
+        let mut sock = connect(addr).await?;
+        let cfg = self.client.config();
+        let read = ReadBlockRequest {
+            block_id: block.block_id,
+            offset,
+            length: 0,
+            ufs,
+            cache_tier: cfg.cache_on_read.map(|t| t as i32).unwrap_or(0),
+        };
+        let resp = call(&mut sock, &request(&cfg.job_id, data_request::Request::ReadBlock(read))).await?;
+        if resp.length != block.length - offset {
+            return Err(ThawError::internal(format!(
+                "worker {addr} offers {} bytes of block {}, expected {}",
+                resp.length,
+                block.block_id,
+                block.length - offset
+            )));
+        }
+        let kind = if resp.from_ufs {
+            StreamKind::UnderStore
+        } else if resp.source_tier == Tier::Mem as i32 {
+            StreamKind::Mem
+        } else if resp.source_tier == Tier::Disk as i32 {
+            StreamKind::Disk
+        } else {
+            kind
+        };
+        Ok(Source::Stream {
+            index,
+            sock,
+            pos: block.offset + offset,
+            end: block.offset + block.length,
+            addr: addr.to_string(),
+            kind,
+        })
+    }
+}

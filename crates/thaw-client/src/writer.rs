@@ -1,0 +1,198 @@
+//! Writing a file: the master picks the worker(s) by write type and locality, the
+//! bytes stream straight to them, and `close` completes the file at the master
+//! once every worker has stored its part. A failed write deletes the partial file.
+
+use futures::future::try_join_all;
+use thaw_common::frame;
+use thaw_common::proto::*;
+use thaw_common::{Result, ThawError};
+use tokio::net::TcpStream;
+
+use crate::Client;
+use crate::data::{connect, request};
+
+/// Bytes per chunk on the wire.
+const CHUNK: usize = 4 << 20;
+
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    pub write_type: WriteType,
+    /// 0: the master's default.
+    pub block_size: u64,
+    /// Copies, for `WriteType::ReplicatedDisk`.
+    pub replication: u32,
+    /// Create missing parent directories.
+    pub recursive: bool,
+    /// Replace an existing file.
+    pub overwrite: bool,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            write_type: WriteType::CacheThrough,
+            block_size: 0,
+            replication: 1,
+            recursive: true,
+            overwrite: false,
+        }
+    }
+}
+
+impl WriteOptions {
+    pub fn of(write_type: WriteType) -> Self {
+        WriteOptions { write_type, ..Default::default() }
+    }
+}
+
+pub struct FileWriter {
+    client: Client,
+    info: FileInfo,
+    streams: Vec<(String, TcpStream)>,
+    buf: Vec<u8>,
+    written: u64,
+}
+
+impl FileWriter {
+    pub(crate) async fn create(client: Client, path: &str, opts: WriteOptions) -> Result<Self> {
+        let req = CreateFileRequest {
+            path: path.to_string(),
+            write_type: opts.write_type as i32,
+            block_size: opts.block_size,
+            replication: opts.replication,
+            recursive: opts.recursive,
+            client: Some(client.config().position.clone()),
+            overwrite: opts.overwrite,
+        };
+        let resp = client.master().create_file(req).await.map_err(|s| client.rpc_err(s))?.into_inner();
+        let info = resp.info.ok_or_else(|| ThawError::internal("create answer without info"))?;
+        let (tier, ufs_path) = match opts.write_type {
+            WriteType::MustCache => (Tier::Mem, String::new()),
+            WriteType::CacheThrough => (Tier::Mem, info.path.clone()),
+            WriteType::Through => (Tier::Unspecified, info.path.clone()),
+            WriteType::ReplicatedDisk => (Tier::Disk, String::new()),
+            WriteType::Unspecified => return Err(ThawError::invalid("write type is unspecified")),
+        };
+        let mut writer = FileWriter { client, info, streams: Vec::new(), buf: Vec::with_capacity(CHUNK), written: 0 };
+        for w in resp.workers {
+            let opened = async {
+                let mut sock = connect(&w.data_address).await?;
+                let req = WriteFileRequest {
+                    file_id: writer.info.file_id,
+                    block_size: writer.info.block_size,
+                    tier: tier as i32,
+                    ufs_path: ufs_path.clone(),
+                };
+                frame::write_msg(
+                    &mut sock,
+                    &request(&writer.client.config().job_id, data_request::Request::WriteFile(req)),
+                )
+                .await?;
+                Ok::<_, ThawError>(sock)
+            }
+            .await;
+            match opened {
+                Ok(sock) => writer.streams.push((w.data_address, sock)),
+                Err(e) => return Err(writer.fail(e).await),
+            }
+        }
+        Ok(writer)
+    }
+
+    pub fn info(&self) -> &FileInfo {
+        &self.info
+    }
+
+    /// Bytes accepted so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    pub async fn write(&mut self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            if self.buf.is_empty() && data.len() >= CHUNK {
+                let (chunk, rest) = data.split_at(CHUNK);
+                self.send(chunk).await?;
+                data = rest;
+                continue;
+            }
+            let k = (CHUNK - self.buf.len()).min(data.len());
+            self.buf.extend_from_slice(&data[..k]);
+            data = &data[k..];
+            if self.buf.len() == CHUNK {
+                let chunk = std::mem::take(&mut self.buf);
+                let r = self.send(&chunk).await;
+                self.buf = chunk;
+                self.buf.clear();
+                r?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn send(&mut self, chunk: &[u8]) -> Result<()> {
+        let sends = self
+            .streams
+            .iter_mut()
+            .map(|(addr, sock)| async move { frame::write_chunk(sock, chunk).await.map_err(|e| (addr.clone(), e)) });
+        if let Err((addr, e)) = try_join_all(sends).await {
+            let e = self.worker_error(&addr, e).await;
+            return Err(self.fail(e).await);
+        }
+        self.written += chunk.len() as u64;
+        Ok(())
+    }
+
+    /// The reason a worker gave for cutting a stream, if it sent one.
+    async fn worker_error(&mut self, addr: &str, io: std::io::Error) -> ThawError {
+        if let Some((_, sock)) = self.streams.iter_mut().find(|(a, _)| a == addr) {
+            let reason =
+                tokio::time::timeout(std::time::Duration::from_secs(2), frame::read_msg::<_, DataResponse>(sock)).await;
+            if let Ok(Ok(Some(resp))) = reason
+                && let Err(e) = frame::check_response(resp)
+            {
+                return e.context(format!("worker {addr}"));
+            }
+        }
+        ThawError::from(io).context(format!("write to worker {addr}"))
+    }
+
+    /// Sends what is buffered, ends the streams, and completes the file.
+    pub async fn close(mut self) -> Result<FileInfo> {
+        if !self.buf.is_empty() {
+            let chunk = std::mem::take(&mut self.buf);
+            self.send(&chunk).await?;
+        }
+        let total = self.written;
+        let mut streams = std::mem::take(&mut self.streams);
+        let ends = streams.iter_mut().map(|(addr, sock)| async move {
+            frame::write_chunk(sock, &[]).await.map_err(|e| ThawError::from(e).context(format!("worker {addr}")))?;
+            let resp = frame::read_msg::<_, DataResponse>(sock)
+                .await?
+                .ok_or_else(|| ThawError::unavailable(format!("worker {addr} closed the stream before confirming")))?;
+            let resp = frame::check_response(resp).map_err(|e| e.context(format!("worker {addr}")))?;
+            if resp.length != total {
+                return Err(ThawError::internal(format!("worker {addr} stored {} of {total} bytes", resp.length)));
+            }
+            Ok(())
+        });
+        if let Err(e) = try_join_all(ends).await {
+            return Err(self.fail(e).await);
+        }
+        let req = CompleteFileRequest { file_id: self.info.file_id, length: total };
+        let resp = self.client.master().complete_file(req).await.map_err(|s| self.client.rpc_err(s));
+        match resp {
+            Ok(r) => r.into_inner().info.ok_or_else(|| ThawError::internal("complete answer without info")),
+            Err(e) => Err(self.fail(e).await),
+        }
+    }
+
+    /// Drops the streams and deletes the partial file; returns `e`.
+    async fn fail(&mut self, e: ThawError) -> ThawError {
+        self.streams.clear();
+        if let Err(d) = self.client.delete(&self.info.path, false).await {
+            tracing::debug!(path = %self.info.path, error = %d, "could not delete the partial file");
+        }
+        e
+    }
+}

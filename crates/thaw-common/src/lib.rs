@@ -1,0 +1,45 @@
+//! What every Thaw part shares: ids, sizes, paths, topology and locality
+//! ordering, and the error type.
+
+pub mod error;
+pub mod frame;
+pub mod ids;
+pub mod locality;
+pub mod path;
+pub mod size;
+
+pub use error::{ErrorKind, Result, ThawError};
+pub use thaw_proto::v1 as proto;
+
+/// Block size when neither the file nor the master says otherwise.
+pub const DEFAULT_BLOCK_SIZE: u64 = 64 * 1024 * 1024;
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// This machine's host name: the default `host` of workers and clients.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates or truncates.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".to_string();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Drops a file's pages from the page cache (posix_fadvise DONTNEED), so the next
+/// read really goes to the device: how a cold read is measured honestly.
+pub fn drop_cached_pages(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path)?;
+    // SAFETY: a valid open descriptor; offset 0 and length 0 mean the whole file.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}

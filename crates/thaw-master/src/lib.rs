@@ -1,0 +1,52 @@
+//! The Thaw master: namespace (paths, immutable file ids, blocks) over the mounted
+//! under-store, block locations per (worker, tier), the worker registry and
+//! liveness, and the journal. See ARCHITECTURE.md, "master".
+
+pub mod cluster;
+pub mod journal;
+pub mod master;
+pub mod namespace;
+pub mod service;
+
+use std::sync::Arc;
+
+pub use master::{Master, MasterConfig};
+use thaw_common::proto::master_service_server::MasterServiceServer;
+use thaw_common::{Result, ThawError};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Largest gRPC message the master accepts (a path is at most 4 KiB; block reports
+/// of big workers are the largest messages).
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// Serves the master on `listener` until `shutdown` is cancelled. The liveness
+/// checker runs as an owned task and stops with the server.
+pub async fn serve(config: MasterConfig, listener: TcpListener, shutdown: CancellationToken) -> Result<()> {
+    let master = Arc::new(Master::open(config)?);
+    let interval = master.config().heartbeat_interval;
+    let checker = {
+        let master = master.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tick.tick() => master.expire_workers(),
+                }
+            }
+        })
+    };
+    let svc = MasterServiceServer::new(service::MasterRpc { master })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let result = tonic::transport::Server::builder()
+        .add_service(svc)
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
+        .await;
+    shutdown.cancel();
+    let _ = checker.await;
+    result.map_err(|e| ThawError::internal(format!("master server: {e}")))
+}

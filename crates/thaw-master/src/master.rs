@@ -1,0 +1,594 @@
+//! The master: namespace operations over the under-store mount, the worker
+//! protocol, and liveness. One lock guards namespace and cluster state; a mutation
+//! and its journal commit happen under it, so the journal order is the state order.
+//! Under-store I/O (stat, list, rename, delete) happens before taking the lock.
+
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_count, block_id, block_length, file_of_block, index_of_block};
+use thaw_common::proto::*;
+use thaw_common::{DEFAULT_BLOCK_SIZE, Result, ThawError, now_ms, path};
+use thaw_ufs::UnderStore;
+
+use crate::cluster::Cluster;
+use crate::journal::{Journal, JournalOp};
+use crate::namespace::{Namespace, NewInode, ROOT_ID};
+
+/// Smallest and largest block size a file may ask for.
+pub const MIN_BLOCK_SIZE: u64 = 512;
+pub const MAX_BLOCK_SIZE: u64 = 4 << 30;
+
+#[derive(Debug, Clone)]
+pub struct MasterConfig {
+    pub journal_dir: std::path::PathBuf,
+    pub ufs_uri: String,
+    pub default_block_size: u64,
+    pub heartbeat_interval: Duration,
+    /// A worker silent this long is declared dead.
+    pub worker_timeout: Duration,
+}
+
+impl MasterConfig {
+    pub fn new(journal_dir: impl Into<std::path::PathBuf>, ufs_uri: impl Into<String>) -> Self {
+        MasterConfig {
+            journal_dir: journal_dir.into(),
+            ufs_uri: ufs_uri.into(),
+            default_block_size: DEFAULT_BLOCK_SIZE,
+            heartbeat_interval: Duration::from_millis(1000),
+            worker_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+struct State {
+    ns: Namespace,
+    cluster: Cluster,
+}
+
+pub struct Master {
+    state: RwLock<State>,
+    journal: Journal,
+    ufs: UnderStore,
+    /// Random per start: workers that see a new epoch re-register.
+    epoch: u64,
+    config: MasterConfig,
+}
+
+fn is_persisted_write(wt: WriteType) -> bool {
+    matches!(wt, WriteType::CacheThrough | WriteType::Through)
+}
+
+impl Master {
+    pub fn open(config: MasterConfig) -> Result<Self> {
+        let journal = Journal::open(&config.journal_dir)?;
+        let (records, next_id) = journal.load()?;
+        let ns = Namespace::from_records(records, next_id);
+        let ufs = UnderStore::open(&config.ufs_uri)?;
+        tracing::info!(inodes = ns.len(), ufs = ufs.uri(), "master namespace loaded from journal");
+        Ok(Master {
+            state: RwLock::new(State { ns, cluster: Cluster::default() }),
+            journal,
+            ufs,
+            epoch: rand::random::<u64>() | 1,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &MasterConfig {
+        &self.config
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn commit(&self, st: &State, ops: &[JournalOp]) -> Result<()> {
+        self.journal.commit(ops, st.ns.next_id())
+    }
+
+    // ---- namespace ----
+
+    /// The inode at `p`, loading it (and missing parents) from the under-store if
+    /// Thaw has not seen it yet: the under-store root is mounted at '/'.
+    async fn resolve(&self, p: &str) -> Result<u64> {
+        let comps = path::components(p)?;
+        if let Some(id) = self.read().ns.lookup(&comps) {
+            return Ok(id);
+        }
+        let mut parent = ROOT_ID;
+        for depth in 0..comps.len() {
+            let prefix = &comps[..=depth];
+            if let Some(id) = self.read().ns.lookup(prefix) {
+                parent = id;
+                continue;
+            }
+            let here = path::join(prefix);
+            let Some(st) = self.ufs.stat(&here).await? else {
+                return Err(ThawError::not_found(format!("no such file or directory: {}", path::join(&comps))));
+            };
+            let mut state = self.write();
+            if let Some(id) = state.ns.lookup(prefix) {
+                parent = id;
+                continue;
+            }
+            let new = NewInode {
+                is_dir: st.is_dir,
+                length: st.length,
+                block_size: self.config.default_block_size,
+                complete: true,
+                persisted: true,
+                write_type: WriteType::Through,
+                ufs_mtime_ms: st.mtime_ms,
+            };
+            let (id, op) = state.ns.add(parent, prefix[depth], new)?;
+            self.commit(&state, &[op])?;
+            parent = id;
+        }
+        Ok(parent)
+    }
+
+    /// Brings directory `id` (at `p`) in line with its under-store listing: new
+    /// entries appear, changed files get a new id, persisted entries deleted from
+    /// the under-store disappear (unless changed in Thaw since the listing began).
+    async fn sync_dir(&self, id: u64, p: &str) -> Result<()> {
+        let started = now_ms();
+        let listing = self.ufs.list(p).await?;
+        let mut state = self.write();
+        let st = &mut *state;
+        if !st.ns.get(id).is_some_and(|i| i.is_dir()) {
+            return Ok(());
+        }
+        let mut ops = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (name, ufs) in &listing {
+            if path::components(&format!("/{name}")).is_err() {
+                continue; // a name Thaw cannot address
+            }
+            seen.insert(name.clone());
+            let existing = st.ns.get(id).and_then(|i| i.children.get(name).copied());
+            if let Some(child) = existing {
+                let rec = &st.ns.get(child).expect("child").rec;
+                let changed = !rec.is_dir
+                    && !ufs.is_dir
+                    && rec.persisted
+                    && rec.complete
+                    && rec.mtime_ms < started
+                    && (rec.length != ufs.length || (rec.ufs_mtime_ms != 0 && rec.ufs_mtime_ms != ufs.mtime_ms));
+                if !changed {
+                    continue;
+                }
+                let (files, mut removed) = st.ns.remove(child);
+                files.iter().for_each(|f| st.cluster.drop_file(*f));
+                ops.append(&mut removed);
+            }
+            let new = NewInode {
+                is_dir: ufs.is_dir,
+                length: ufs.length,
+                block_size: self.config.default_block_size,
+                complete: true,
+                persisted: true,
+                write_type: WriteType::Through,
+                ufs_mtime_ms: ufs.mtime_ms,
+            };
+            let (_, op) = st.ns.add(id, name, new)?;
+            ops.push(op);
+        }
+        for (name, child) in st.ns.children(id) {
+            let rec = &st.ns.get(child).expect("child").rec;
+            if seen.contains(&name) || !rec.persisted || rec.mtime_ms >= started {
+                continue;
+            }
+            let keeps_unpersisted =
+                st.ns.files_under(child).iter().any(|f| !st.ns.get(*f).is_some_and(|i| i.rec.persisted));
+            if keeps_unpersisted {
+                ops.push(st.ns.update(child, |r| r.persisted = false)?);
+            } else {
+                let (files, mut removed) = st.ns.remove(child);
+                files.iter().for_each(|f| st.cluster.drop_file(*f));
+                ops.append(&mut removed);
+            }
+        }
+        if !ops.is_empty() {
+            self.commit(st, &ops)?;
+        }
+        Ok(())
+    }
+
+    fn file_info(st: &State, id: u64, with_blocks: bool, client: &Position) -> FileInfo {
+        let ino = st.ns.get(id).expect("caller resolved the id");
+        let r = &ino.rec;
+        let mut info = FileInfo {
+            file_id: r.id,
+            path: st.ns.path_of(id),
+            name: r.name.clone(),
+            is_dir: r.is_dir,
+            length: r.length,
+            block_size: r.block_size,
+            complete: r.complete,
+            persisted: r.persisted,
+            write_type: r.write_type,
+            mtime_ms: r.mtime_ms,
+            ..Default::default()
+        };
+        if r.is_dir {
+            return info;
+        }
+        let n = if r.complete { block_count(r.length, r.block_size) } else { 0 };
+        for index in 0..n {
+            let bid = block_id(r.id, index);
+            let length = block_length(r.length, r.block_size, index);
+            let replicas = st.cluster.ordered_replicas(bid, client);
+            if replicas.iter().any(|x| x.tier == Tier::Mem as i32) {
+                info.in_memory_bytes += length;
+            }
+            if replicas.is_empty() && !r.persisted {
+                info.lost = true;
+            }
+            if with_blocks {
+                info.blocks.push(BlockInfo { block_id: bid, offset: index * r.block_size, length, replicas });
+            }
+        }
+        info
+    }
+
+    pub async fn get_status(&self, req: GetStatusRequest) -> Result<GetStatusResponse> {
+        let id = self.resolve(&req.path).await?;
+        let client = req.client.unwrap_or_default();
+        let st = self.read();
+        if st.ns.get(id).is_none() {
+            return Err(ThawError::not_found(format!("no such file or directory: {}", req.path)));
+        }
+        let info = Self::file_info(&st, id, req.blocks, &client);
+        let read_through_workers = if req.blocks && !info.is_dir {
+            let now = Instant::now();
+            st.cluster.nearest_workers(&client).into_iter().map(|w| w.info(now)).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(GetStatusResponse { info: Some(info), read_through_workers })
+    }
+
+    pub async fn list_status(&self, req: ListStatusRequest) -> Result<ListStatusResponse> {
+        let id = self.resolve(&req.path).await?;
+        let is_dir = self.read().ns.get(id).is_some_and(|i| i.is_dir());
+        if is_dir {
+            let p = path::normalize(&req.path)?;
+            self.sync_dir(id, &p).await?;
+        }
+        let st = self.read();
+        let client = Position::default();
+        let entries = if is_dir {
+            st.ns.children(id).into_iter().map(|(_, c)| Self::file_info(&st, c, false, &client)).collect()
+        } else {
+            vec![Self::file_info(&st, id, false, &client)]
+        };
+        Ok(ListStatusResponse { entries })
+    }
+
+    pub async fn mkdir(&self, req: MkdirRequest) -> Result<MkdirResponse> {
+        let comps = path::components(&req.path)?;
+        if comps.is_empty() {
+            return if req.exist_ok {
+                Ok(MkdirResponse { info: Some(Self::file_info(&self.read(), ROOT_ID, false, &Position::default())) })
+            } else {
+                Err(ThawError::already_exists("/ already exists"))
+            };
+        }
+        let mut parent = ROOT_ID;
+        for depth in 0..comps.len() {
+            let here = path::join(&comps[..=depth]);
+            let last = depth + 1 == comps.len();
+            match self.resolve(&here).await {
+                Ok(id) => {
+                    let is_dir = self.read().ns.get(id).is_some_and(|i| i.is_dir());
+                    if !is_dir {
+                        return Err(ThawError::not_dir(format!("{here} is a file")));
+                    }
+                    if last && !req.exist_ok {
+                        return Err(ThawError::already_exists(format!("{here} already exists")));
+                    }
+                    parent = id;
+                }
+                Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {
+                    if !last && !req.recursive {
+                        return Err(ThawError::not_found(format!(
+                            "parent directory {here} does not exist (use recursive to create it)"
+                        )));
+                    }
+                    self.ufs.create_dir(&here).await?;
+                    let mut st = self.write();
+                    let new = NewInode { is_dir: true, complete: true, persisted: true, ..Default::default() };
+                    let (id, op) = match st.ns.add(parent, comps[depth], new) {
+                        Ok(x) => x,
+                        Err(e) if e.kind == thaw_common::ErrorKind::AlreadyExists && (req.exist_ok || !last) => {
+                            parent = st.ns.lookup(&comps[..=depth]).expect("exists");
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    self.commit(&st, &[op])?;
+                    parent = id;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(MkdirResponse { info: Some(Self::file_info(&self.read(), parent, false, &Position::default())) })
+    }
+
+    pub async fn create_file(&self, req: CreateFileRequest) -> Result<CreateFileResponse> {
+        let comps = path::components(&req.path)?;
+        let Some((name, parent_comps)) = comps.split_last() else {
+            return Err(ThawError::is_dir("/ is a directory"));
+        };
+        let write_type = WriteType::try_from(req.write_type)
+            .ok()
+            .filter(|w| *w != WriteType::Unspecified)
+            .ok_or_else(|| ThawError::invalid(format!("unknown write type {}", req.write_type)))?;
+        let block_size = if req.block_size == 0 { self.config.default_block_size } else { req.block_size };
+        if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) {
+            return Err(ThawError::invalid(format!(
+                "block size {block_size} is outside [{MIN_BLOCK_SIZE}, {MAX_BLOCK_SIZE}]"
+            )));
+        }
+        let parent_path = path::join(parent_comps);
+        let parent = if req.recursive {
+            self.mkdir(MkdirRequest { path: parent_path.clone(), recursive: true, exist_ok: true }).await?;
+            self.resolve(&parent_path).await?
+        } else {
+            self.resolve(&parent_path).await.map_err(|e| e.context("parent directory"))?
+        };
+        let full = path::join(&comps);
+        match self.resolve(&full).await {
+            Ok(_) if req.overwrite => {
+                self.delete(DeleteRequest { path: full.clone(), recursive: false }).await?;
+            }
+            Ok(_) => return Err(ThawError::already_exists(format!("{full} already exists"))),
+            Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let client = req.client.unwrap_or_default();
+        let mut st = self.write();
+        let now = Instant::now();
+        let workers: Vec<WorkerInfo> =
+            st.cluster.choose_writers(&client, write_type, req.replication)?.into_iter().map(|w| w.info(now)).collect();
+        let new = NewInode { block_size, write_type, ..Default::default() };
+        let (id, op) = st.ns.add(parent, name, new)?;
+        self.commit(&st, &[op])?;
+        let info = Self::file_info(&st, id, false, &client);
+        tracing::debug!(path = %full, file_id = id, ?write_type, "file created");
+        Ok(CreateFileResponse { info: Some(info), workers })
+    }
+
+    pub async fn complete_file(&self, req: CompleteFileRequest) -> Result<CompleteFileResponse> {
+        let (p, write_type, block_size) = {
+            let st = self.read();
+            let ino = st
+                .ns
+                .get(req.file_id)
+                .filter(|i| !i.is_dir())
+                .ok_or_else(|| ThawError::not_found(format!("file id {} does not exist", req.file_id)))?;
+            if ino.rec.complete {
+                return Err(ThawError::precondition(format!("{} is already complete", st.ns.path_of(req.file_id))));
+            }
+            (st.ns.path_of(req.file_id), ino.rec.write_type(), ino.rec.block_size)
+        };
+        let blocks = block_count(req.length, block_size);
+        if blocks > MAX_BLOCKS_PER_FILE {
+            return Err(ThawError::invalid(format!("{} blocks is more than a file may have", blocks)));
+        }
+        let mut ufs_mtime = 0;
+        if is_persisted_write(write_type) {
+            let st = self.ufs.stat(&p).await?.ok_or_else(|| {
+                ThawError::precondition(format!("{p}: the under-store copy is missing; the write did not finish"))
+            })?;
+            if st.length != req.length {
+                return Err(ThawError::precondition(format!(
+                    "{p}: the under-store copy has {} bytes, the client wrote {}",
+                    st.length, req.length
+                )));
+            }
+            ufs_mtime = st.mtime_ms;
+        }
+        let mut st = self.write();
+        if st.ns.get(req.file_id).is_none_or(|i| i.rec.complete) {
+            return Err(ThawError::precondition(format!("{p} changed while completing")));
+        }
+        if write_type != WriteType::Through {
+            for index in 0..blocks {
+                let want = block_length(req.length, block_size, index);
+                let have = st.cluster.block(block_id(req.file_id, index));
+                match have {
+                    Some(e) if e.length == want => {}
+                    Some(e) => {
+                        return Err(ThawError::precondition(format!(
+                            "{p}: block {index} holds {} bytes, expected {want}",
+                            e.length
+                        )));
+                    }
+                    None => {
+                        return Err(ThawError::precondition(format!(
+                            "{p}: block {index} was never stored (truncated write or its worker died)"
+                        )));
+                    }
+                }
+            }
+        }
+        let op = st.ns.update(req.file_id, |r| {
+            r.complete = true;
+            r.length = req.length;
+            r.persisted = is_persisted_write(write_type);
+            r.ufs_mtime_ms = ufs_mtime;
+        })?;
+        self.commit(&st, &[op])?;
+        Ok(CompleteFileResponse { info: Some(Self::file_info(&st, req.file_id, false, &Position::default())) })
+    }
+
+    pub async fn delete(&self, req: DeleteRequest) -> Result<DeleteResponse> {
+        let p = path::normalize(&req.path)?;
+        if p == "/" {
+            return Err(ThawError::invalid("refusing to delete /"));
+        }
+        let id = self.resolve(&p).await?;
+        let (is_dir, persisted) = {
+            let st = self.read();
+            let i = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?;
+            (i.is_dir(), i.rec.persisted)
+        };
+        if is_dir {
+            self.sync_dir(id, &p).await?;
+            if !req.recursive && !self.read().ns.children(id).is_empty() {
+                return Err(ThawError::not_empty(format!("{p} is not empty (use recursive)")));
+            }
+        }
+        if is_dir || persisted {
+            self.ufs.delete(&p).await?;
+        }
+        let mut st = self.write();
+        let st = &mut *st;
+        if st.ns.get(id).is_none() {
+            return Ok(DeleteResponse {});
+        }
+        let (files, ops) = st.ns.remove(id);
+        files.iter().for_each(|f| st.cluster.drop_file(*f));
+        self.commit(st, &ops)?;
+        tracing::debug!(path = %p, files = files.len(), "deleted");
+        Ok(DeleteResponse {})
+    }
+
+    pub async fn rename(&self, req: RenameRequest) -> Result<RenameResponse> {
+        let src = path::normalize(&req.src)?;
+        let dst_comps = path::components(&req.dst)?;
+        let Some((name, parent_comps)) = dst_comps.split_last() else {
+            return Err(ThawError::already_exists("/ already exists"));
+        };
+        let dst = path::join(&dst_comps);
+        if src == "/" {
+            return Err(ThawError::invalid("cannot rename /"));
+        }
+        let id = self.resolve(&src).await?;
+        match self.resolve(&dst).await {
+            Ok(_) => return Err(ThawError::already_exists(format!("{dst} already exists"))),
+            Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let parent = self.resolve(&path::join(parent_comps)).await.map_err(|e| e.context("rename target parent"))?;
+        if self.ufs.stat(&src).await?.is_some() {
+            self.ufs.rename(&src, &dst).await?;
+        }
+        let mut st = self.write();
+        let op = st.ns.rename(id, parent, name)?;
+        self.commit(&st, &[op])?;
+        Ok(RenameResponse { info: Some(Self::file_info(&st, id, false, &Position::default())) })
+    }
+
+    // ---- cluster ----
+
+    pub fn cluster_status(&self) -> GetClusterStatusResponse {
+        let st = self.read();
+        let now = Instant::now();
+        GetClusterStatusResponse {
+            workers: st.cluster.workers().map(|w| w.info(now)).collect(),
+            ufs_uri: self.ufs.uri().to_string(),
+            default_block_size: self.config.default_block_size,
+            files: st.ns.file_count() as u64,
+            blocks_in_memory: st.cluster.blocks_in_memory() as u64,
+            master_epoch: self.epoch,
+        }
+    }
+
+    /// Whether a stored block fits the namespace: its file exists and, if the file
+    /// is complete, the block's index and length match.
+    fn block_fits(st: &State, block: u64, length: u64) -> Result<()> {
+        let file = file_of_block(block);
+        let ino = st
+            .ns
+            .get(file)
+            .filter(|i| !i.is_dir())
+            .ok_or_else(|| ThawError::not_found(format!("block {block}: its file ({file}) does not exist")))?;
+        if ino.rec.complete {
+            let index = index_of_block(block);
+            let want = block_length(ino.rec.length, ino.rec.block_size, index);
+            if index >= block_count(ino.rec.length, ino.rec.block_size) || want != length {
+                return Err(ThawError::invalid(format!(
+                    "block {block}: {length} bytes do not fit file {file} (expected {want})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn register_worker(&self, req: RegisterWorkerRequest) -> Result<RegisterWorkerResponse> {
+        if req.data_address.is_empty() {
+            return Err(ThawError::invalid("worker registration without a data address"));
+        }
+        let mut st = self.write();
+        let id = st.cluster.register(&req.data_address, &req.host, &req.rack, req.tiers, Instant::now());
+        let mut remove_blocks = Vec::new();
+        for b in req.blocks {
+            let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
+            if tier != Tier::Unspecified && Self::block_fits(&st, b.block_id, b.length).is_ok() {
+                st.cluster.add_replica(b.block_id, id, tier, b.length);
+            } else {
+                remove_blocks.push(b.block_id);
+            }
+        }
+        tracing::info!(worker = id, address = %req.data_address, host = %req.host, rack = %req.rack, stale = remove_blocks.len(), "worker registered");
+        Ok(RegisterWorkerResponse {
+            worker_id: id,
+            master_epoch: self.epoch,
+            heartbeat_interval_ms: self.config.heartbeat_interval.as_millis() as u64,
+            ufs_uri: self.ufs.uri().to_string(),
+            remove_blocks,
+        })
+    }
+
+    pub fn heartbeat(&self, req: HeartbeatRequest) -> HeartbeatResponse {
+        if req.master_epoch != self.epoch {
+            return HeartbeatResponse { reregister: true, remove_blocks: Vec::new() };
+        }
+        let mut st = self.write();
+        let st = &mut *st;
+        let Some(w) = st.cluster.live_worker_mut(req.worker_id) else {
+            return HeartbeatResponse { reregister: true, remove_blocks: Vec::new() };
+        };
+        w.last_heartbeat = Instant::now();
+        w.tiers = req.tiers;
+        w.jobs = req.jobs;
+        let remove_blocks = std::mem::take(&mut w.pending_removals);
+        for b in req.removed_blocks {
+            let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
+            st.cluster.remove_replica(b.block_id, req.worker_id, tier);
+        }
+        HeartbeatResponse { reregister: false, remove_blocks }
+    }
+
+    pub fn commit_block(&self, req: CommitBlockRequest) -> Result<CommitBlockResponse> {
+        if req.master_epoch != self.epoch {
+            return Err(ThawError::unavailable("the master restarted: register again"));
+        }
+        let tier = Tier::try_from(req.tier)
+            .ok()
+            .filter(|t| *t != Tier::Unspecified)
+            .ok_or_else(|| ThawError::invalid("commit of a block without a tier"))?;
+        let mut st = self.write();
+        if st.cluster.live_worker_mut(req.worker_id).is_none() {
+            return Err(ThawError::unavailable(format!("worker {} is not registered", req.worker_id)));
+        }
+        Self::block_fits(&st, req.block_id, req.length)?;
+        st.cluster.add_replica(req.block_id, req.worker_id, tier, req.length);
+        Ok(CommitBlockResponse {})
+    }
+
+    /// Declares silent workers dead; run every heartbeat interval.
+    pub fn expire_workers(&self) {
+        let dead = self.write().cluster.expire(Instant::now(), self.config.worker_timeout);
+        for id in dead {
+            tracing::warn!(worker = id, "worker missed its heartbeats: declared dead, replicas dropped");
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! The namespace tree: pure state and decisions, no I/O. Every mutation returns
+//! the journal ops that make it durable; the caller commits them before answering.
+
+use std::collections::{BTreeMap, HashMap};
+
+use thaw_common::proto::{InodeRecord, WriteType};
+use thaw_common::{Result, ThawError, now_ms, path};
+
+use crate::journal::{JournalOp, RECORD_VERSION};
+
+pub const ROOT_ID: u64 = 1;
+
+#[derive(Debug, Clone)]
+pub struct Inode {
+    pub rec: InodeRecord,
+    /// Children by name (directories only).
+    pub children: BTreeMap<String, u64>,
+}
+
+impl Inode {
+    pub fn is_dir(&self) -> bool {
+        self.rec.is_dir
+    }
+}
+
+/// What a new inode is.
+#[derive(Debug, Clone, Default)]
+pub struct NewInode {
+    pub is_dir: bool,
+    pub length: u64,
+    pub block_size: u64,
+    pub complete: bool,
+    pub persisted: bool,
+    pub write_type: WriteType,
+    pub ufs_mtime_ms: u64,
+}
+
+pub struct Namespace {
+    inodes: HashMap<u64, Inode>,
+    next_id: u64,
+}
+
+impl Namespace {
+    /// Rebuilds the tree from journal records. Records whose parent is gone (a crash
+    /// cannot leave any, but a bug could) are dropped rather than served.
+    pub fn from_records(records: Vec<InodeRecord>, next_id: u64) -> Self {
+        let mut inodes: HashMap<u64, Inode> = HashMap::new();
+        let root = InodeRecord {
+            version: RECORD_VERSION,
+            id: ROOT_ID,
+            is_dir: true,
+            complete: true,
+            persisted: true,
+            ..Default::default()
+        };
+        inodes.insert(ROOT_ID, Inode { rec: root, children: BTreeMap::new() });
+        let mut max_id = ROOT_ID;
+        for rec in records {
+            max_id = max_id.max(rec.id);
+            inodes.insert(rec.id, Inode { rec, children: BTreeMap::new() });
+        }
+        let links: Vec<(u64, u64, String)> = inodes
+            .values()
+            .filter(|i| i.rec.id != ROOT_ID)
+            .map(|i| (i.rec.parent_id, i.rec.id, i.rec.name.clone()))
+            .collect();
+        for (parent, id, name) in links {
+            match inodes.get_mut(&parent) {
+                Some(p) if p.is_dir() => {
+                    p.children.insert(name, id);
+                }
+                _ => {
+                    inodes.remove(&id);
+                }
+            }
+        }
+        // Drop subtrees that are no longer reachable from the root.
+        let mut reachable = std::collections::HashSet::new();
+        let mut stack = vec![ROOT_ID];
+        while let Some(id) = stack.pop() {
+            if reachable.insert(id) {
+                stack.extend(inodes[&id].children.values().copied());
+            }
+        }
+        inodes.retain(|id, _| reachable.contains(id));
+        Namespace { inodes, next_id: next_id.max(max_id + 1) }
+    }
+
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    pub fn len(&self) -> usize {
+        self.inodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inodes.len() <= 1
+    }
+
+    pub fn get(&self, id: u64) -> Option<&Inode> {
+        self.inodes.get(&id)
+    }
+
+    pub fn lookup(&self, comps: &[&str]) -> Option<u64> {
+        let mut id = ROOT_ID;
+        for c in comps {
+            id = *self.inodes.get(&id)?.children.get(*c)?;
+        }
+        Some(id)
+    }
+
+    pub fn path_of(&self, mut id: u64) -> String {
+        let mut parts = Vec::new();
+        while id != ROOT_ID {
+            let Some(i) = self.inodes.get(&id) else { break };
+            parts.push(i.rec.name.as_str());
+            id = i.rec.parent_id;
+        }
+        parts.reverse();
+        path::join(&parts)
+    }
+
+    pub fn children(&self, id: u64) -> Vec<(String, u64)> {
+        self.inodes.get(&id).map(|i| i.children.iter().map(|(n, c)| (n.clone(), *c)).collect()).unwrap_or_default()
+    }
+
+    /// Adds `name` under directory `parent`.
+    pub fn add(&mut self, parent: u64, name: &str, new: NewInode) -> Result<(u64, JournalOp)> {
+        let p = self.inodes.get(&parent).ok_or_else(|| ThawError::not_found("parent directory vanished"))?;
+        if !p.is_dir() {
+            return Err(ThawError::not_dir(format!("{} is not a directory", self.path_of(parent))));
+        }
+        if p.children.contains_key(name) {
+            return Err(ThawError::already_exists(format!(
+                "{} already exists",
+                path::join(&[self.path_of(parent).trim_start_matches('/'), name])
+            )));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let rec = InodeRecord {
+            version: RECORD_VERSION,
+            id,
+            parent_id: parent,
+            name: name.to_string(),
+            is_dir: new.is_dir,
+            length: new.length,
+            block_size: new.block_size,
+            complete: new.complete,
+            persisted: new.persisted,
+            write_type: new.write_type as i32,
+            mtime_ms: now_ms(),
+            ufs_mtime_ms: new.ufs_mtime_ms,
+        };
+        self.inodes.get_mut(&parent).expect("checked").children.insert(name.to_string(), id);
+        self.inodes.insert(id, Inode { rec: rec.clone(), children: BTreeMap::new() });
+        Ok((id, JournalOp::Put(rec)))
+    }
+
+    /// Changes an inode's record.
+    pub fn update(&mut self, id: u64, f: impl FnOnce(&mut InodeRecord)) -> Result<JournalOp> {
+        let i = self.inodes.get_mut(&id).ok_or_else(|| ThawError::not_found(format!("inode {id} is gone")))?;
+        f(&mut i.rec);
+        i.rec.mtime_ms = now_ms();
+        Ok(JournalOp::Put(i.rec.clone()))
+    }
+
+    /// Removes `id` and everything under it. Returns the ids of removed files.
+    pub fn remove(&mut self, id: u64) -> (Vec<u64>, Vec<JournalOp>) {
+        let mut files = Vec::new();
+        let mut ops = Vec::new();
+        if id == ROOT_ID {
+            return (files, ops);
+        }
+        if let Some(i) = self.inodes.get(&id) {
+            let (parent, name) = (i.rec.parent_id, i.rec.name.clone());
+            if let Some(p) = self.inodes.get_mut(&parent) {
+                p.children.remove(&name);
+            }
+        }
+        let mut stack = vec![id];
+        while let Some(cur) = stack.pop() {
+            if let Some(i) = self.inodes.remove(&cur) {
+                if !i.is_dir() {
+                    files.push(cur);
+                }
+                stack.extend(i.children.values().copied());
+                ops.push(JournalOp::Delete(cur));
+            }
+        }
+        (files, ops)
+    }
+
+    /// Moves `id` to `name` under `new_parent`. The caller checked the target is free.
+    pub fn rename(&mut self, id: u64, new_parent: u64, name: &str) -> Result<JournalOp> {
+        // A directory may not move into its own subtree.
+        let mut cur = new_parent;
+        loop {
+            if cur == id {
+                return Err(ThawError::invalid(format!("cannot move {} into itself", self.path_of(id))));
+            }
+            if cur == ROOT_ID {
+                break;
+            }
+            cur = self.inodes[&cur].rec.parent_id;
+        }
+        if !self.inodes.get(&new_parent).is_some_and(|p| p.is_dir()) {
+            return Err(ThawError::not_dir("rename target's parent is not a directory"));
+        }
+        if self.inodes[&new_parent].children.contains_key(name) {
+            return Err(ThawError::already_exists(format!("{} already exists", self.path_of(new_parent))));
+        }
+        let (old_parent, old_name) = {
+            let i = &self.inodes[&id];
+            (i.rec.parent_id, i.rec.name.clone())
+        };
+        self.inodes.get_mut(&old_parent).expect("parent").children.remove(&old_name);
+        self.inodes.get_mut(&new_parent).expect("checked").children.insert(name.to_string(), id);
+        self.update(id, |r| {
+            r.parent_id = new_parent;
+            r.name = name.to_string();
+        })
+    }
+
+    /// Every file id in the subtree of `id` (itself if a file).
+    pub fn files_under(&self, id: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut stack = vec![id];
+        while let Some(cur) = stack.pop() {
+            if let Some(i) = self.inodes.get(&cur) {
+                if i.is_dir() {
+                    stack.extend(i.children.values().copied());
+                } else {
+                    out.push(cur);
+                }
+            }
+        }
+        out
+    }
+
+    pub fn file_count(&self) -> usize {
+        self.inodes.values().filter(|i| !i.is_dir()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> NewInode {
+        NewInode { is_dir: true, ..Default::default() }
+    }
+
+    fn file(len: u64) -> NewInode {
+        NewInode { length: len, block_size: 4, complete: true, ..Default::default() }
+    }
+
+    /// Replays ops onto records, as the journal would.
+    fn replay(records: &mut HashMap<u64, InodeRecord>, ops: &[JournalOp]) {
+        for op in ops {
+            match op {
+                JournalOp::Put(r) => {
+                    records.insert(r.id, r.clone());
+                }
+                JournalOp::Delete(id) => {
+                    records.remove(id);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tree_ops_and_journal_replay_agree() {
+        let mut ns = Namespace::from_records(vec![], 0);
+        let mut journal = HashMap::new();
+        let (a, op) = ns.add(ROOT_ID, "a", dir()).unwrap();
+        replay(&mut journal, &[op]);
+        let (b, op) = ns.add(a, "b", dir()).unwrap();
+        replay(&mut journal, &[op]);
+        let (f, op) = ns.add(b, "f", file(10)).unwrap();
+        replay(&mut journal, &[op]);
+        assert!(ns.add(b, "f", file(1)).is_err());
+        assert!(ns.add(f, "x", file(1)).unwrap_err().kind == thaw_common::ErrorKind::NotADirectory);
+        assert_eq!(ns.lookup(&["a", "b", "f"]), Some(f));
+        assert_eq!(ns.path_of(f), "/a/b/f");
+        // Moving a directory into itself is refused.
+        assert!(ns.rename(a, b, "loop").is_err());
+        let op = ns.rename(b, ROOT_ID, "c").unwrap();
+        replay(&mut journal, &[op]);
+        assert_eq!(ns.path_of(f), "/c/f");
+        assert_eq!(ns.lookup(&["a", "b"]), None);
+        let (files, ops) = ns.remove(a);
+        assert!(files.is_empty());
+        replay(&mut journal, &ops);
+        let next = ns.next_id();
+        let back = Namespace::from_records(journal.values().cloned().collect(), next);
+        assert_eq!(back.lookup(&["c", "f"]), Some(f));
+        assert_eq!(back.lookup(&["a"]), None);
+        assert_eq!(back.len(), ns.len());
+        // Ids are never reused after a reload.
+        assert!(back.next_id() > f);
+    }
+
+    #[test]
+    fn orphans_are_dropped_on_load() {
+        let rec = |id, parent| InodeRecord {
+            version: 1,
+            id,
+            parent_id: parent,
+            name: format!("n{id}"),
+            ..Default::default()
+        };
+        let ns = Namespace::from_records(vec![rec(5, 99), rec(6, 5)], 0);
+        assert_eq!(ns.len(), 1);
+        assert!(ns.next_id() > 6);
+    }
+}

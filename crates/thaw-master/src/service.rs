@@ -1,0 +1,56 @@
+//! The gRPC layer: thin adapters from `MasterService` calls to `Master` methods.
+
+use std::sync::Arc;
+
+use thaw_common::proto::master_service_server::MasterService;
+use thaw_common::proto::*;
+use tonic::{Request, Response, Status};
+
+use crate::master::Master;
+
+pub struct MasterRpc {
+    pub master: Arc<Master>,
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+fn reply<T>(r: thaw_common::Result<T>) -> Reply<T> {
+    r.map(Response::new).map_err(Status::from)
+}
+
+#[tonic::async_trait]
+impl MasterService for MasterRpc {
+    async fn mkdir(&self, r: Request<MkdirRequest>) -> Reply<MkdirResponse> {
+        reply(self.master.mkdir(r.into_inner()).await)
+    }
+    async fn get_status(&self, r: Request<GetStatusRequest>) -> Reply<GetStatusResponse> {
+        reply(self.master.get_status(r.into_inner()).await)
+    }
+    async fn list_status(&self, r: Request<ListStatusRequest>) -> Reply<ListStatusResponse> {
+        reply(self.master.list_status(r.into_inner()).await)
+    }
+    async fn create_file(&self, r: Request<CreateFileRequest>) -> Reply<CreateFileResponse> {
+        reply(self.master.create_file(r.into_inner()).await)
+    }
+    async fn complete_file(&self, r: Request<CompleteFileRequest>) -> Reply<CompleteFileResponse> {
+        reply(self.master.complete_file(r.into_inner()).await)
+    }
+    async fn delete(&self, r: Request<DeleteRequest>) -> Reply<DeleteResponse> {
+        reply(self.master.delete(r.into_inner()).await)
+    }
+    async fn rename(&self, r: Request<RenameRequest>) -> Reply<RenameResponse> {
+        reply(self.master.rename(r.into_inner()).await)
+    }
+    async fn get_cluster_status(&self, _r: Request<GetClusterStatusRequest>) -> Reply<GetClusterStatusResponse> {
+        Ok(Response::new(self.master.cluster_status()))
+    }
+    async fn register_worker(&self, r: Request<RegisterWorkerRequest>) -> Reply<RegisterWorkerResponse> {
+        reply(self.master.register_worker(r.into_inner()))
+    }
+    async fn heartbeat(&self, r: Request<HeartbeatRequest>) -> Reply<HeartbeatResponse> {
+        Ok(Response::new(self.master.heartbeat(r.into_inner())))
+    }
+    async fn commit_block(&self, r: Request<CommitBlockRequest>) -> Reply<CommitBlockResponse> {
+        reply(self.master.commit_block(r.into_inner()))
+    }
+}

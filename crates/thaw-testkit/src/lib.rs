@@ -1,0 +1,300 @@
+//! A mini cluster of real processes on loopback for tests and benchmarks: one
+//! `thaw master` and N `thaw worker`s, each with its own directories, and helpers
+//! to kill -9 and restart any of them (TiKV's test_raftstore is the model).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use thaw_client::{Client, ClientConfig};
+use thaw_common::proto::Position;
+
+#[derive(Debug, Clone)]
+pub struct WorkerSpec {
+    pub host: String,
+    pub rack: String,
+    pub mem_capacity: u64,
+    pub disk_capacity: u64,
+}
+
+impl WorkerSpec {
+    pub fn new(host: &str, rack: &str) -> Self {
+        WorkerSpec { host: host.into(), rack: rack.into(), mem_capacity: 256 << 20, disk_capacity: 1 << 30 }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    pub workers: Vec<WorkerSpec>,
+    pub block_size: u64,
+    pub heartbeat_ms: u64,
+    pub worker_timeout_ms: u64,
+}
+
+impl ClusterOptions {
+    /// `n` workers on hosts h0..h{n-1}, alternating between racks r0 and r1.
+    pub fn workers(n: usize) -> Self {
+        ClusterOptions {
+            workers: (0..n).map(|i| WorkerSpec::new(&format!("h{i}"), &format!("r{}", i % 2))).collect(),
+            block_size: 1 << 20,
+            heartbeat_ms: 200,
+            worker_timeout_ms: 1500,
+        }
+    }
+}
+
+struct Proc {
+    child: Option<Child>,
+    /// Address the process printed (`... listening on ADDR`).
+    addr: String,
+}
+
+impl Proc {
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill(); // SIGKILL: a real crash, no clean-up runs
+            let _ = c.wait();
+        }
+    }
+}
+
+pub struct Cluster {
+    bin: PathBuf,
+    root: tempfile::TempDir,
+    /// MEM tiers live on tmpfs when there is one.
+    mem_root: tempfile::TempDir,
+    pub ufs: PathBuf,
+    pub options: ClusterOptions,
+    master: Proc,
+    workers: Vec<Proc>,
+}
+
+/// Starts a process and waits for its "listening on ADDR" line.
+fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<Proc> {
+    let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    let mut child = Command::new(bin)
+        .args(args)
+        .env("THAW_LOG", "info,thaw_worker=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log_file)
+        .spawn()
+        .with_context(|| format!("spawning {}", bin.display()))?;
+    let stdout = child.stdout.take().context("stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let Some(addr) = line.trim().rsplit(' ').next().filter(|_| line.contains("listening on")) else {
+        let _ = child.kill();
+        bail!("{} {:?} did not start: {line:?}; see {}", bin.display(), args, log.display());
+    };
+    Ok(Proc { child: Some(child), addr: addr.to_string() })
+}
+
+impl Cluster {
+    /// Starts a master and the workers, and waits until every worker is alive.
+    pub async fn start(bin: impl Into<PathBuf>, options: ClusterOptions) -> Result<Cluster> {
+        let bin = bin.into();
+        let root = tempfile::Builder::new().prefix("thaw-test-").tempdir()?;
+        let shm = Path::new("/dev/shm");
+        let mem_root = if shm.is_dir() {
+            tempfile::Builder::new().prefix("thaw-test-").tempdir_in(shm)?
+        } else {
+            tempfile::Builder::new().prefix("thaw-test-mem-").tempdir()?
+        };
+        let ufs = root.path().join("ufs");
+        std::fs::create_dir_all(&ufs)?;
+        let mut cluster = Cluster {
+            bin,
+            ufs,
+            mem_root,
+            master: Proc { child: None, addr: String::new() },
+            workers: Vec::new(),
+            options,
+            root,
+        };
+        cluster.master = cluster.spawn_master(0)?;
+        for i in 0..cluster.options.workers.len() {
+            let w = cluster.spawn_worker(i, 0)?;
+            cluster.workers.push(w);
+        }
+        cluster.wait_for_workers(cluster.workers.len(), Duration::from_secs(20)).await?;
+        Ok(cluster)
+    }
+
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    pub fn master_addr(&self) -> &str {
+        &self.master.addr
+    }
+
+    pub fn worker_addr(&self, i: usize) -> &str {
+        &self.workers[i].addr
+    }
+
+    pub fn mem_dir(&self, i: usize) -> PathBuf {
+        self.mem_root.path().join(format!("w{i}"))
+    }
+
+    fn spawn_master(&self, port: u16) -> Result<Proc> {
+        let o = &self.options;
+        let args: Vec<String> = [
+            "master",
+            "--ufs",
+            &self.ufs.display().to_string(),
+            "--journal-dir",
+            &self.root.path().join("journal").display().to_string(),
+            "--port",
+            &port.to_string(),
+            "--block-size",
+            &o.block_size.to_string(),
+            "--heartbeat-ms",
+            &o.heartbeat_ms.to_string(),
+            "--worker-timeout-ms",
+            &o.worker_timeout_ms.to_string(),
+        ]
+        .map(String::from)
+        .to_vec();
+        spawn(&self.bin, &args, &self.root.path().join("master.log"))
+    }
+
+    fn spawn_worker(&self, i: usize, port: u16) -> Result<Proc> {
+        let spec = &self.options.workers[i];
+        let args: Vec<String> = [
+            "worker",
+            "--master",
+            &self.master.addr,
+            "--host",
+            &spec.host,
+            "--rack",
+            &spec.rack,
+            "--mem-dir",
+            &self.mem_dir(i).display().to_string(),
+            "--mem-capacity",
+            &spec.mem_capacity.to_string(),
+            "--disk-dir",
+            &self.root.path().join(format!("w{i}/disk")).display().to_string(),
+            "--disk-capacity",
+            &spec.disk_capacity.to_string(),
+            "--port",
+            &port.to_string(),
+        ]
+        .map(String::from)
+        .to_vec();
+        spawn(&self.bin, &args, &self.root.path().join(format!("worker-{i}.log")))
+    }
+
+    /// A client placed at (host, rack); short-circuit reads happen when the host
+    /// matches a worker's.
+    pub fn client(&self, host: &str, rack: &str) -> Client {
+        let mut cfg = ClientConfig::from_env(Some(self.master.addr.clone()));
+        cfg.position = Position { host: host.into(), rack: rack.into(), worker_address: String::new() };
+        cfg.job_id = String::new();
+        cfg.retry_for = Duration::from_secs(15);
+        Client::new(cfg).expect("client config")
+    }
+
+    /// A client on a host no worker is on.
+    pub fn remote_client(&self) -> Client {
+        self.client("elsewhere", "r9")
+    }
+
+    /// kill -9 of worker `i`.
+    pub fn kill_worker(&mut self, i: usize) {
+        self.workers[i].kill();
+    }
+
+    /// Starts worker `i` again on its old port and directories.
+    pub async fn restart_worker(&mut self, i: usize) -> Result<()> {
+        let port = port_of(&self.workers[i].addr)?;
+        self.workers[i].kill();
+        self.workers[i] = self.spawn_worker(i, port)?;
+        let alive = self.alive_workers().await.unwrap_or(0);
+        self.wait_for_workers(alive.max(1), Duration::from_secs(20)).await
+    }
+
+    /// kill -9 of the master.
+    pub fn kill_master(&mut self) {
+        self.master.kill();
+    }
+
+    /// Starts the master again on its old port and journal, and waits for the
+    /// workers to re-register.
+    pub async fn restart_master(&mut self) -> Result<()> {
+        let port = port_of(&self.master.addr)?;
+        self.master.kill();
+        self.master = self.spawn_master(port)?;
+        let live = self.workers.iter().filter(|w| w.child.is_some()).count();
+        self.wait_for_workers(live, Duration::from_secs(20)).await
+    }
+
+    pub async fn alive_workers(&self) -> Result<usize> {
+        let status = self.remote_client().cluster_status().await?;
+        Ok(status.workers.iter().filter(|w| w.alive).count())
+    }
+
+    /// Waits until at least `n` workers are alive at the master.
+    pub async fn wait_for_workers(&self, n: usize, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.alive_workers().await {
+                Ok(k) if k >= n => return Ok(()),
+                _ if Instant::now() > deadline => {
+                    bail!("{n} workers did not come up in {timeout:?}")
+                }
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    /// Waits until the master counts worker `i` dead.
+    pub async fn wait_worker_dead(&self, i: usize, timeout: Duration) -> Result<()> {
+        let addr = self.workers[i].addr.clone();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let status = self.remote_client().cluster_status().await?;
+            if status.workers.iter().any(|w| w.data_address == addr && !w.alive) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("worker {i} was not declared dead in {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The processes' logs, for a failing test's message.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        let mut names: Vec<_> = std::fs::read_dir(self.root.path())
+            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).collect())
+            .unwrap_or_else(|_| Vec::new());
+        names.sort();
+        for p in names {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            out.push_str(&format!("==> {} <==\n", p.display()));
+            for l in tail.into_iter().rev() {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+fn port_of(addr: &str) -> Result<u16> {
+    addr.rsplit(':').next().and_then(|p| p.parse().ok()).with_context(|| format!("no port in {addr}"))
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.master.kill();
+        for w in &mut self.workers {
+            w.kill();
+        }
+    }
+}

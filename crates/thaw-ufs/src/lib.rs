@@ -1,0 +1,255 @@
+//! The under-store (UFS): the durable home of cold data, mounted at the namespace
+//! root (tachyon.txt 2.7). Reached through OpenDAL so that object stores and HDFS
+//! plug in as OpenDAL services; a local directory (`fs://`) is the default.
+//!
+//! Every path given here is a namespace path ("/a/b"), checked by
+//! `thaw_common::path` before it is turned into an OpenDAL key, so nothing outside
+//! the under-store root is ever read or written.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use opendal::{ErrorKind as DalKind, Operator};
+use thaw_common::{Result, ThawError, path};
+
+/// Chunk size of under-store reads; reads are pipelined `READ_CONCURRENCY` deep.
+const READ_CHUNK: usize = 4 << 20;
+const READ_CONCURRENCY: usize = 2;
+
+/// What the under-store says about a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UfsStatus {
+    pub is_dir: bool,
+    pub length: u64,
+    pub mtime_ms: u64,
+}
+
+/// A handle on the mounted under-store. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct UnderStore {
+    op: Operator,
+    uri: String,
+}
+
+fn dal_err(e: opendal::Error, what: &str, path: &str) -> ThawError {
+    let msg = format!("under-store {what} {path}: {e}");
+    match e.kind() {
+        DalKind::NotFound => ThawError::not_found(msg),
+        DalKind::AlreadyExists => ThawError::already_exists(msg),
+        DalKind::PermissionDenied => ThawError::permission_denied(msg),
+        DalKind::IsADirectory => ThawError::is_dir(msg),
+        DalKind::NotADirectory => ThawError::not_dir(msg),
+        DalKind::RateLimited => ThawError::unavailable(msg),
+        _ if e.is_temporary() => ThawError::unavailable(msg),
+        _ => ThawError::internal(msg),
+    }
+}
+
+/// The OpenDAL key of a file (no leading '/').
+fn file_key(p: &str) -> Result<String> {
+    let c = path::components(p)?;
+    if c.is_empty() {
+        return Err(ThawError::is_dir("/ is a directory"));
+    }
+    Ok(c.join("/"))
+}
+
+/// The OpenDAL key of a directory (trailing '/'; "/" for the root).
+fn dir_key(p: &str) -> Result<String> {
+    let c = path::components(p)?;
+    Ok(if c.is_empty() { "/".to_string() } else { format!("{}/", c.join("/")) })
+}
+
+impl UnderStore {
+    /// Opens an under-store from a URI: `fs:///abs/dir`, `file:///abs/dir`, or a
+    /// plain absolute directory path. The directory is created if missing.
+    pub fn open(uri: &str) -> Result<Self> {
+        let dir = uri.strip_prefix("fs://").or_else(|| uri.strip_prefix("file://")).unwrap_or(uri);
+        if !dir.starts_with('/') {
+            return Err(ThawError::invalid(format!(
+                "under-store {uri:?}: expected fs:///absolute/dir or an absolute directory"
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| ThawError::from(e).context(format!("under-store directory {dir}")))?;
+        let dir = std::fs::canonicalize(dir)?;
+        let dir = dir.to_string_lossy().into_owned();
+        let builder = opendal::services::Fs::default().root(&dir);
+        let op = Operator::new(builder).map_err(|e| dal_err(e, "open", &dir))?;
+        Ok(UnderStore { op, uri: format!("fs://{dir}") })
+    }
+
+    /// The canonical URI (what workers are told at registration).
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// `None` if nothing is at `p`.
+    pub async fn stat(&self, p: &str) -> Result<Option<UfsStatus>> {
+        let comps = path::components(p)?;
+        if comps.is_empty() {
+            return Ok(Some(UfsStatus { is_dir: true, length: 0, mtime_ms: 0 }));
+        }
+        // A directory answers to its key with a trailing '/'; try the file first.
+        match self.op.stat(&comps.join("/")).await {
+            Ok(m) => Ok(Some(status(&m))),
+            Err(e) if e.kind() == DalKind::NotFound => Ok(None),
+            Err(e) => Err(dal_err(e, "stat", p)),
+        }
+    }
+
+    /// Entries directly under directory `p`: (name, status).
+    pub async fn list(&self, p: &str) -> Result<Vec<(String, UfsStatus)>> {
+        let key = dir_key(p)?;
+        let entries = match self.op.list(&key).await {
+            Ok(e) => e,
+            Err(e) if e.kind() == DalKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(dal_err(e, "list", p)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let name = entry.name().trim_end_matches('/').to_string();
+            // OpenDAL lists the directory itself too.
+            if name.is_empty() || entry.path() == key {
+                continue;
+            }
+            let mut st = status(entry.metadata());
+            if !st.is_dir && st.length == 0 {
+                // Listing may omit sizes; ask.
+                if let Ok(m) = self.op.stat(entry.path()).await {
+                    st = status(&m);
+                }
+            }
+            out.push((name, st));
+        }
+        Ok(out)
+    }
+
+    /// Streams bytes `range` of file `p`, read ahead in chunks.
+    pub async fn read_range(
+        &self,
+        p: &str,
+        range: Range<u64>,
+    ) -> Result<impl Stream<Item = Result<Bytes>> + Send + Unpin + 'static> {
+        let key = file_key(p)?;
+        let reader = self
+            .op
+            .reader_with(&key)
+            .chunk(READ_CHUNK)
+            .concurrent(READ_CONCURRENCY)
+            .await
+            .map_err(|e| dal_err(e, "open", p))?;
+        let owned = p.to_string();
+        let stream = reader.into_bytes_stream(range).await.map_err(|e| dal_err(e, "read", p))?;
+        Ok(stream.map(move |r| r.map_err(|e| ThawError::from(e).context(format!("under-store read {owned}")))))
+    }
+
+    /// A writer for file `p`; nothing is visible at `p` until `close`.
+    pub async fn writer(&self, p: &str) -> Result<UfsWriter> {
+        let key = file_key(p)?;
+        let w = self.op.writer(&key).await.map_err(|e| dal_err(e, "create", p))?;
+        Ok(UfsWriter { inner: w, path: p.to_string() })
+    }
+
+    pub async fn create_dir(&self, p: &str) -> Result<()> {
+        let key = dir_key(p)?;
+        if key == "/" {
+            return Ok(());
+        }
+        self.op.create_dir(&key).await.map_err(|e| dal_err(e, "mkdir", p))
+    }
+
+    /// Deletes a file or a directory tree; missing paths are fine (idempotent).
+    pub async fn delete(&self, p: &str) -> Result<()> {
+        let Some(st) = self.stat(p).await? else {
+            return Ok(());
+        };
+        if st.is_dir {
+            let key = dir_key(p)?;
+            if key == "/" {
+                return Err(ThawError::invalid("refusing to delete the under-store root"));
+            }
+            self.op.delete_with(&key).recursive(true).await.map_err(|e| dal_err(e, "delete", p))
+        } else {
+            self.op.delete(&file_key(p)?).await.map_err(|e| dal_err(e, "delete", p))
+        }
+    }
+
+    /// Renames a file or directory (a directory only if the service can rename).
+    pub async fn rename(&self, src: &str, dst: &str) -> Result<()> {
+        if self.stat(src).await?.is_none() {
+            return Ok(());
+        }
+        if let Some(parent) = parent_of(dst) {
+            self.create_dir(&parent).await?;
+        }
+        // The fs service renames directories as well as files.
+        self.op.rename(&file_key(src)?, &file_key(dst)?).await.map_err(|e| dal_err(e, "rename", src))
+    }
+}
+
+fn parent_of(p: &str) -> Option<String> {
+    let c = path::components(p).ok()?;
+    (c.len() > 1).then(|| path::join(&c[..c.len() - 1]))
+}
+
+fn status(m: &opendal::Metadata) -> UfsStatus {
+    UfsStatus {
+        is_dir: m.is_dir(),
+        length: if m.is_dir() { 0 } else { m.content_length() },
+        mtime_ms: m.last_modified().map(|t| t.into_inner().as_millisecond().max(0) as u64).unwrap_or(0),
+    }
+}
+
+/// An under-store file being written.
+pub struct UfsWriter {
+    inner: opendal::Writer,
+    path: String,
+}
+
+impl UfsWriter {
+    pub async fn write(&mut self, data: Bytes) -> Result<()> {
+        self.inner.write(data).await.map_err(|e| dal_err(e, "write", &self.path))
+    }
+
+    /// Makes the file visible at its path.
+    pub async fn close(mut self) -> Result<()> {
+        self.inner.close().await.map(|_| ()).map_err(|e| dal_err(e, "close", &self.path))
+    }
+
+    /// Drops what was written; the path keeps its previous state.
+    pub async fn abort(mut self) {
+        let _ = self.inner.abort().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::TryStreamExt;
+
+    #[tokio::test]
+    async fn local_directory_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let ufs = UnderStore::open(dir.path().to_str().unwrap()).unwrap();
+        let mut w = ufs.writer("/a/b/file").await.unwrap();
+        w.write(Bytes::from_static(b"hello ")).await.unwrap();
+        w.write(Bytes::from_static(b"world")).await.unwrap();
+        w.close().await.unwrap();
+        let st = ufs.stat("/a/b/file").await.unwrap().unwrap();
+        assert_eq!((st.is_dir, st.length), (false, 11));
+        assert!(ufs.stat("/a").await.unwrap().unwrap().is_dir);
+        assert!(ufs.stat("/missing").await.unwrap().is_none());
+        let parts: Vec<Bytes> = ufs.read_range("/a/b/file", 3..8).await.unwrap().try_collect().await.unwrap();
+        assert_eq!(parts.concat(), b"lo wo");
+        let names: Vec<_> = ufs.list("/a").await.unwrap().into_iter().map(|(n, s)| (n, s.is_dir)).collect();
+        assert_eq!(names, vec![("b".to_string(), true)]);
+        ufs.rename("/a/b/file", "/c/file2").await.unwrap();
+        assert_eq!(ufs.stat("/c/file2").await.unwrap().unwrap().length, 11);
+        ufs.delete("/a").await.unwrap();
+        assert!(ufs.stat("/a").await.unwrap().is_none());
+        assert!(ufs.writer("/../escape").await.is_err());
+        assert!(ufs.stat("/x/../../etc/passwd").await.is_err());
+        assert!(ufs.delete("/").await.is_err());
+    }
+}

@@ -1,0 +1,470 @@
+//! The data service: block reads (from a tier, or through from the under-store),
+//! file write streams into a tier and/or the under-store, short-circuit opens, and
+//! stats, over the framed protocol of proto/thaw/v1/data.proto.
+//!
+//! A request that fails before its response header gets an error response; one
+//! that fails after it (mid-stream) has its connection closed, which the client
+//! sees as a short read and fails over. Either way the connection closes and the
+//! server keeps serving others.
+
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use thaw_common::frame::{self, MAX_CHUNK_BYTES};
+use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_id};
+use thaw_common::proto::*;
+use thaw_common::{Result, ThawError};
+use thaw_proto::DATA_PROTOCOL_VERSION;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::Worker;
+use crate::stats::Access;
+use crate::tier::{Reservation, TierStore};
+
+/// Bytes per socket write and per disk read of the read path.
+const IO_CHUNK: usize = 4 << 20;
+
+/// Accepts connections until shutdown; each connection is an owned task.
+pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: CancellationToken) {
+    loop {
+        let (sock, peer) = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let w = worker.clone();
+        let stop = shutdown.clone();
+        worker.tasks.spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = handle_connection(w, sock) => {}
+            }
+            tracing::trace!(%peer, "connection closed");
+        });
+    }
+}
+
+async fn handle_connection(worker: Arc<Worker>, mut sock: TcpStream) {
+    let _ = sock.set_nodelay(true);
+    loop {
+        let req: DataRequest = match frame::read_msg(&mut sock).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::debug!(error = %e, "bad request");
+                let _ = frame::write_msg(&mut sock, &frame::error_response(&e)).await;
+                return;
+            }
+        };
+        let mut sent = false;
+        if let Err(e) = dispatch(&worker, &mut sock, req, &mut sent).await {
+            tracing::debug!(error = %e, sent, "request failed");
+            if !sent {
+                let _ = frame::write_msg(&mut sock, &frame::error_response(&e)).await;
+            }
+            return;
+        }
+    }
+}
+
+async fn dispatch(w: &Arc<Worker>, sock: &mut TcpStream, req: DataRequest, sent: &mut bool) -> Result<()> {
+    if req.version != DATA_PROTOCOL_VERSION {
+        return Err(ThawError::invalid(format!(
+            "data protocol version {} is not supported (this worker speaks {DATA_PROTOCOL_VERSION})",
+            req.version
+        )));
+    }
+    let job = req.job_id;
+    match req.request {
+        Some(data_request::Request::ReadBlock(r)) => read_block(w, sock, &job, r, sent).await,
+        Some(data_request::Request::WriteFile(r)) => write_file(w, sock, &job, r, sent).await,
+        Some(data_request::Request::OpenLocal(r)) => open_local(w, sock, &job, r, sent).await,
+        Some(data_request::Request::Stats(_)) => {
+            let stats = WorkerStats { tiers: w.tiers().map(|t| t.usage()).collect(), jobs: w.stats.snapshot() };
+            *sent = true;
+            frame::write_msg(sock, &DataResponse { stats: Some(stats), ..Default::default() }).await?;
+            Ok(())
+        }
+        None => Err(ThawError::invalid("empty data request")),
+    }
+}
+
+/// The byte range `[offset, offset + n)` of a block of `len` bytes (`length` 0: to the end).
+fn range(offset: u64, length: u64, len: u64) -> Result<(u64, u64)> {
+    if offset > len {
+        return Err(ThawError::invalid(format!("offset {offset} is past the block's end ({len})")));
+    }
+    let rest = len - offset;
+    Ok((offset, if length == 0 { rest } else { length.min(rest) }))
+}
+
+async fn read_block(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    job: &str,
+    req: ReadBlockRequest,
+    sent: &mut bool,
+) -> Result<()> {
+    let block = req.block_id;
+    for store in w.tiers() {
+        let Some(len) = store.get(block) else {
+            continue;
+        };
+        // The block may be deleted between the lookup and the open: then look on.
+        let Ok(file) = std::fs::File::open(store.block_path(block)) else {
+            continue;
+        };
+        let (off, n) = range(req.offset, req.length, len)?;
+        let header = DataResponse { length: n, source_tier: store.tier as i32, ..Default::default() };
+        *sent = true;
+        frame::write_msg(sock, &header).await?;
+        if store.tier == Tier::Mem && n > 0 {
+            // SAFETY: block files are immutable once committed and only ever
+            // replaced by rename, so the mapping cannot change under us.
+            let map = unsafe { memmap2::Mmap::map(&file)? };
+            for piece in map[off as usize..(off + n) as usize].chunks(IO_CHUNK) {
+                sock.write_all(piece).await?;
+            }
+        } else {
+            let mut chunks = spawn_file_reader(file, off, n);
+            while let Some(chunk) = chunks.recv().await {
+                sock.write_all(&chunk?).await?;
+            }
+        }
+        w.stats.record(job, Access::Read(n));
+        tracing::debug!(job, block, bytes = n, tier = store.name(), "read");
+        return Ok(());
+    }
+    match req.ufs.clone() {
+        Some(ufs) => read_through(w, sock, job, &req, ufs, sent).await,
+        None => Err(ThawError::not_found(format!("block {block} is not on worker {}", w.address))),
+    }
+}
+
+/// Reads `[off, off + n)` of a file on a blocking thread, a few chunks ahead of the
+/// socket, so disk and network overlap.
+fn spawn_file_reader(file: std::fs::File, off: u64, n: u64) -> mpsc::Receiver<std::io::Result<Bytes>> {
+    let (tx, rx) = mpsc::channel(2);
+    tokio::task::spawn_blocking(move || {
+        let mut pos = off;
+        let end = off + n;
+        while pos < end {
+            let k = ((end - pos) as usize).min(IO_CHUNK);
+            let mut buf = vec![0u8; k];
+            let r = file.read_exact_at(&mut buf, pos).map(|_| Bytes::from(buf));
+            let failed = r.is_err();
+            if tx.blocking_send(r).is_err() || failed {
+                return;
+            }
+            pos += k as u64;
+        }
+    });
+    rx
+}
+
+/// A block being written into a tier: a temp file plus its reserved space.
+/// Dropped without `commit`, it leaves nothing behind.
+struct BlockFile {
+    store: Arc<TierStore>,
+    block: u64,
+    temp: std::path::PathBuf,
+    file: Option<std::fs::File>,
+    written: u64,
+    reservation: Option<Reservation>,
+}
+
+impl BlockFile {
+    fn create(store: &Arc<TierStore>, block: u64, reserve: u64) -> Result<Self> {
+        let reservation = store.reserve(reserve)?;
+        let temp = store.temp_path(block);
+        let file = std::fs::File::create(&temp)?;
+        Ok(BlockFile {
+            store: store.clone(),
+            block,
+            temp,
+            file: Some(file),
+            written: 0,
+            reservation: Some(reservation),
+        })
+    }
+
+    fn write(&mut self, data: &[u8]) -> Result<()> {
+        use std::io::Write;
+        let file = self.file.as_mut().expect("open until commit");
+        tokio::task::block_in_place(|| file.write_all(data))?;
+        self.written += data.len() as u64;
+        Ok(())
+    }
+
+    /// Moves the block into the tier and tells the master; on a refusal the block
+    /// is deleted again.
+    async fn commit(mut self, w: &Worker) -> Result<()> {
+        drop(self.file.take());
+        let reservation = self.reservation.take().expect("held until commit");
+        self.store.commit(self.block, &self.temp, self.written, reservation)?;
+        if let Err(e) = w.commit_block(self.block, self.store.tier, self.written).await {
+            self.store.remove(self.block);
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for BlockFile {
+    fn drop(&mut self) {
+        if self.reservation.is_some() {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+async fn read_through(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    job: &str,
+    req: &ReadBlockRequest,
+    ufs: UfsSource,
+    sent: &mut bool,
+) -> Result<()> {
+    let block = req.block_id;
+    let (off, n) = range(req.offset, req.length, ufs.length)?;
+    let store = w.ufs()?;
+    let cache_tier = Tier::try_from(req.cache_tier).ok().and_then(|t| w.tier(t));
+    let whole = off == 0 && n == ufs.length && n > 0;
+    // Tee a whole-block read into the tier; one cacher per block at a time.
+    let mut cache = match (&cache_tier, whole) {
+        (Some(t), true) if w.start_caching(block) => match BlockFile::create(t, block, ufs.length) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                w.end_caching(block);
+                tracing::debug!(block, error = %e, "not caching read-through block");
+                None
+            }
+        },
+        _ => None,
+    };
+    let caching = cache.is_some();
+    let result = async {
+        let mut stream = store.read_range(&ufs.path, ufs.offset + off..ufs.offset + off + n).await?;
+        *sent = true;
+        frame::write_msg(sock, &DataResponse { length: n, from_ufs: true, ..Default::default() }).await?;
+        let mut got = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            sock.write_all(&chunk).await?;
+            if let Some(c) = cache.as_mut() {
+                c.write(&chunk)?;
+            }
+            got += chunk.len() as u64;
+        }
+        if got != n {
+            return Err(ThawError::data_lost(format!(
+                "under-store file {} ended after {got} of {n} bytes (changed underneath?)",
+                ufs.path
+            )));
+        }
+        w.stats.record(job, Access::Read(n));
+        tracing::debug!(job, block, bytes = n, "read through from under-store");
+        if let Some(c) = cache.take()
+            && let Err(e) = c.commit(w).await
+        {
+            tracing::warn!(block, error = %e, "caching read-through block failed");
+        }
+        Ok(())
+    }
+    .await;
+    if caching {
+        w.end_caching(block);
+    }
+    if result.is_ok()
+        && !whole
+        && n > 0
+        && let Some(t) = cache_tier
+    {
+        w.cache_in_background(block, ufs, t);
+    }
+    result
+}
+
+impl Worker {
+    /// Fetches a whole block from the under-store into `tier` after a partial read
+    /// asked for caching. Owned by the worker's task tracker.
+    fn cache_in_background(self: &Arc<Self>, block: u64, ufs: UfsSource, tier: Arc<TierStore>) {
+        if tier.get(block).is_some() || !self.start_caching(block) {
+            return;
+        }
+        let w = self.clone();
+        self.tasks.spawn(async move {
+            let r = async {
+                let mut c = BlockFile::create(&tier, block, ufs.length)?;
+                let mut stream = w.ufs()?.read_range(&ufs.path, ufs.offset..ufs.offset + ufs.length).await?;
+                while let Some(chunk) = stream.next().await {
+                    c.write(&chunk?)?;
+                }
+                if c.written != ufs.length {
+                    return Err(ThawError::data_lost(format!(
+                        "under-store file {} is shorter than expected",
+                        ufs.path
+                    )));
+                }
+                c.commit(&w).await
+            }
+            .await;
+            w.end_caching(block);
+            if let Err(e) = r {
+                tracing::debug!(block, error = %e, "background caching failed");
+            }
+        });
+    }
+}
+
+async fn write_file(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    job: &str,
+    req: WriteFileRequest,
+    sent: &mut bool,
+) -> Result<()> {
+    let bs = req.block_size;
+    if !(512..=(4u64 << 30)).contains(&bs) {
+        return Err(ThawError::invalid(format!("block size {bs} is out of range")));
+    }
+    let tier = match Tier::try_from(req.tier) {
+        Ok(Tier::Unspecified) => None,
+        Ok(t) => Some(
+            w.tier(t)
+                .ok_or_else(|| ThawError::invalid(format!("worker {} has no {} tier", w.address, t.as_str_name())))?,
+        ),
+        Err(_) => return Err(ThawError::invalid(format!("unknown tier {}", req.tier))),
+    };
+    if tier.is_none() && req.ufs_path.is_empty() {
+        return Err(ThawError::invalid("write names neither a tier nor an under-store path"));
+    }
+    let mut ufs = match req.ufs_path.as_str() {
+        "" => None,
+        p => Some(w.ufs()?.writer(p).await?),
+    };
+    let mut committed: Vec<(u64, u64)> = Vec::new();
+    let result = receive_file(w, sock, req.file_id, bs, tier.as_ref(), &mut ufs, &mut committed).await;
+    match result {
+        Ok(total) => {
+            w.stats.record(job, Access::Write(total));
+            tracing::debug!(job, file = req.file_id, bytes = total, "file written");
+            *sent = true;
+            frame::write_msg(sock, &DataResponse { length: total, ..Default::default() }).await?;
+            Ok(())
+        }
+        Err(e) => {
+            if let Some(u) = ufs.take() {
+                u.abort().await;
+            }
+            if let Some(t) = &tier {
+                for (b, len) in committed {
+                    if t.remove(b).is_some() {
+                        w.note_removed(b, t.tier, len);
+                    }
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Receives chunks until the end marker, cutting them into blocks of `bs` bytes.
+async fn receive_file(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    file_id: u64,
+    bs: u64,
+    tier: Option<&Arc<TierStore>>,
+    ufs: &mut Option<thaw_ufs::UfsWriter>,
+    committed: &mut Vec<(u64, u64)>,
+) -> Result<u64> {
+    let mut current: Option<BlockFile> = None;
+    let mut total = 0u64;
+    loop {
+        let n = frame::read_chunk_len(sock).await?;
+        if n == 0 {
+            break;
+        }
+        debug_assert!(n <= MAX_CHUNK_BYTES);
+        let mut buf = vec![0u8; n];
+        sock.read_exact(&mut buf)
+            .await
+            .map_err(|e| ThawError::unavailable(format!("write stream ended early after {total} bytes: {e}")))?;
+        let data = Bytes::from(buf);
+        if let Some(store) = tier {
+            let mut rest = &data[..];
+            let mut pos = total;
+            while !rest.is_empty() {
+                let block = match current.as_mut() {
+                    Some(b) => b,
+                    None => {
+                        let index = pos / bs;
+                        if index >= MAX_BLOCKS_PER_FILE {
+                            return Err(ThawError::invalid("file has more blocks than a file may have"));
+                        }
+                        current.insert(BlockFile::create(store, block_id(file_id, index), bs)?)
+                    }
+                };
+                let k = ((bs - block.written) as usize).min(rest.len());
+                block.write(&rest[..k])?;
+                rest = &rest[k..];
+                pos += k as u64;
+                if block.written == bs {
+                    let b = current.take().expect("current");
+                    committed.push((b.block, b.written));
+                    b.commit(w).await?;
+                }
+            }
+        }
+        if let Some(u) = ufs.as_mut() {
+            u.write(data).await?;
+        }
+        total += n as u64;
+    }
+    if let Some(b) = current.take() {
+        committed.push((b.block, b.written));
+        b.commit(w).await?;
+    }
+    if let Some(u) = ufs.take() {
+        u.close().await?;
+    }
+    Ok(total)
+}
+
+async fn open_local(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    job: &str,
+    req: OpenLocalBlockRequest,
+    sent: &mut bool,
+) -> Result<()> {
+    for store in w.tiers() {
+        if let Some(len) = store.get(req.block_id) {
+            w.stats.record(job, Access::ShortCircuit(len));
+            tracing::debug!(job, block = req.block_id, bytes = len, tier = store.name(), "short-circuit open");
+            let resp = DataResponse {
+                length: len,
+                source_tier: store.tier as i32,
+                local_path: store.block_path(req.block_id).display().to_string(),
+                ..Default::default()
+            };
+            *sent = true;
+            frame::write_msg(sock, &resp).await?;
+            return Ok(());
+        }
+    }
+    Err(ThawError::not_found(format!("block {} is not on worker {}", req.block_id, w.address)))
+}

@@ -1,0 +1,130 @@
+//! A Thaw worker: MEM and DISK tiers of block files, the data service (reads,
+//! writes, read-through from the under-store, short-circuit opens), and the link to
+//! the master. See ARCHITECTURE.md, "worker".
+
+pub mod data;
+pub mod master_link;
+pub mod stats;
+pub mod tier;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use thaw_common::proto::master_service_client::MasterServiceClient;
+use thaw_common::proto::{BlockReport, Tier};
+use thaw_common::{Result, ThawError};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::transport::Channel;
+
+use crate::master_link::Registration;
+use crate::stats::JobStats;
+use crate::tier::TierStore;
+
+#[derive(Debug, Clone)]
+pub struct TierConfig {
+    pub dir: PathBuf,
+    pub capacity: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Master address, host:port.
+    pub master: String,
+    pub host: String,
+    pub rack: String,
+    pub mem: Option<TierConfig>,
+    pub disk: Option<TierConfig>,
+    /// Address clients use to reach the data service (default: the listener's).
+    pub advertise: Option<String>,
+    /// Delete the MEM tier directory on exit (a local cluster's tmpfs files).
+    pub remove_mem_on_exit: bool,
+}
+
+pub struct Worker {
+    pub config: WorkerConfig,
+    pub address: String,
+    mem: Option<Arc<TierStore>>,
+    disk: Option<Arc<TierStore>>,
+    pub stats: JobStats,
+    master: MasterServiceClient<Channel>,
+    registration: Mutex<Option<Registration>>,
+    removed: Mutex<Vec<BlockReport>>,
+    ufs: OnceLock<thaw_ufs::UnderStore>,
+    caching: Mutex<HashSet<u64>>,
+    tasks: TaskTracker,
+}
+
+impl Worker {
+    pub fn new(config: WorkerConfig, address: String) -> Result<Self> {
+        let mem = config.mem.as_ref().map(|t| TierStore::open(Tier::Mem, &t.dir, t.capacity, true)).transpose()?;
+        let disk = config.disk.as_ref().map(|t| TierStore::open(Tier::Disk, &t.dir, t.capacity, false)).transpose()?;
+        let channel = Channel::from_shared(format!("http://{}", config.master))
+            .map_err(|e| ThawError::invalid(format!("master address {:?}: {e}", config.master)))?
+            .connect_timeout(std::time::Duration::from_secs(2))
+            .connect_lazy();
+        Ok(Worker {
+            master: MasterServiceClient::new(channel),
+            config,
+            address,
+            mem,
+            disk,
+            stats: JobStats::default(),
+            registration: Mutex::new(None),
+            removed: Mutex::new(Vec::new()),
+            ufs: OnceLock::new(),
+            caching: Mutex::new(HashSet::new()),
+            tasks: TaskTracker::new(),
+        })
+    }
+
+    /// The tiers, fastest first.
+    pub fn tiers(&self) -> impl Iterator<Item = &Arc<TierStore>> {
+        self.mem.iter().chain(self.disk.iter())
+    }
+
+    pub fn tier(&self, tier: Tier) -> Option<Arc<TierStore>> {
+        match tier {
+            Tier::Mem => self.mem.clone(),
+            Tier::Disk => self.disk.clone(),
+            Tier::Unspecified => None,
+        }
+    }
+
+    /// The under-store, known once the master has told us at registration.
+    pub fn ufs(&self) -> Result<&thaw_ufs::UnderStore> {
+        self.ufs.get().ok_or_else(|| ThawError::unavailable("worker has not registered with the master yet"))
+    }
+
+    fn start_caching(&self, block: u64) -> bool {
+        self.caching.lock().unwrap_or_else(|e| e.into_inner()).insert(block)
+    }
+
+    fn end_caching(&self, block: u64) {
+        self.caching.lock().unwrap_or_else(|e| e.into_inner()).remove(&block);
+    }
+}
+
+/// Runs a worker on `listener` until `shutdown`: the data service and the master
+/// link, both owned tasks that stop with it.
+pub async fn serve(config: WorkerConfig, listener: TcpListener, shutdown: CancellationToken) -> Result<()> {
+    let address = match &config.advertise {
+        Some(a) => a.clone(),
+        None => listener.local_addr()?.to_string(),
+    };
+    let worker = Arc::new(Worker::new(config, address.clone())?);
+    tracing::info!(%address, host = %worker.config.host, rack = %worker.config.rack, "worker data service listening");
+    let link = tokio::spawn(worker.clone().run_master_link(shutdown.clone()));
+    data::serve(worker.clone(), listener, shutdown.clone()).await;
+    let _ = link.await;
+    worker.tasks.close();
+    worker.tasks.wait().await;
+    if worker.config.remove_mem_on_exit
+        && let Some(m) = &worker.mem
+    {
+        m.destroy();
+    }
+    Ok(())
+}
