@@ -74,7 +74,20 @@ fn init_logging(filter: Option<&str>, default: &str) {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) => {
+            e.exit()
+        }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+        Err(e) => {
+            // One clear line, as for every other error.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+            eprintln!("thaw: error: {first}");
+            std::process::exit(2);
+        }
+    };
     let server = matches!(cli.command, Command::Local(_) | Command::Master(_) | Command::Worker(_));
     let quiet_servers = matches!(cli.command, Command::Demo(_));
     init_logging(cli.log.as_deref(), if server && !quiet_servers { "info" } else { "warn" });

@@ -108,6 +108,15 @@ async fn listen(bind: &str, port: u16) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))
 }
 
+/// Prints a line for whoever started the server; a closed stdout is no reason to
+/// stop serving.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
 /// Cancels the token on Ctrl-C or SIGTERM.
 pub fn stop_on_signal() -> CancellationToken {
     let token = CancellationToken::new();
@@ -135,7 +144,7 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     let listener = listen(&args.bind, args.port).await?;
     let addr = listener.local_addr()?;
     let config = master_config(args.ufs, args.journal_dir, args.block_size, &args.timing);
-    println!("thaw master listening on {addr}");
+    say(format_args!("thaw master listening on {addr}"));
     let shutdown = stop_on_signal();
     thaw_master::serve(config, listener, shutdown).await?;
     Ok(())
@@ -157,7 +166,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         advertise: args.advertise,
         remove_mem_on_exit: false,
     };
-    println!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string()));
+    say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
     let shutdown = stop_on_signal();
     thaw_worker::serve(config, listener, shutdown).await?;
     Ok(())
@@ -230,15 +239,15 @@ impl LocalCluster {
 
 pub async fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     let cluster = LocalCluster::start(&args, stop_on_signal()).await?;
-    println!(
-        "thaw local: master at {}; {} worker(s), MEM {} each under {}, under-store {}",
+    say(format_args!(
+        "thaw local: master at {}; {} worker(s), MEM {} each under {}, under-store {}\n  export THAW_MASTER={}   # then: thaw fs ls /   (Ctrl-C stops the cluster)",
         cluster.master_addr,
         args.workers,
         format_size(args.mem_capacity),
         cluster.mem_root.display(),
-        cluster.ufs.display()
-    );
-    println!("  export THAW_MASTER={}   # then: thaw fs ls /   (Ctrl-C stops the cluster)", cluster.master_addr);
+        cluster.ufs.display(),
+        cluster.master_addr
+    ));
     cluster.wait().await?;
     eprintln!("thaw local: stopped");
     Ok(())

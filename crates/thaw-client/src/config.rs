@@ -17,7 +17,8 @@ pub struct ClientConfig {
     pub position: Position,
     /// Map local replicas instead of streaming them through the worker.
     pub short_circuit: bool,
-    /// On a read through from the under-store, keep the block in this tier.
+    /// On a read through from the under-store, keep the block in this tier
+    /// (`THAW_READ_CACHE`: mem, the default; disk; or 0 for none).
     pub cache_on_read: Option<Tier>,
     /// How long a read keeps retrying when every replica of a block fails, before
     /// giving up (a dead worker's replicas vanish from the master after its
@@ -38,7 +39,11 @@ impl ClientConfig {
                 worker_address: var("THAW_WORKER").unwrap_or_default(),
             },
             short_circuit: var("THAW_SHORT_CIRCUIT").is_none_or(|v| v != "0" && v != "false"),
-            cache_on_read: Some(Tier::Mem),
+            cache_on_read: match var("THAW_READ_CACHE").as_deref() {
+                Some("0" | "false" | "none") => None,
+                Some("disk" | "DISK") => Some(Tier::Disk),
+                _ => Some(Tier::Mem),
+            },
             retry_for: Duration::from_secs(30),
         }
     }

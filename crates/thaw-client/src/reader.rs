@@ -27,8 +27,22 @@ pub struct ReadStats {
 }
 
 enum Source {
-    Mapped { index: usize, map: memmap2::Mmap },
-    Stream { index: usize, sock: TcpStream, pos: u64, end: u64, addr: String, kind: StreamKind },
+    /// A replica on this host: the block file itself, read with pread (the same
+    /// system call as reading any local file, no copy through the worker).
+    Local {
+        index: usize,
+        file: std::fs::File,
+        len: u64,
+        tier: Tier,
+    },
+    Stream {
+        index: usize,
+        sock: TcpStream,
+        pos: u64,
+        end: u64,
+        addr: String,
+        kind: StreamKind,
+    },
 }
 
 #[derive(Clone, Copy)]
@@ -47,6 +61,9 @@ pub struct FileReader {
     /// Worker addresses that failed us since the last refresh from the master.
     failed: HashSet<String>,
     stats: ReadStats,
+    /// The next block's stream, opened while the current one is read (read-ahead),
+    /// so block boundaries cost no round trip and the worker never idles.
+    ahead: Option<(usize, tokio::task::JoinHandle<Result<Source>>)>,
 }
 
 const REFRESH_PAUSE: Duration = Duration::from_millis(200);
@@ -71,6 +88,7 @@ impl FileReader {
             source: None,
             failed: HashSet::new(),
             stats: ReadStats::default(),
+            ahead: None,
         })
     }
 
@@ -100,6 +118,9 @@ impl FileReader {
             if let Some(Source::Stream { .. }) = self.source {
                 self.source = None;
             }
+            if let Some((_, task)) = self.ahead.take() {
+                task.abort();
+            }
             self.pos = pos;
         }
     }
@@ -112,11 +133,13 @@ impl FileReader {
         let index = (self.pos / self.info.block_size) as usize;
         loop {
             match self.source.as_mut() {
-                Some(Source::Mapped { index: i, map }) if *i == index => {
-                    let block = &self.info.blocks[index];
-                    let at = (self.pos - block.offset) as usize;
-                    let n = buf.len().min(map.len() - at);
-                    buf[..n].copy_from_slice(&map[at..at + n]);
+                Some(Source::Local { index: i, file, len, tier }) if *i == index => {
+                    let at = self.pos - self.info.blocks[index].offset;
+                    let want = buf.len().min((*len - at) as usize);
+                    let n = read_local(file, *tier, &mut buf[..want], at)?;
+                    if n == 0 {
+                        return Err(ThawError::internal(format!("local block file ended early at {at} of {len}")));
+                    }
                     self.pos += n as u64;
                     self.stats.short_circuit += n as u64;
                     return Ok(n);
@@ -147,7 +170,13 @@ impl FileReader {
                     }
                 }
                 _ => {
-                    let src = self.open_source(index).await?;
+                    let src = match self.take_ahead(index).await {
+                        Some(src) => src,
+                        None => self.open_source(index).await?,
+                    };
+                    if matches!(src, Source::Stream { .. }) {
+                        self.read_ahead(index + 1);
+                    }
                     self.source = Some(src);
                 }
             }
@@ -182,6 +211,47 @@ impl FileReader {
         Ok(n)
     }
 
+    /// The read-ahead stream for block `index`, if one was opened and the read is at
+    /// that block's start.
+    async fn take_ahead(&mut self, index: usize) -> Option<Source> {
+        let (i, task) = self.ahead.take()?;
+        if i != index || self.pos != self.info.blocks[index].offset {
+            task.abort();
+            return None;
+        }
+        match task.await {
+            Ok(Ok(src)) => Some(src),
+            _ => None, // the normal path, with fail-over, takes it from here
+        }
+    }
+
+    /// Starts opening block `index` from its first byte at the replica the normal
+    /// path would try first (a remote one; local replicas need no read-ahead).
+    fn read_ahead(&mut self, index: usize) {
+        if let Some((_, task)) = self.ahead.take() {
+            task.abort();
+        }
+        let Some(block) = self.info.blocks.get(index).cloned() else { return };
+        let cfg = self.client.config();
+        let remote = block.replicas.iter().find(|r| !self.failed.contains(&r.data_address));
+        let (addr, ufs, kind) = match remote {
+            Some(r) if cfg.short_circuit && !cfg.position.host.is_empty() && r.host == cfg.position.host => return,
+            Some(r) => {
+                let kind = if r.tier == Tier::Mem as i32 { StreamKind::Mem } else { StreamKind::Disk };
+                (r.data_address.clone(), None, kind)
+            }
+            None if self.info.persisted => {
+                let Some(w) = self.ufs_workers.iter().find(|w| !self.failed.contains(&w.data_address)) else { return };
+                let ufs = UfsSource { path: self.info.path.clone(), offset: block.offset, length: block.length };
+                (w.data_address.clone(), Some(ufs), StreamKind::UnderStore)
+            }
+            None => return,
+        };
+        let client = self.client.clone();
+        let task = tokio::spawn(async move { open_stream(&client, &addr, &block, index, 0, ufs, kind).await });
+        self.ahead = Some((index, task));
+    }
+
     /// Opens the best working source for block `index` at the current position.
     async fn open_source(&mut self, index: usize) -> Result<Source> {
         let deadline = Instant::now() + self.client.config().retry_for;
@@ -196,7 +266,7 @@ impl FileReader {
                 }
                 let local = cfg.short_circuit && !cfg.position.host.is_empty() && r.host == cfg.position.host;
                 if local {
-                    match self.open_mapped(&r.data_address, &block, index).await {
+                    match self.open_local(&r.data_address, &block, index).await {
                         Ok(src) => return Ok(src),
                         Err(e) => {
                             tracing::debug!(worker = %r.data_address, error = %e, "short-circuit failed; streaming")
@@ -204,7 +274,7 @@ impl FileReader {
                     }
                 }
                 let kind = if r.tier == Tier::Mem as i32 { StreamKind::Mem } else { StreamKind::Disk };
-                match self.open_stream(&r.data_address, &block, index, offset, None, kind).await {
+                match open_stream(&self.client, &r.data_address, &block, index, offset, None, kind).await {
                     Ok(src) => return Ok(src),
                     Err(e) => {
                         tracing::debug!(worker = %r.data_address, error = %e, "replica unavailable");
@@ -220,10 +290,9 @@ impl FileReader {
                     if self.failed.contains(&w.data_address) {
                         continue;
                     }
-                    match self
-                        .open_stream(&w.data_address, &block, index, offset, Some(ufs.clone()), StreamKind::UnderStore)
-                        .await
-                    {
+                    let source = Some(ufs.clone());
+                    let kind = StreamKind::UnderStore;
+                    match open_stream(&self.client, &w.data_address, &block, index, offset, source, kind).await {
                         Ok(src) => return Ok(src),
                         Err(e) if e.kind == ErrorKind::NotFound && e.message.contains("under-store") => {
                             return Err(ThawError::data_lost(format!(
@@ -270,68 +339,80 @@ impl FileReader {
         Ok(())
     }
 
-    async fn open_mapped(&self, addr: &str, block: &BlockInfo, index: usize) -> Result<Source> {
+    async fn open_local(&self, addr: &str, block: &BlockInfo, index: usize) -> Result<Source> {
         let mut sock = connect(addr).await?;
         let job = &self.client.config().job_id;
         let req = request(job, data_request::Request::OpenLocal(OpenLocalBlockRequest { block_id: block.block_id }));
         let resp = call(&mut sock, &req).await?;
         let file = std::fs::File::open(&resp.local_path)?;
-        // SAFETY: committed block files are never modified in place (only replaced
-        // by rename or unlinked), so the mapping stays valid and unchanged.
-        let map = unsafe { memmap2::Mmap::map(&file)? };
-        if map.len() as u64 != block.length {
-            return Err(ThawError::internal(format!(
-                "local block file has {} bytes, expected {}",
-                map.len(),
-                block.length
-            )));
+        let len = file.metadata()?.len();
+        if len != block.length {
+            return Err(ThawError::internal(format!("local block file has {len} bytes, expected {}", block.length)));
         }
-        Ok(Source::Mapped { index, map })
+        let tier = Tier::try_from(resp.source_tier).unwrap_or(Tier::Disk);
+        Ok(Source::Local { index, file, len, tier })
     }
+}
 
-    async fn open_stream(
-        &self,
-        addr: &str,
-        block: &BlockInfo,
-        index: usize,
-        offset: u64,
-        ufs: Option<UfsSource>,
-        kind: StreamKind,
-    ) -> Result<Source> {
-        let mut sock = connect(addr).await?;
-        let cfg = self.client.config();
-        let read = ReadBlockRequest {
-            block_id: block.block_id,
-            offset,
-            length: 0,
-            ufs,
-            cache_tier: cfg.cache_on_read.map(|t| t as i32).unwrap_or(0),
-        };
-        let resp = call(&mut sock, &request(&cfg.job_id, data_request::Request::ReadBlock(read))).await?;
-        if resp.length != block.length - offset {
-            return Err(ThawError::internal(format!(
-                "worker {addr} offers {} bytes of block {}, expected {}",
-                resp.length,
-                block.block_id,
-                block.length - offset
-            )));
-        }
-        let kind = if resp.from_ufs {
-            StreamKind::UnderStore
-        } else if resp.source_tier == Tier::Mem as i32 {
-            StreamKind::Mem
-        } else if resp.source_tier == Tier::Disk as i32 {
-            StreamKind::Disk
-        } else {
-            kind
-        };
-        Ok(Source::Stream {
-            index,
-            sock,
-            pos: block.offset + offset,
-            end: block.offset + block.length,
-            addr: addr.to_string(),
-            kind,
-        })
+/// Reads a local block file at `at`. A MEM block is a tmpfs file: the read is a
+/// memory copy and cannot stall. A DISK block may wait on the device, so on a
+/// multi-threaded runtime the read moves off the async worker thread.
+fn read_local(file: &std::fs::File, tier: Tier, buf: &mut [u8], at: u64) -> Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    let n = if tier == Tier::Disk && multi_thread {
+        tokio::task::block_in_place(|| file.read_at(buf, at))?
+    } else {
+        file.read_at(buf, at)?
+    };
+    Ok(n)
+}
+
+/// Opens a stream of block `index` from `offset` at worker `addr` (from a tier, or
+/// through from the under-store when `ufs` is given).
+async fn open_stream(
+    client: &Client,
+    addr: &str,
+    block: &BlockInfo,
+    index: usize,
+    offset: u64,
+    ufs: Option<UfsSource>,
+    kind: StreamKind,
+) -> Result<Source> {
+    let mut sock = connect(addr).await?;
+    let cfg = client.config();
+    let read = ReadBlockRequest {
+        block_id: block.block_id,
+        offset,
+        length: 0,
+        ufs,
+        cache_tier: cfg.cache_on_read.map(|t| t as i32).unwrap_or(0),
+    };
+    let resp = call(&mut sock, &request(&cfg.job_id, data_request::Request::ReadBlock(read))).await?;
+    if resp.length != block.length - offset {
+        return Err(ThawError::internal(format!(
+            "worker {addr} offers {} bytes of block {}, expected {}",
+            resp.length,
+            block.block_id,
+            block.length - offset
+        )));
     }
+    let kind = if resp.from_ufs {
+        StreamKind::UnderStore
+    } else if resp.source_tier == Tier::Mem as i32 {
+        StreamKind::Mem
+    } else if resp.source_tier == Tier::Disk as i32 {
+        StreamKind::Disk
+    } else {
+        kind
+    };
+    Ok(Source::Stream {
+        index,
+        sock,
+        pos: block.offset + offset,
+        end: block.offset + block.length,
+        addr: addr.to_string(),
+        kind,
+    })
 }

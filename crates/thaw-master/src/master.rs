@@ -470,6 +470,9 @@ impl Master {
         if src == "/" {
             return Err(ThawError::invalid("cannot rename /"));
         }
+        if dst.starts_with(&format!("{src}/")) {
+            return Err(ThawError::invalid(format!("cannot move {src} into itself ({dst})")));
+        }
         let id = self.resolve(&src).await?;
         match self.resolve(&dst).await {
             Ok(_) => return Err(ThawError::already_exists(format!("{dst} already exists"))),
@@ -477,6 +480,9 @@ impl Master {
             Err(e) => return Err(e),
         }
         let parent = self.resolve(&path::join(parent_comps)).await.map_err(|e| e.context("rename target parent"))?;
+        if !self.read().ns.get(parent).is_some_and(|i| i.is_dir()) {
+            return Err(ThawError::not_dir(format!("{} is not a directory", path::join(parent_comps))));
+        }
         if self.ufs.stat(&src).await?.is_some() {
             self.ufs.rename(&src, &dst).await?;
         }

@@ -46,9 +46,22 @@ fn dal_err(e: opendal::Error, what: &str, path: &str) -> ThawError {
     }
 }
 
+/// Directory under the root where files are written before they appear at their
+/// path (so an aborted write leaves nothing); hidden from listings, not addressable.
+const STAGING_DIR: &str = ".thaw-staging";
+
+/// Components of an addressable path.
+fn checked(p: &str) -> Result<Vec<&str>> {
+    let c = path::components(p)?;
+    if c.first() == Some(&STAGING_DIR) {
+        return Err(ThawError::invalid(format!("{p}: {STAGING_DIR} is reserved by Thaw")));
+    }
+    Ok(c)
+}
+
 /// The OpenDAL key of a file (no leading '/').
 fn file_key(p: &str) -> Result<String> {
-    let c = path::components(p)?;
+    let c = checked(p)?;
     if c.is_empty() {
         return Err(ThawError::is_dir("/ is a directory"));
     }
@@ -57,7 +70,7 @@ fn file_key(p: &str) -> Result<String> {
 
 /// The OpenDAL key of a directory (trailing '/'; "/" for the root).
 fn dir_key(p: &str) -> Result<String> {
-    let c = path::components(p)?;
+    let c = checked(p)?;
     Ok(if c.is_empty() { "/".to_string() } else { format!("{}/", c.join("/")) })
 }
 
@@ -74,7 +87,8 @@ impl UnderStore {
         std::fs::create_dir_all(dir).map_err(|e| ThawError::from(e).context(format!("under-store directory {dir}")))?;
         let dir = std::fs::canonicalize(dir)?;
         let dir = dir.to_string_lossy().into_owned();
-        let builder = opendal::services::Fs::default().root(&dir);
+        let staging = format!("{dir}/{STAGING_DIR}");
+        let builder = opendal::services::Fs::default().root(&dir).atomic_write_dir(&staging);
         let op = Operator::new(builder).map_err(|e| dal_err(e, "open", &dir))?;
         Ok(UnderStore { op, uri: format!("fs://{dir}") })
     }
@@ -86,7 +100,7 @@ impl UnderStore {
 
     /// `None` if nothing is at `p`.
     pub async fn stat(&self, p: &str) -> Result<Option<UfsStatus>> {
-        let comps = path::components(p)?;
+        let comps = checked(p)?;
         if comps.is_empty() {
             return Ok(Some(UfsStatus { is_dir: true, length: 0, mtime_ms: 0 }));
         }
@@ -110,7 +124,7 @@ impl UnderStore {
         for entry in entries {
             let name = entry.name().trim_end_matches('/').to_string();
             // OpenDAL lists the directory itself too.
-            if name.is_empty() || entry.path() == key {
+            if name.is_empty() || entry.path() == key || (key == "/" && name == STAGING_DIR) {
                 continue;
             }
             let mut st = status(entry.metadata());
@@ -251,5 +265,12 @@ mod tests {
         assert!(ufs.writer("/../escape").await.is_err());
         assert!(ufs.stat("/x/../../etc/passwd").await.is_err());
         assert!(ufs.delete("/").await.is_err());
+        // An aborted write leaves nothing at its path; staging is invisible.
+        let mut w = ufs.writer("/aborted").await.unwrap();
+        w.write(Bytes::from_static(b"partial")).await.unwrap();
+        w.abort().await;
+        assert!(ufs.stat("/aborted").await.unwrap().is_none());
+        assert!(ufs.list("/").await.unwrap().iter().all(|(n, _)| n != STAGING_DIR));
+        assert!(ufs.stat("/.thaw-staging/x").await.is_err());
     }
 }

@@ -29,9 +29,18 @@ use crate::tier::{Reservation, TierStore};
 /// Bytes per socket write and per disk read of the read path.
 const IO_CHUNK: usize = 4 << 20;
 
-/// Accepts connections until shutdown; each connection is an owned task.
+/// Most connections served at once; further clients wait in the accept queue.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// Accepts connections until shutdown; each connection is an owned task holding
+/// one of `MAX_CONNECTIONS` permits.
 pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: CancellationToken) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            p = permits.clone().acquire_owned() => p.expect("semaphore is never closed"),
+        };
         let (sock, peer) = tokio::select! {
             _ = shutdown.cancelled() => return,
             r = listener.accept() => match r {
@@ -50,6 +59,7 @@ pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: Cancell
                 _ = stop.cancelled() => {}
                 _ = handle_connection(w, sock) => {}
             }
+            drop(permit);
             tracing::trace!(%peer, "connection closed");
         });
     }
@@ -129,13 +139,9 @@ async fn read_block(
         let header = DataResponse { length: n, source_tier: store.tier as i32, ..Default::default() };
         *sent = true;
         frame::write_msg(sock, &header).await?;
-        if store.tier == Tier::Mem && n > 0 {
-            // SAFETY: block files are immutable once committed and only ever
-            // replaced by rename, so the mapping cannot change under us.
-            let map = unsafe { memmap2::Mmap::map(&file)? };
-            for piece in map[off as usize..(off + n) as usize].chunks(IO_CHUNK) {
-                sock.write_all(piece).await?;
-            }
+        if store.tier == Tier::Mem {
+            // A tmpfs file: the kernel copies page cache to the socket directly.
+            send_file(sock, &file, off, n).await?;
         } else {
             let mut chunks = spawn_file_reader(file, off, n);
             while let Some(chunk) = chunks.recv().await {
@@ -150,6 +156,33 @@ async fn read_block(
         Some(ufs) => read_through(w, sock, job, &req, ufs, sent).await,
         None => Err(ThawError::not_found(format!("block {block} is not on worker {}", w.address))),
     }
+}
+
+/// Sends `[off, off + n)` of a file with sendfile(2): no user-space copy, no page
+/// faults. Only for files whose reads cannot stall (tmpfs): the call runs on the
+/// async thread.
+async fn send_file(sock: &mut TcpStream, file: &std::fs::File, mut off: u64, mut n: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (out_fd, in_fd) = (sock.as_raw_fd(), file.as_raw_fd());
+    while n > 0 {
+        sock.writable().await?;
+        let sent = sock.try_io(tokio::io::Interest::WRITABLE, || {
+            let mut at = off as libc::off_t;
+            // SAFETY: both descriptors are open for the duration of the call.
+            let r = unsafe { libc::sendfile(out_fd, in_fd, &mut at, n.min(IO_CHUNK as u64) as usize) };
+            if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(r as u64) }
+        });
+        match sent {
+            Ok(0) => return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "block file ended early")),
+            Ok(k) => {
+                off += k;
+                n -= k;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Reads `[off, off + n)` of a file on a blocking thread, a few chunks ahead of the
@@ -229,6 +262,43 @@ impl Drop for BlockFile {
     }
 }
 
+/// Writes a block file on a blocking thread while the caller streams the same
+/// bytes to a client, so the tee into a tier overlaps the network send.
+struct CacheWriter {
+    tx: mpsc::Sender<Bytes>,
+    task: tokio::task::JoinHandle<Result<BlockFile>>,
+}
+
+impl CacheWriter {
+    fn spawn(mut file: BlockFile) -> Self {
+        let (tx, mut rx) = mpsc::channel::<Bytes>(4);
+        let task = tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            while let Some(chunk) = rx.blocking_recv() {
+                file.file.as_mut().expect("open until commit").write_all(&chunk)?;
+                file.written += chunk.len() as u64;
+            }
+            Ok(file)
+        });
+        CacheWriter { tx, task }
+    }
+
+    /// Queues a chunk (shared, not copied). A failed writer just stops caching.
+    async fn write(&mut self, chunk: Bytes) {
+        let _ = self.tx.send(chunk).await;
+    }
+
+    /// Waits for the writes and commits the block, if all `expected` bytes made it.
+    async fn finish(self, w: &Worker, expected: u64) -> Result<()> {
+        drop(self.tx);
+        let file = self.task.await.map_err(|e| ThawError::internal(format!("cache writer: {e}")))??;
+        if file.written != expected {
+            return Err(ThawError::internal(format!("cache writer stored {} of {expected} bytes", file.written)));
+        }
+        file.commit(w).await
+    }
+}
+
 async fn read_through(
     w: &Arc<Worker>,
     sock: &mut TcpStream,
@@ -245,7 +315,7 @@ async fn read_through(
     // Tee a whole-block read into the tier; one cacher per block at a time.
     let mut cache = match (&cache_tier, whole) {
         (Some(t), true) if w.start_caching(block) => match BlockFile::create(t, block, ufs.length) {
-            Ok(c) => Some(c),
+            Ok(c) => Some(CacheWriter::spawn(c)),
             Err(e) => {
                 w.end_caching(block);
                 tracing::debug!(block, error = %e, "not caching read-through block");
@@ -259,14 +329,19 @@ async fn read_through(
         let mut stream = store.read_range(&ufs.path, ufs.offset + off..ufs.offset + off + n).await?;
         *sent = true;
         frame::write_msg(sock, &DataResponse { length: n, from_ufs: true, ..Default::default() }).await?;
+        // The last chunk is held back until the cached block is committed, so a
+        // reader that has all its bytes also finds the block in memory.
         let mut got = 0u64;
+        let mut held: Option<Bytes> = None;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk?;
-            sock.write_all(&chunk).await?;
             if let Some(c) = cache.as_mut() {
-                c.write(&chunk)?;
+                c.write(chunk.clone()).await;
             }
             got += chunk.len() as u64;
+            if let Some(prev) = held.replace(chunk) {
+                sock.write_all(&prev).await?;
+            }
         }
         if got != n {
             return Err(ThawError::data_lost(format!(
@@ -274,13 +349,16 @@ async fn read_through(
                 ufs.path
             )));
         }
-        w.stats.record(job, Access::Read(n));
-        tracing::debug!(job, block, bytes = n, "read through from under-store");
         if let Some(c) = cache.take()
-            && let Err(e) = c.commit(w).await
+            && let Err(e) = c.finish(w, n).await
         {
             tracing::warn!(block, error = %e, "caching read-through block failed");
         }
+        if let Some(last) = held {
+            sock.write_all(&last).await?;
+        }
+        w.stats.record(job, Access::Read(n));
+        tracing::debug!(job, block, bytes = n, "read through from under-store");
         Ok(())
     }
     .await;
