@@ -1,5 +1,5 @@
 # The two commands of the README.
-.PHONY: demo test build
+.PHONY: demo test build bench
 
 build:
 	./scripts/ensure-toolchain.sh
@@ -10,3 +10,6 @@ demo: build
 
 test:
 	./scripts/test.sh
+
+bench: build
+	./scripts/bench.sh

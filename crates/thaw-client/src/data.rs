@@ -1,5 +1,7 @@
 //! Client side of the worker data protocol.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use thaw_common::frame;
@@ -32,8 +34,50 @@ pub async fn call(sock: &mut TcpStream, req: &DataRequest) -> Result<DataRespons
     }
 }
 
-pub async fn worker_stats(addr: &str, job: &str) -> Result<WorkerStats> {
-    let mut sock = connect(addr).await?;
-    let resp = call(&mut sock, &request(job, data_request::Request::Stats(WorkerStatsRequest {}))).await?;
+/// Idle data connections per worker, so a block read or a short-circuit open
+/// costs no TCP handshake. A worker serves requests on a connection in turn.
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<HashMap<String, Vec<TcpStream>>>,
+}
+
+/// Idle connections kept per worker.
+const IDLE_PER_WORKER: usize = 4;
+
+impl Pool {
+    fn take(&self, addr: &str) -> Option<TcpStream> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).get_mut(addr)?.pop()
+    }
+
+    /// Returns a connection whose last exchange finished cleanly.
+    pub fn put(&self, addr: &str, sock: TcpStream) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let v = idle.entry(addr.to_string()).or_default();
+        if v.len() < IDLE_PER_WORKER {
+            v.push(sock);
+        }
+    }
+
+    /// Sends `req` and reads its response header, on an idle connection if there is
+    /// one. A pooled connection that fails before answering may just be stale (the
+    /// worker restarted): the request is tried once more on a fresh connection.
+    pub async fn call(&self, addr: &str, req: &DataRequest) -> Result<(TcpStream, DataResponse)> {
+        if let Some(mut sock) = self.take(addr) {
+            match call(&mut sock, req).await {
+                Ok(resp) => return Ok((sock, resp)),
+                Err(e) if e.kind == thaw_common::ErrorKind::Unavailable => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut sock = connect(addr).await?;
+        let resp = call(&mut sock, req).await?;
+        Ok((sock, resp))
+    }
+}
+
+pub async fn worker_stats(pool: &Pool, addr: &str, job: &str) -> Result<WorkerStats> {
+    let req = request(job, data_request::Request::Stats(WorkerStatsRequest {}));
+    let (sock, resp) = pool.call(addr, &req).await?;
+    pool.put(addr, sock);
     Ok(resp.stats.unwrap_or_default())
 }

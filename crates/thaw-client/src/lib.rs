@@ -22,6 +22,7 @@ pub use writer::{FileWriter, WriteOptions};
 pub struct Client {
     master: MasterServiceClient<Channel>,
     config: Arc<ClientConfig>,
+    pool: Arc<data::Pool>,
 }
 
 impl Client {
@@ -33,7 +34,7 @@ impl Client {
             .connect_lazy();
         let master =
             MasterServiceClient::new(channel).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20);
-        Ok(Client { master, config: Arc::new(config) })
+        Ok(Client { master, config: Arc::new(config), pool: Arc::default() })
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -44,7 +45,7 @@ impl Client {
     pub fn with_job(&self, job_id: impl Into<String>) -> Client {
         let mut config = (*self.config).clone();
         config.job_id = job_id.into();
-        Client { master: self.master.clone(), config: Arc::new(config) }
+        Client { master: self.master.clone(), config: Arc::new(config), pool: self.pool.clone() }
     }
 
     fn rpc_err(&self, s: tonic::Status) -> ThawError {
@@ -124,7 +125,11 @@ impl Client {
 
     /// A worker's tier use and per-job counters, asked of the worker itself.
     pub async fn worker_stats(&self, data_address: &str) -> Result<WorkerStats> {
-        data::worker_stats(data_address, &self.config.job_id).await
+        data::worker_stats(&self.pool, data_address, &self.config.job_id).await
+    }
+
+    pub(crate) fn pool(&self) -> &data::Pool {
+        &self.pool
     }
 
     pub(crate) fn master(&self) -> MasterServiceClient<Channel> {

@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 use crate::Client;
-use crate::data::{call, connect, request};
+use crate::data::request;
 
 /// Bytes read, by where they came from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -155,8 +155,11 @@ impl FileReader {
                                 StreamKind::Disk => self.stats.remote_disk += n as u64,
                                 StreamKind::UnderStore => self.stats.under_store += n as u64,
                             }
-                            if *pos == *end {
-                                self.source = None;
+                            if *pos == *end
+                                && let Some(Source::Stream { sock, addr, .. }) = self.source.take()
+                            {
+                                // The block is done and the connection clean: reuse it.
+                                self.client.pool().put(&addr, sock);
                             }
                             return Ok(n);
                         }
@@ -340,10 +343,10 @@ impl FileReader {
     }
 
     async fn open_local(&self, addr: &str, block: &BlockInfo, index: usize) -> Result<Source> {
-        let mut sock = connect(addr).await?;
         let job = &self.client.config().job_id;
         let req = request(job, data_request::Request::OpenLocal(OpenLocalBlockRequest { block_id: block.block_id }));
-        let resp = call(&mut sock, &req).await?;
+        let (sock, resp) = self.client.pool().call(addr, &req).await?;
+        self.client.pool().put(addr, sock);
         let file = std::fs::File::open(&resp.local_path)?;
         let len = file.metadata()?.len();
         if len != block.length {
@@ -380,7 +383,6 @@ async fn open_stream(
     ufs: Option<UfsSource>,
     kind: StreamKind,
 ) -> Result<Source> {
-    let mut sock = connect(addr).await?;
     let cfg = client.config();
     let read = ReadBlockRequest {
         block_id: block.block_id,
@@ -389,7 +391,7 @@ async fn open_stream(
         ufs,
         cache_tier: cfg.cache_on_read.map(|t| t as i32).unwrap_or(0),
     };
-    let resp = call(&mut sock, &request(&cfg.job_id, data_request::Request::ReadBlock(read))).await?;
+    let (sock, resp) = client.pool().call(addr, &request(&cfg.job_id, data_request::Request::ReadBlock(read))).await?;
     if resp.length != block.length - offset {
         return Err(ThawError::internal(format!(
             "worker {addr} offers {} bytes of block {}, expected {}",

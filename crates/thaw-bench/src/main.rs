@@ -1,0 +1,151 @@
+//! `thaw-bench`: Thaw measured next to what it has to compete with, on one machine,
+//! in the same run: short-circuit and remote MEM reads, cold under-store reads, and
+//! metadata lookups. Every figure is the median of alternating repeats. Results go
+//! to stdout and to a JSON summary (default `bench-out/results.json`).
+//!
+//! `thaw-bench [all|short-circuit|remote|cold|metadata] [--size 1GiB] [--repeats 5]`
+
+mod cold;
+mod measure;
+mod metadata;
+mod payload;
+mod remote;
+mod setup;
+mod short_circuit;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, ValueEnum};
+use serde::Serialize;
+use thaw_common::size::{format_size, parse_size};
+
+use crate::measure::Comparison;
+
+/// Block size of the read benchmarks' files.
+pub const BLOCK_SIZE: u64 = 64 << 20;
+
+#[derive(Parser)]
+#[command(name = "thaw-bench", about = "Thaw against its baselines: MEM, remote, cold reads and metadata lookups")]
+struct Cli {
+    /// Which benchmark to run.
+    #[arg(value_enum, default_value_t = Which::All)]
+    bench: Which,
+    /// Bytes each read benchmark reads per run.
+    #[arg(long, value_parser = size_arg, default_value = "1GiB")]
+    size: u64,
+    /// Runs of each measurement (per side); the median is reported.
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+    /// Seconds of each metadata run.
+    #[arg(long, default_value_t = 3.0)]
+    meta_secs: f64,
+    /// Where the JSON summary is written.
+    #[arg(long, default_value = "bench-out/results.json")]
+    out: PathBuf,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Which {
+    All,
+    ShortCircuit,
+    Remote,
+    Cold,
+    Metadata,
+}
+
+/// What every benchmark is given.
+pub struct Config {
+    pub size: u64,
+    pub repeats: usize,
+    pub meta_secs: f64,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    unix_ms: u64,
+    cpus: usize,
+    size_bytes: u64,
+    repeats: usize,
+    statistic: &'static str,
+    results: &'a [Comparison],
+}
+
+fn size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.message)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    anyhow::ensure!(cli.repeats > 0 && cli.size > 0, "--repeats and --size must be positive");
+    let cfg = Config { size: cli.size, repeats: cli.repeats, meta_secs: cli.meta_secs };
+    println!(
+        "thaw-bench: {} per read run, median of {} alternating repeats after one warm-up run of each side",
+        format_size(cfg.size),
+        cfg.repeats
+    );
+    let results = run(cli.bench, &cfg).await?;
+    print_table(&results);
+    write_json(&cli.out, &cfg, &results)?;
+    println!("JSON summary: {}", cli.out.display());
+    Ok(())
+}
+
+/// Runs the chosen benchmarks, printing each line as soon as it is measured.
+async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
+    let wants = |w| which == Which::All || which == w;
+    let mut results = Vec::new();
+    let mut done = |c: Comparison| {
+        println!("{}", c.line());
+        results.push(c);
+    };
+    if wants(Which::ShortCircuit) {
+        done(short_circuit::run(cfg).await?);
+    }
+    if wants(Which::Remote) {
+        done(remote::run(cfg).await?);
+    }
+    if wants(Which::Cold) {
+        done(cold::run(cfg).await?);
+    }
+    if wants(Which::Metadata) {
+        metadata::run(cfg).await?.into_iter().for_each(&mut done);
+    }
+    Ok(results)
+}
+
+/// The results as a Markdown table (what BENCHMARKS.md shows).
+fn print_table(results: &[Comparison]) {
+    println!();
+    println!("| benchmark | Thaw | baseline | ratio | target | notes |");
+    println!("| --- | ---: | ---: | ---: | ---: | --- |");
+    for c in results {
+        let target = c.target.map(|t| format!(">= {t:.2}")).unwrap_or_else(|| "-".into());
+        println!(
+            "| {} | {:.0} {u} | {:.0} {u} | {:.2} | {target} | {} |",
+            c.name,
+            c.thaw,
+            c.baseline,
+            c.ratio,
+            c.notes,
+            u = c.unit
+        );
+    }
+}
+
+fn write_json(out: &std::path::Path, cfg: &Config, results: &[Comparison]) -> Result<()> {
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let summary = Summary {
+        unix_ms: thaw_common::now_ms(),
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        size_bytes: cfg.size,
+        repeats: cfg.repeats,
+        statistic: "median",
+        results,
+    };
+    std::fs::write(out, serde_json::to_string_pretty(&summary)?)?;
+    Ok(())
+}
