@@ -100,6 +100,9 @@ pub struct WorkerArgs {
     /// Address clients should use, if not the listening one.
     #[arg(long)]
     advertise: Option<String>,
+    /// Data connections served at once; past it clients are told the worker is busy.
+    #[arg(long, default_value_t = thaw_worker::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
 }
 
 async fn listen(bind: &str, port: u16) -> anyhow::Result<TcpListener> {
@@ -165,6 +168,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         disk: args.disk_dir.map(|dir| TierConfig { dir, capacity: args.disk_capacity }),
         advertise: args.advertise,
         remove_mem_on_exit: false,
+        max_connections: args.max_connections,
     };
     say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
     let shutdown = stop_on_signal();
@@ -209,6 +213,7 @@ impl LocalCluster {
                 disk: Some(TierConfig { dir: state.join(format!("worker-{i}/disk")), capacity: args.disk_capacity }),
                 advertise: None,
                 remove_mem_on_exit: true,
+                max_connections: thaw_worker::DEFAULT_MAX_CONNECTIONS,
             };
             tasks.spawn(thaw_worker::serve(config, listener, shutdown.clone()));
         }

@@ -233,3 +233,27 @@ async fn a_full_tier_refuses_clearly_and_keeps_what_it_has() {
     // A file that fits still goes in.
     client.write_all("/fits", &data(1 << 20, 7), opts(WriteType::MustCache)).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_at_its_connection_cap_says_busy_instead_of_hanging() {
+    let mut options = ClusterOptions::workers(1);
+    options.workers[0].max_connections = 2;
+    let c = start(options).await;
+    let client = c.remote_client();
+    client.write_all("/f", b"bytes", opts(WriteType::MustCache)).await.unwrap();
+    let addr = c.worker_addr(0).to_string();
+    // Two idle connections hold both slots.
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        idle.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let stats = req(data_request::Request::Stats(WorkerStatsRequest {}));
+    let resp = raw_exchange(&addr, &framed(&stats)).await;
+    assert_eq!(code(&resp), ErrorCode::Unavailable, "{}", resp.message);
+    assert!(resp.message.contains("busy"), "{}", resp.message);
+    // Slots free up when connections close, and reads work again.
+    drop(idle);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(client.read_all("/f").await.unwrap(), b"bytes");
+}

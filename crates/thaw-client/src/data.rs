@@ -11,6 +11,12 @@ use thaw_proto::DATA_PROTOCOL_VERSION;
 use tokio::net::TcpStream;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest wait for a worker's response header (the worker answers a read once
+/// its source is open, a write once every byte is stored).
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Idle connections older than this are dropped, well before the worker's own
+/// idle timeout closes them.
+const IDLE_MAX_AGE: Duration = Duration::from_secs(30);
 
 pub async fn connect(addr: &str) -> Result<TcpStream> {
     let sock = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
@@ -28,7 +34,10 @@ pub fn request(job: &str, r: data_request::Request) -> DataRequest {
 /// Sends a request and reads its response header.
 pub async fn call(sock: &mut TcpStream, req: &DataRequest) -> Result<DataResponse> {
     frame::write_msg(sock, req).await?;
-    match frame::read_msg::<_, DataResponse>(sock).await? {
+    let answer = tokio::time::timeout(RESPONSE_TIMEOUT, frame::read_msg::<_, DataResponse>(sock))
+        .await
+        .map_err(|_| ThawError::timeout(format!("worker gave no answer within {RESPONSE_TIMEOUT:?}")))?;
+    match answer? {
         Some(resp) => frame::check_response(resp),
         None => Err(ThawError::unavailable("worker closed the connection")),
     }
@@ -38,7 +47,7 @@ pub async fn call(sock: &mut TcpStream, req: &DataRequest) -> Result<DataRespons
 /// costs no TCP handshake. A worker serves requests on a connection in turn.
 #[derive(Default)]
 pub struct Pool {
-    idle: Mutex<HashMap<String, Vec<TcpStream>>>,
+    idle: Mutex<HashMap<String, Vec<(std::time::Instant, TcpStream)>>>,
 }
 
 /// Idle connections kept per worker.
@@ -46,7 +55,10 @@ const IDLE_PER_WORKER: usize = 4;
 
 impl Pool {
     fn take(&self, addr: &str) -> Option<TcpStream> {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).get_mut(addr)?.pop()
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let v = idle.get_mut(addr)?;
+        v.retain(|(since, _)| since.elapsed() < IDLE_MAX_AGE);
+        v.pop().map(|(_, sock)| sock)
     }
 
     /// Returns a connection whose last exchange finished cleanly.
@@ -54,7 +66,7 @@ impl Pool {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let v = idle.entry(addr.to_string()).or_default();
         if v.len() < IDLE_PER_WORKER {
-            v.push(sock);
+            v.push((std::time::Instant::now(), sock));
         }
     }
 

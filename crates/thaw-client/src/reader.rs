@@ -146,7 +146,8 @@ impl FileReader {
                 }
                 Some(Source::Stream { index: i, sock, pos, end, addr, kind }) if *i == index && *pos == self.pos => {
                     let want = buf.len().min((*end - *pos) as usize);
-                    match sock.read(&mut buf[..want]).await {
+                    let io = tokio::time::timeout(crate::data::RESPONSE_TIMEOUT, sock.read(&mut buf[..want])).await;
+                    match io.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())) {
                         Ok(n) if n > 0 => {
                             *pos += n as u64;
                             self.pos += n as u64;

@@ -17,11 +17,18 @@ pub struct WorkerSpec {
     pub rack: String,
     pub mem_capacity: u64,
     pub disk_capacity: u64,
+    pub max_connections: usize,
 }
 
 impl WorkerSpec {
     pub fn new(host: &str, rack: &str) -> Self {
-        WorkerSpec { host: host.into(), rack: rack.into(), mem_capacity: 256 << 20, disk_capacity: 1 << 30 }
+        WorkerSpec {
+            host: host.into(),
+            rack: rack.into(),
+            mem_capacity: 256 << 20,
+            disk_capacity: 1 << 30,
+            max_connections: 1024,
+        }
     }
 }
 
@@ -181,6 +188,8 @@ impl Cluster {
             &spec.disk_capacity.to_string(),
             "--port",
             &port.to_string(),
+            "--max-connections",
+            &spec.max_connections.to_string(),
         ]
         .map(String::from)
         .to_vec();

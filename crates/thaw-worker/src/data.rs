@@ -29,19 +29,18 @@ use crate::tier::{Reservation, TierStore};
 /// Bytes per socket write and per disk read of the read path.
 const IO_CHUNK: usize = 4 << 20;
 
-/// Most connections served at once; further clients wait in the accept queue.
-pub const MAX_CONNECTIONS: usize = 1024;
+/// A connection with no request for this long is closed (clients keep idle
+/// connections for less, see the client's pool).
+pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Accepts connections until shutdown; each connection is an owned task holding
-/// one of `MAX_CONNECTIONS` permits.
+/// one of `max_connections` permits. Past the cap a connection is told the worker
+/// is busy and closed, so a client fails over instead of waiting unserved.
 pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: CancellationToken) {
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let max = worker.config.max_connections.max(1);
+    let permits = Arc::new(tokio::sync::Semaphore::new(max));
     loop {
-        let permit = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            p = permits.clone().acquire_owned() => p.expect("semaphore is never closed"),
-        };
-        let (sock, peer) = tokio::select! {
+        let (mut sock, peer) = tokio::select! {
             _ = shutdown.cancelled() => return,
             r = listener.accept() => match r {
                 Ok(x) => x,
@@ -51,6 +50,14 @@ pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: Cancell
                     continue;
                 }
             },
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "connection refused: {max} connections open");
+            worker.tasks.spawn(async move {
+                let busy = ThawError::unavailable(format!("worker busy: {max} connections open"));
+                let _ = frame::write_msg(&mut sock, &frame::error_response(&busy)).await;
+            });
+            continue;
         };
         let w = worker.clone();
         let stop = shutdown.clone();
@@ -68,10 +75,12 @@ pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: Cancell
 async fn handle_connection(worker: Arc<Worker>, mut sock: TcpStream) {
     let _ = sock.set_nodelay(true);
     loop {
-        let req: DataRequest = match frame::read_msg(&mut sock).await {
-            Ok(Some(r)) => r,
-            Ok(None) => return,
-            Err(e) => {
+        let next = tokio::time::timeout(IDLE_TIMEOUT, frame::read_msg(&mut sock)).await;
+        let req: DataRequest = match next {
+            Err(_idle) => return,
+            Ok(Ok(Some(r))) => r,
+            Ok(Ok(None)) => return,
+            Ok(Err(e)) => {
                 tracing::debug!(error = %e, "bad request");
                 let _ = frame::write_msg(&mut sock, &frame::error_response(&e)).await;
                 return;

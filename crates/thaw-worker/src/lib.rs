@@ -41,7 +41,12 @@ pub struct WorkerConfig {
     pub advertise: Option<String>,
     /// Delete the MEM tier directory on exit (a local cluster's tmpfs files).
     pub remove_mem_on_exit: bool,
+    /// Data connections served at once; past it a client is told the worker is busy.
+    pub max_connections: usize,
 }
+
+/// Default of `WorkerConfig::max_connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 pub struct Worker {
     pub config: WorkerConfig,
