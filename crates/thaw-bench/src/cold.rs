@@ -1,9 +1,11 @@
-//! Benchmark 3, cold under-store read.
+//! Benchmark 3, cold under-store read, from two places.
 //!
 //! Measures the first read of a file that is only in the under-store (a local
-//! directory on the virtio disk), through a client on a host no worker is on: the
-//! worker reads the file through OpenDAL, streams it over loopback TCP and, on the
-//! way, caches each block in its MEM tier. The baseline is reading the same file
+//! directory on the virtio disk). `cold-under-store`: a client on a host no worker
+//! is on; the worker fills each block into its MEM tier (sendfile from the
+//! under-store file) and streams it over loopback TCP. `cold-local`: a client on the
+//! worker's host; the worker fills each block and the client reads the block file
+//! itself. In both, the next block fills while the current one is read. The baseline is reading the same file
 //! directly. The page cache is dropped (posix_fadvise DONTNEED) before every run of
 //! either side, so both read from the device. Every Thaw run reads the file under a
 //! name Thaw has never seen (the file is renamed in the under-store directory), so
@@ -24,12 +26,14 @@ use crate::{BLOCK_SIZE, Config};
 /// The file as it rests in the under-store between runs; Thaw never sees this name.
 const REST_NAME: &str = "cold-rest.bin";
 
-pub async fn run(cfg: &Config) -> Result<Comparison> {
+/// `local`: the client is on the worker's host (`cold-local`), else remote.
+pub async fn run(cfg: &Config, local: bool) -> Result<Comparison> {
     let size = cfg.size;
     let cluster = crate::setup::one_worker(BLOCK_SIZE, (2 << 30).max(3 * size)).await?;
     let rest = cluster.ufs.join(REST_NAME);
     payload::write_file(&rest, size)?;
-    let client = crate::setup::remote_client(&cluster)?;
+    let client =
+        if local { crate::setup::client(&cluster, "h0", "r0")? } else { crate::setup::remote_client(&cluster)? };
     let sum = payload::expected_sum(size);
 
     let thaw = async |i| cold_thaw_read(&client, &cluster.ufs, i).await?.check(size, sum, "cold Thaw read");
@@ -38,8 +42,12 @@ pub async fn run(cfg: &Config) -> Result<Comparison> {
         payload::read_file(&rest)?.check(size, sum, "cold direct read")
     };
     let spec = Spec {
-        name: "cold-under-store",
-        thaw_label: "Thaw cold read: worker reads the under-store, streams it, caches it in MEM",
+        name: if local { "cold-local" } else { "cold-under-store" },
+        thaw_label: if local {
+            "Thaw cold read, client on the worker's host: worker fills MEM, client reads the block files"
+        } else {
+            "Thaw cold read, remote client: worker fills MEM from the under-store, streams it"
+        },
         baseline_label: "direct read(2) of the same file, page cache dropped",
         target: 0.9,
     };

@@ -107,7 +107,8 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
         done(remote::run(cfg).await?);
     }
     if wants(Which::Cold) {
-        done(cold::run(cfg).await?);
+        done(cold::run(cfg, false).await?);
+        done(cold::run(cfg, true).await?);
     }
     if wants(Which::Metadata) {
         metadata::run(cfg).await?.into_iter().for_each(&mut done);

@@ -129,3 +129,39 @@ async fn files_placed_in_the_under_store_are_visible_and_cached_on_read() {
     client.delete("/in", true).await.unwrap();
     assert!(!c.ufs.join("in").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_cold_read_fills_the_local_worker_and_reads_its_file() {
+    let c = start(ClusterOptions::workers(3)).await;
+    let big = data((3 << 20) + 5, 9);
+    std::fs::write(c.ufs.join("cold.bin"), &big).unwrap();
+    let local = c.client("h1", "r1");
+    let mut r = local.open("/cold.bin").await.unwrap();
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.unwrap();
+    assert_eq!(sha(&got), sha(&big));
+    // Every byte came from the under-store, through h1's worker, by its block files.
+    assert_eq!(r.stats().under_store, big.len() as u64, "{:?}", r.stats());
+    assert_eq!(r.stats().remote_mem, 0);
+    let (st, _) = local.stat_blocks("/cold.bin", true).await.unwrap();
+    assert!(st.blocks.iter().all(|b| b.replicas.len() == 1 && b.replicas[0].data_address == c.worker_addr(1)));
+    assert_eq!(st.in_memory_bytes, big.len() as u64);
+    // The second read is a plain short-circuit read.
+    let mut r = local.open("/cold.bin").await.unwrap();
+    let mut again = Vec::new();
+    r.read_to_end(&mut again).await.unwrap();
+    assert_eq!(sha(&again), sha(&big));
+    assert_eq!(r.stats().short_circuit, big.len() as u64, "{:?}", r.stats());
+    // A partial read of a cold block streams its range and leaves the block filling.
+    std::fs::write(c.ufs.join("cold2.bin"), &big).unwrap();
+    let remote = c.remote_client();
+    let mut r = remote.open("/cold2.bin").await.unwrap();
+    let mut buf = vec![0u8; 1000];
+    assert_eq!(r.read_at((1 << 20) + 10, &mut buf).await.unwrap(), 1000);
+    assert_eq!(&buf[..], &big[(1 << 20) + 10..(1 << 20) + 1010]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while remote.stat("/cold2.bin").await.unwrap().in_memory_bytes < 1 << 20 {
+        assert!(std::time::Instant::now() < deadline, "block 1 was not filled in the background");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

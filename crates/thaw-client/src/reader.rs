@@ -18,9 +18,12 @@ use crate::data::request;
 /// Bytes read, by where they came from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReadStats {
+    /// Read from a local replica's file.
     pub short_circuit: u64,
     pub remote_mem: u64,
     pub remote_disk: u64,
+    /// Came from the under-store during this read (streamed through a worker, or
+    /// filled into a local worker's tier and read from there).
     pub under_store: u64,
     /// Replicas given up on during this read (fail-overs).
     pub failovers: u64,
@@ -29,11 +32,13 @@ pub struct ReadStats {
 enum Source {
     /// A replica on this host: the block file itself, read with pread (the same
     /// system call as reading any local file, no copy through the worker).
+    /// `filled`: the worker filled it from the under-store for this read.
     Local {
         index: usize,
         file: std::fs::File,
         len: u64,
         tier: Tier,
+        filled: bool,
     },
     Stream {
         index: usize,
@@ -133,7 +138,7 @@ impl FileReader {
         let index = (self.pos / self.info.block_size) as usize;
         loop {
             match self.source.as_mut() {
-                Some(Source::Local { index: i, file, len, tier }) if *i == index => {
+                Some(Source::Local { index: i, file, len, tier, filled }) if *i == index => {
                     let at = self.pos - self.info.blocks[index].offset;
                     let want = buf.len().min((*len - at) as usize);
                     let n = read_local(file, *tier, &mut buf[..want], at)?;
@@ -141,7 +146,11 @@ impl FileReader {
                         return Err(ThawError::internal(format!("local block file ended early at {at} of {len}")));
                     }
                     self.pos += n as u64;
-                    self.stats.short_circuit += n as u64;
+                    if *filled {
+                        self.stats.under_store += n as u64;
+                    } else {
+                        self.stats.short_circuit += n as u64;
+                    }
                     return Ok(n);
                 }
                 Some(Source::Stream { index: i, sock, pos, end, addr, kind }) if *i == index && *pos == self.pos => {
@@ -178,9 +187,7 @@ impl FileReader {
                         Some(src) => src,
                         None => self.open_source(index).await?,
                     };
-                    if matches!(src, Source::Stream { .. }) {
-                        self.read_ahead(index + 1);
-                    }
+                    self.read_ahead(index + 1);
                     self.source = Some(src);
                 }
             }
@@ -245,8 +252,15 @@ impl FileReader {
                 (r.data_address.clone(), None, kind)
             }
             None if self.info.persisted => {
-                let Some(w) = self.ufs_workers.iter().find(|w| !self.failed.contains(&w.data_address)) else { return };
                 let ufs = UfsSource { path: self.info.path.clone(), offset: block.offset, length: block.length };
+                if let Some((addr, tier)) = self.local_filler() {
+                    let client = self.client.clone();
+                    let task =
+                        tokio::spawn(async move { cache_then_open(&client, &addr, &block, index, ufs, tier).await });
+                    self.ahead = Some((index, task));
+                    return;
+                }
+                let Some(w) = self.ufs_workers.iter().find(|w| !self.failed.contains(&w.data_address)) else { return };
                 (w.data_address.clone(), Some(ufs), StreamKind::UnderStore)
             }
             None => return,
@@ -254,6 +268,20 @@ impl FileReader {
         let client = self.client.clone();
         let task = tokio::spawn(async move { open_stream(&client, &addr, &block, index, 0, ufs, kind).await });
         self.ahead = Some((index, task));
+    }
+
+    /// A worker on this host that can fill cold blocks for short-circuit reads, and
+    /// the tier to fill (when short-circuit and caching on read are both on).
+    fn local_filler(&self) -> Option<(String, Tier)> {
+        let cfg = self.client.config();
+        let tier = cfg.cache_on_read?;
+        if !cfg.short_circuit || cfg.position.host.is_empty() {
+            return None;
+        }
+        self.ufs_workers
+            .iter()
+            .find(|w| w.host == cfg.position.host && !self.failed.contains(&w.data_address))
+            .map(|w| (w.data_address.clone(), tier))
     }
 
     /// Opens the best working source for block `index` at the current position.
@@ -270,7 +298,7 @@ impl FileReader {
                 }
                 let local = cfg.short_circuit && !cfg.position.host.is_empty() && r.host == cfg.position.host;
                 if local {
-                    match self.open_local(&r.data_address, &block, index).await {
+                    match open_local(&self.client, &r.data_address, &block, index).await {
                         Ok(src) => return Ok(src),
                         Err(e) => {
                             tracing::debug!(worker = %r.data_address, error = %e, "short-circuit failed; streaming")
@@ -290,6 +318,12 @@ impl FileReader {
             }
             if self.info.persisted {
                 let ufs = UfsSource { path: self.info.path.clone(), offset: block.offset, length: block.length };
+                if let Some((addr, tier)) = self.local_filler() {
+                    match cache_then_open(&self.client, &addr, &block, index, ufs.clone(), tier).await {
+                        Ok(src) => return Ok(src),
+                        Err(e) => tracing::debug!(worker = %addr, error = %e, "local fill failed; streaming"),
+                    }
+                }
                 for w in self.ufs_workers.clone() {
                     if self.failed.contains(&w.data_address) {
                         continue;
@@ -342,19 +376,50 @@ impl FileReader {
         self.failed.clear();
         Ok(())
     }
+}
 
-    async fn open_local(&self, addr: &str, block: &BlockInfo, index: usize) -> Result<Source> {
-        let job = &self.client.config().job_id;
-        let req = request(job, data_request::Request::OpenLocal(OpenLocalBlockRequest { block_id: block.block_id }));
-        let (sock, resp) = self.client.pool().call(addr, &req).await?;
-        self.client.pool().put(addr, sock);
-        let file = std::fs::File::open(&resp.local_path)?;
-        let len = file.metadata()?.len();
-        if len != block.length {
-            return Err(ThawError::internal(format!("local block file has {len} bytes, expected {}", block.length)));
+impl Drop for FileReader {
+    fn drop(&mut self) {
+        if let Some((_, task)) = self.ahead.take() {
+            task.abort();
         }
-        let tier = Tier::try_from(resp.source_tier).unwrap_or(Tier::Disk);
-        Ok(Source::Local { index, file, len, tier })
+    }
+}
+
+/// Opens a block stored on a worker of this host, to read its file directly.
+async fn open_local(client: &Client, addr: &str, block: &BlockInfo, index: usize) -> Result<Source> {
+    let job = &client.config().job_id;
+    let req = request(job, data_request::Request::OpenLocal(OpenLocalBlockRequest { block_id: block.block_id }));
+    let (sock, resp) = client.pool().call(addr, &req).await?;
+    client.pool().put(addr, sock);
+    let file = std::fs::File::open(&resp.local_path)?;
+    let len = file.metadata()?.len();
+    if len != block.length {
+        return Err(ThawError::internal(format!("local block file has {len} bytes, expected {}", block.length)));
+    }
+    let tier = Tier::try_from(resp.source_tier).unwrap_or(Tier::Disk);
+    Ok(Source::Local { index, file, len, tier, filled: false })
+}
+
+/// A cold block read by a client on a worker's host: the worker fills the block
+/// into its tier from the under-store, then the client reads the block file
+/// itself. Two copies per byte (kernel into the tier, tier into the reader)
+/// instead of four through a socket.
+async fn cache_then_open(
+    client: &Client,
+    addr: &str,
+    block: &BlockInfo,
+    index: usize,
+    ufs: UfsSource,
+    tier: Tier,
+) -> Result<Source> {
+    let cache = CacheBlockRequest { block_id: block.block_id, ufs: Some(ufs), tier: tier as i32 };
+    let req = request(&client.config().job_id, data_request::Request::CacheBlock(cache));
+    let (sock, _) = client.pool().call(addr, &req).await?;
+    client.pool().put(addr, sock);
+    match open_local(client, addr, block, index).await? {
+        Source::Local { index, file, len, tier, .. } => Ok(Source::Local { index, file, len, tier, filled: true }),
+        other => Ok(other),
     }
 }
 

@@ -30,6 +30,8 @@ pub struct UfsStatus {
 pub struct UnderStore {
     op: Operator,
     uri: String,
+    /// The root directory, for under-stores that are a local file system.
+    local_root: Option<std::path::PathBuf>,
 }
 
 fn dal_err(e: opendal::Error, what: &str, path: &str) -> ThawError {
@@ -90,12 +92,19 @@ impl UnderStore {
         let staging = format!("{dir}/{STAGING_DIR}");
         let builder = opendal::services::Fs::default().root(&dir).atomic_write_dir(&staging);
         let op = Operator::new(builder).map_err(|e| dal_err(e, "open", &dir))?;
-        Ok(UnderStore { op, uri: format!("fs://{dir}") })
+        Ok(UnderStore { op, uri: format!("fs://{dir}"), local_root: Some(dir.into()) })
     }
 
     /// The canonical URI (what workers are told at registration).
     pub fn uri(&self) -> &str {
         &self.uri
+    }
+
+    /// The local file behind `p`, if this under-store is a local file system: lets
+    /// a worker copy under-store bytes into a tier inside the kernel.
+    pub fn local_path(&self, p: &str) -> Result<Option<std::path::PathBuf>> {
+        let key = file_key(p)?;
+        Ok(self.local_root.as_ref().map(|root| root.join(key)))
     }
 
     /// `None` if nothing is at `p`.
@@ -272,5 +281,8 @@ mod tests {
         assert!(ufs.stat("/aborted").await.unwrap().is_none());
         assert!(ufs.list("/").await.unwrap().iter().all(|(n, _)| n != STAGING_DIR));
         assert!(ufs.stat("/.thaw-staging/x").await.is_err());
+        let local = ufs.local_path("/c/file2").unwrap().unwrap();
+        assert_eq!(std::fs::read(local).unwrap(), b"hello world");
+        assert!(ufs.local_path("/../x").is_err());
     }
 }

@@ -23,8 +23,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::Worker;
+use crate::cache::BlockFile;
 use crate::stats::Access;
-use crate::tier::{Reservation, TierStore};
+use crate::tier::TierStore;
 
 /// Bytes per socket write and per disk read of the read path.
 const IO_CHUNK: usize = 4 << 20;
@@ -109,6 +110,7 @@ async fn dispatch(w: &Arc<Worker>, sock: &mut TcpStream, req: DataRequest, sent:
         Some(data_request::Request::ReadBlock(r)) => read_block(w, sock, &job, r, sent).await,
         Some(data_request::Request::WriteFile(r)) => write_file(w, sock, &job, r, sent).await,
         Some(data_request::Request::OpenLocal(r)) => open_local(w, sock, &job, r, sent).await,
+        Some(data_request::Request::CacheBlock(r)) => cache_block(w, sock, &job, r, sent).await,
         Some(data_request::Request::Stats(_)) => {
             let stats = WorkerStats { tiers: w.tiers().map(|t| t.usage()).collect(), jobs: w.stats.snapshot() };
             *sent = true;
@@ -135,6 +137,25 @@ async fn read_block(
     req: ReadBlockRequest,
     sent: &mut bool,
 ) -> Result<()> {
+    if serve_stored(w, sock, job, &req, false, sent).await? {
+        return Ok(());
+    }
+    match req.ufs.clone() {
+        Some(ufs) => read_through(w, sock, job, &req, ufs, sent).await,
+        None => Err(ThawError::not_found(format!("block {} is not on worker {}", req.block_id, w.address))),
+    }
+}
+
+/// Serves a read from a block stored in a tier; `false` if no tier has it.
+/// `filled`: the block was just filled from the under-store for this read.
+async fn serve_stored(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    job: &str,
+    req: &ReadBlockRequest,
+    filled: bool,
+    sent: &mut bool,
+) -> Result<bool> {
     let block = req.block_id;
     for store in w.tiers() {
         let Some(len) = store.get(block) else {
@@ -145,7 +166,7 @@ async fn read_block(
             continue;
         };
         let (off, n) = range(req.offset, req.length, len)?;
-        let header = DataResponse { length: n, source_tier: store.tier as i32, ..Default::default() };
+        let header = DataResponse { length: n, source_tier: store.tier as i32, from_ufs: filled, ..Default::default() };
         *sent = true;
         frame::write_msg(sock, &header).await?;
         if store.tier == Tier::Mem {
@@ -159,12 +180,9 @@ async fn read_block(
         }
         w.stats.record(job, Access::Read(n));
         tracing::debug!(job, block, bytes = n, tier = store.name(), "read");
-        return Ok(());
+        return Ok(true);
     }
-    match req.ufs.clone() {
-        Some(ufs) => read_through(w, sock, job, &req, ufs, sent).await,
-        None => Err(ThawError::not_found(format!("block {block} is not on worker {}", w.address))),
-    }
+    Ok(false)
 }
 
 /// Sends `[off, off + n)` of a file with sendfile(2): no user-space copy, no page
@@ -215,99 +233,10 @@ fn spawn_file_reader(file: std::fs::File, off: u64, n: u64) -> mpsc::Receiver<st
     rx
 }
 
-/// A block being written into a tier: a temp file plus its reserved space.
-/// Dropped without `commit`, it leaves nothing behind.
-struct BlockFile {
-    store: Arc<TierStore>,
-    block: u64,
-    temp: std::path::PathBuf,
-    file: Option<std::fs::File>,
-    written: u64,
-    reservation: Option<Reservation>,
-}
-
-impl BlockFile {
-    fn create(store: &Arc<TierStore>, block: u64, reserve: u64) -> Result<Self> {
-        let reservation = store.reserve(reserve)?;
-        let temp = store.temp_path(block);
-        let file = std::fs::File::create(&temp)?;
-        Ok(BlockFile {
-            store: store.clone(),
-            block,
-            temp,
-            file: Some(file),
-            written: 0,
-            reservation: Some(reservation),
-        })
-    }
-
-    fn write(&mut self, data: &[u8]) -> Result<()> {
-        use std::io::Write;
-        let file = self.file.as_mut().expect("open until commit");
-        tokio::task::block_in_place(|| file.write_all(data))?;
-        self.written += data.len() as u64;
-        Ok(())
-    }
-
-    /// Moves the block into the tier and tells the master; on a refusal the block
-    /// is deleted again.
-    async fn commit(mut self, w: &Worker) -> Result<()> {
-        drop(self.file.take());
-        let reservation = self.reservation.take().expect("held until commit");
-        self.store.commit(self.block, &self.temp, self.written, reservation)?;
-        if let Err(e) = w.commit_block(self.block, self.store.tier, self.written).await {
-            self.store.remove(self.block);
-            return Err(e);
-        }
-        Ok(())
-    }
-}
-
-impl Drop for BlockFile {
-    fn drop(&mut self) {
-        if self.reservation.is_some() {
-            let _ = std::fs::remove_file(&self.temp);
-        }
-    }
-}
-
-/// Writes a block file on a blocking thread while the caller streams the same
-/// bytes to a client, so the tee into a tier overlaps the network send.
-struct CacheWriter {
-    tx: mpsc::Sender<Bytes>,
-    task: tokio::task::JoinHandle<Result<BlockFile>>,
-}
-
-impl CacheWriter {
-    fn spawn(mut file: BlockFile) -> Self {
-        let (tx, mut rx) = mpsc::channel::<Bytes>(4);
-        let task = tokio::task::spawn_blocking(move || {
-            use std::io::Write;
-            while let Some(chunk) = rx.blocking_recv() {
-                file.file.as_mut().expect("open until commit").write_all(&chunk)?;
-                file.written += chunk.len() as u64;
-            }
-            Ok(file)
-        });
-        CacheWriter { tx, task }
-    }
-
-    /// Queues a chunk (shared, not copied). A failed writer just stops caching.
-    async fn write(&mut self, chunk: Bytes) {
-        let _ = self.tx.send(chunk).await;
-    }
-
-    /// Waits for the writes and commits the block, if all `expected` bytes made it.
-    async fn finish(self, w: &Worker, expected: u64) -> Result<()> {
-        drop(self.tx);
-        let file = self.task.await.map_err(|e| ThawError::internal(format!("cache writer: {e}")))??;
-        if file.written != expected {
-            return Err(ThawError::internal(format!("cache writer stored {} of {expected} bytes", file.written)));
-        }
-        file.commit(w).await
-    }
-}
-
+/// A read of a block this worker does not hold, from the under-store. A whole
+/// block with a cache tier is filled into the tier first and then served like any
+/// stored block; a partial read streams its range straight from the under-store
+/// and leaves a fill of the whole block running behind it.
 async fn read_through(
     w: &Arc<Worker>,
     sock: &mut TcpStream,
@@ -318,102 +247,57 @@ async fn read_through(
 ) -> Result<()> {
     let block = req.block_id;
     let (off, n) = range(req.offset, req.length, ufs.length)?;
-    let store = w.ufs()?;
     let cache_tier = Tier::try_from(req.cache_tier).ok().and_then(|t| w.tier(t));
-    let whole = off == 0 && n == ufs.length && n > 0;
-    // Tee a whole-block read into the tier; one cacher per block at a time.
-    let mut cache = match (&cache_tier, whole) {
-        (Some(t), true) if w.start_caching(block) => match BlockFile::create(t, block, ufs.length) {
-            Ok(c) => Some(CacheWriter::spawn(c)),
-            Err(e) => {
-                w.end_caching(block);
-                tracing::debug!(block, error = %e, "not caching read-through block");
-                None
+    if let Some(tier) = &cache_tier {
+        if off == 0 && n == ufs.length && n > 0 {
+            match w.cache_block(block, &ufs, tier).await {
+                Ok(()) if serve_stored(w, sock, job, req, true, sent).await? => return Ok(()),
+                Ok(()) => {} // evicted again at once: stream it
+                Err(e) if e.kind == thaw_common::ErrorKind::ResourceExhausted => {}
+                Err(e) => return Err(e),
             }
-        },
-        _ => None,
-    };
-    let caching = cache.is_some();
-    let result = async {
-        let mut stream = store.read_range(&ufs.path, ufs.offset + off..ufs.offset + off + n).await?;
-        *sent = true;
-        frame::write_msg(sock, &DataResponse { length: n, from_ufs: true, ..Default::default() }).await?;
-        // The last chunk is held back until the cached block is committed, so a
-        // reader that has all its bytes also finds the block in memory.
-        let mut got = 0u64;
-        let mut held: Option<Bytes> = None;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk?;
-            if let Some(c) = cache.as_mut() {
-                c.write(chunk.clone()).await;
-            }
-            got += chunk.len() as u64;
-            if let Some(prev) = held.replace(chunk) {
-                sock.write_all(&prev).await?;
-            }
+        } else if tier.get(block).is_none() {
+            w.start_fill(block, &ufs, tier);
         }
-        if got != n {
-            return Err(ThawError::data_lost(format!(
-                "under-store file {} ended after {got} of {n} bytes (changed underneath?)",
-                ufs.path
-            )));
-        }
-        if let Some(c) = cache.take()
-            && let Err(e) = c.finish(w, n).await
-        {
-            tracing::warn!(block, error = %e, "caching read-through block failed");
-        }
-        if let Some(last) = held {
-            sock.write_all(&last).await?;
-        }
-        w.stats.record(job, Access::Read(n));
-        tracing::debug!(job, block, bytes = n, "read through from under-store");
-        Ok(())
     }
-    .await;
-    if caching {
-        w.end_caching(block);
+    let mut stream = w.ufs()?.read_range(&ufs.path, ufs.offset + off..ufs.offset + off + n).await?;
+    *sent = true;
+    frame::write_msg(sock, &DataResponse { length: n, from_ufs: true, ..Default::default() }).await?;
+    let mut got = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        sock.write_all(&chunk).await?;
+        got += chunk.len() as u64;
     }
-    if result.is_ok()
-        && !whole
-        && n > 0
-        && let Some(t) = cache_tier
-    {
-        w.cache_in_background(block, ufs, t);
+    if got != n {
+        return Err(ThawError::data_lost(format!(
+            "under-store file {} ended after {got} of {n} bytes (changed underneath?)",
+            ufs.path
+        )));
     }
-    result
+    w.stats.record(job, Access::Read(n));
+    tracing::debug!(job, block, bytes = n, "read through from under-store");
+    Ok(())
 }
 
-impl Worker {
-    /// Fetches a whole block from the under-store into `tier` after a partial read
-    /// asked for caching. Owned by the worker's task tracker.
-    fn cache_in_background(self: &Arc<Self>, block: u64, ufs: UfsSource, tier: Arc<TierStore>) {
-        if tier.get(block).is_some() || !self.start_caching(block) {
-            return;
-        }
-        let w = self.clone();
-        self.tasks.spawn(async move {
-            let r = async {
-                let mut c = BlockFile::create(&tier, block, ufs.length)?;
-                let mut stream = w.ufs()?.read_range(&ufs.path, ufs.offset..ufs.offset + ufs.length).await?;
-                while let Some(chunk) = stream.next().await {
-                    c.write(&chunk?)?;
-                }
-                if c.written != ufs.length {
-                    return Err(ThawError::data_lost(format!(
-                        "under-store file {} is shorter than expected",
-                        ufs.path
-                    )));
-                }
-                c.commit(&w).await
-            }
-            .await;
-            w.end_caching(block);
-            if let Err(e) = r {
-                tracing::debug!(block, error = %e, "background caching failed");
-            }
-        });
-    }
+async fn cache_block(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    job: &str,
+    req: CacheBlockRequest,
+    sent: &mut bool,
+) -> Result<()> {
+    let ufs = req.ufs.ok_or_else(|| ThawError::invalid("cache_block without an under-store source"))?;
+    let tier = Tier::try_from(req.tier)
+        .ok()
+        .and_then(|t| w.tier(t))
+        .ok_or_else(|| ThawError::invalid(format!("worker {} has no tier {}", w.address, req.tier)))?;
+    w.cache_block(req.block_id, &ufs, &tier).await?;
+    tracing::debug!(job, block = req.block_id, "cached on request");
+    *sent = true;
+    let resp = DataResponse { length: ufs.length, source_tier: tier.tier as i32, ..Default::default() };
+    frame::write_msg(sock, &resp).await?;
+    Ok(())
 }
 
 async fn write_file(

@@ -2,12 +2,13 @@
 //! writes, read-through from the under-store, short-circuit opens), and the link to
 //! the master. See ARCHITECTURE.md, "worker".
 
+mod cache;
 pub mod data;
 pub mod master_link;
 pub mod stats;
 pub mod tier;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -58,7 +59,8 @@ pub struct Worker {
     registration: Mutex<Option<Registration>>,
     removed: Mutex<Vec<BlockReport>>,
     ufs: OnceLock<thaw_ufs::UnderStore>,
-    caching: Mutex<HashSet<u64>>,
+    /// Fills from the under-store in progress, by block.
+    fills: Mutex<HashMap<u64, cache::FillState>>,
     tasks: TaskTracker,
 }
 
@@ -80,7 +82,7 @@ impl Worker {
             registration: Mutex::new(None),
             removed: Mutex::new(Vec::new()),
             ufs: OnceLock::new(),
-            caching: Mutex::new(HashSet::new()),
+            fills: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
         })
     }
@@ -101,14 +103,6 @@ impl Worker {
     /// The under-store, known once the master has told us at registration.
     pub fn ufs(&self) -> Result<&thaw_ufs::UnderStore> {
         self.ufs.get().ok_or_else(|| ThawError::unavailable("worker has not registered with the master yet"))
-    }
-
-    fn start_caching(&self, block: u64) -> bool {
-        self.caching.lock().unwrap_or_else(|e| e.into_inner()).insert(block)
-    }
-
-    fn end_caching(&self, block: u64) {
-        self.caching.lock().unwrap_or_else(|e| e.into_inner()).remove(&block);
     }
 }
 

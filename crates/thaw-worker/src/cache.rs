@@ -1,0 +1,168 @@
+//! Filling tiers: block files being written (by a write stream or a fill), and
+//! fills of whole blocks from the under-store.
+//!
+//! A fill copies a block's byte range of the under-store file into a tier file.
+//! On a local-file under-store the copy is sendfile(2) between the two files, so
+//! the bytes never pass through user space; other under-stores stream through
+//! OpenDAL. One fill per block runs at a time, as an owned task: every reader that
+//! wants the block waits on the same fill, and a reader that goes away does not
+//! cancel it. (Improves on a tee of the client's stream into the tier, which cost a
+//! user-space copy per byte on the read path.)
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use thaw_common::proto::UfsSource;
+use thaw_common::{Result, ThawError};
+use tokio::sync::watch;
+
+use crate::Worker;
+use crate::tier::{Reservation, TierStore};
+
+/// A block being written into a tier: a temp file plus its reserved space.
+/// Dropped without `commit`, it leaves nothing behind.
+pub(crate) struct BlockFile {
+    pub store: Arc<TierStore>,
+    pub block: u64,
+    temp: std::path::PathBuf,
+    file: Option<std::fs::File>,
+    pub written: u64,
+    reservation: Option<Reservation>,
+}
+
+impl BlockFile {
+    pub fn create(store: &Arc<TierStore>, block: u64, reserve: u64) -> Result<Self> {
+        let reservation = store.reserve(reserve)?;
+        let temp = store.temp_path(block);
+        let file = std::fs::File::create(&temp)?;
+        Ok(BlockFile {
+            store: store.clone(),
+            block,
+            temp,
+            file: Some(file),
+            written: 0,
+            reservation: Some(reservation),
+        })
+    }
+
+    pub fn write(&mut self, data: &[u8]) -> Result<()> {
+        use std::io::Write;
+        let file = self.file.as_mut().expect("open until commit");
+        tokio::task::block_in_place(|| file.write_all(data))?;
+        self.written += data.len() as u64;
+        Ok(())
+    }
+
+    /// Moves the block into the tier and tells the master; on a refusal the block
+    /// is deleted again.
+    pub async fn commit(mut self, w: &Worker) -> Result<()> {
+        drop(self.file.take());
+        let reservation = self.reservation.take().expect("held until commit");
+        self.store.commit(self.block, &self.temp, self.written, reservation)?;
+        if let Err(e) = w.commit_block(self.block, self.store.tier, self.written).await {
+            self.store.remove(self.block);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes at `offset` of the local file `src` into this block with
+    /// sendfile(2), on a blocking thread.
+    async fn copy_from_local(&mut self, src: std::path::PathBuf, offset: u64, len: u64) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        let out = self.file.take().expect("open until commit");
+        let (out, copied) = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
+            let input = std::fs::File::open(&src)?;
+            let mut at = offset as libc::off_t;
+            let mut left = len;
+            while left > 0 {
+                // SAFETY: both descriptors are open for the duration of the call.
+                let r =
+                    unsafe { libc::sendfile(out.as_raw_fd(), input.as_raw_fd(), &mut at, left.min(1 << 30) as usize) };
+                match r {
+                    r if r < 0 => return Err(std::io::Error::last_os_error().into()),
+                    0 => break,
+                    r => left -= r as u64,
+                }
+            }
+            Ok((out, len - left))
+        })
+        .await
+        .map_err(|e| ThawError::internal(format!("copy task: {e}")))??;
+        self.file = Some(out);
+        self.written += copied;
+        Ok(())
+    }
+}
+
+impl Drop for BlockFile {
+    fn drop(&mut self) {
+        if self.reservation.is_some() {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// The outcome of a fill, shared with every reader waiting on it.
+pub(crate) type FillState = watch::Receiver<Option<Result<()>>>;
+
+impl Worker {
+    /// Makes sure `block` is in `tier`, filling it from the under-store if it is
+    /// not; returns once the block is committed (or the fill failed).
+    pub(crate) async fn cache_block(
+        self: &Arc<Self>,
+        block: u64,
+        ufs: &UfsSource,
+        tier: &Arc<TierStore>,
+    ) -> Result<()> {
+        if tier.get(block).is_some() {
+            return Ok(());
+        }
+        let mut state = self.start_fill(block, ufs, tier);
+        let done = state.wait_for(|s| s.is_some()).await.map_err(|_| ThawError::internal("fill task vanished"))?;
+        done.clone().expect("waited for Some")
+    }
+
+    /// Starts filling `block` unless a fill of it is already running.
+    pub(crate) fn start_fill(self: &Arc<Self>, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>) -> FillState {
+        let mut fills = self.fills.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(state) = fills.get(&block) {
+            return state.clone();
+        }
+        let (tx, rx) = watch::channel(None);
+        fills.insert(block, rx.clone());
+        let (w, ufs, tier) = (self.clone(), ufs.clone(), tier.clone());
+        self.tasks.spawn(async move {
+            let r = if tier.get(block).is_some() { Ok(()) } else { w.fill(block, &ufs, &tier).await };
+            if let Err(e) = &r {
+                tracing::debug!(block, error = %e, "fill from the under-store failed");
+            }
+            w.fills.lock().unwrap_or_else(|e| e.into_inner()).remove(&block);
+            let _ = tx.send(Some(r));
+        });
+        rx
+    }
+
+    async fn fill(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>) -> Result<()> {
+        let mut file = BlockFile::create(tier, block, ufs.length)?;
+        let store = self.ufs()?;
+        match store.local_path(&ufs.path)? {
+            Some(src) => file.copy_from_local(src, ufs.offset, ufs.length).await?,
+            None => {
+                let mut stream = store.read_range(&ufs.path, ufs.offset..ufs.offset + ufs.length).await?;
+                while let Some(chunk) = stream.next().await {
+                    file.write(&chunk?)?;
+                }
+            }
+        }
+        if file.written != ufs.length {
+            return Err(ThawError::data_lost(format!(
+                "under-store file {} ended {} bytes short of block {block} (changed underneath?)",
+                ufs.path,
+                ufs.length - file.written
+            )));
+        }
+        tracing::debug!(block, bytes = file.written, tier = tier.name(), "filled from the under-store");
+        file.commit(self).await
+    }
+}
