@@ -26,6 +26,12 @@ fn req(r: data_request::Request) -> DataRequest {
     DataRequest { version: thaw_proto::DATA_PROTOCOL_VERSION, job_id: "bad".into(), request: Some(r) }
 }
 
+/// A write stream's header: 1 MiB blocks into `tier` and/or the under-store.
+fn write_req(file_id: u64, tier: Tier, ufs_path: &str) -> DataRequest {
+    let w = WriteFileRequest { file_id, block_size: 1 << 20, tier: tier as i32, ufs_path: ufs_path.into() };
+    req(data_request::Request::WriteFile(w))
+}
+
 fn code(resp: &DataResponse) -> ErrorCode {
     ErrorCode::try_from(resp.code).unwrap()
 }
@@ -126,12 +132,7 @@ async fn malformed_data_requests_get_errors_and_the_worker_keeps_serving() {
     let resp = raw_exchange(&addr, &framed(&escape)).await;
     assert_eq!(code(&resp), ErrorCode::InvalidArgument, "{}", resp.message);
     // A write stream into the under-store outside its root.
-    let write = req(data_request::Request::WriteFile(WriteFileRequest {
-        file_id: 77,
-        block_size: 1 << 20,
-        tier: 0,
-        ufs_path: "/../escaped".into(),
-    }));
+    let write = write_req(77, Tier::Unspecified, "/../escaped");
     let resp = raw_exchange(&addr, &framed(&write)).await;
     assert_eq!(code(&resp), ErrorCode::InvalidArgument, "{}", resp.message);
     assert!(!c.root().join("escaped").exists());
@@ -139,12 +140,7 @@ async fn malformed_data_requests_get_errors_and_the_worker_keeps_serving() {
     let w = client.create("/chunky", opts(WriteType::MustCache)).await.unwrap();
     let file_id = w.info().file_id;
     drop(w);
-    let write = req(data_request::Request::WriteFile(WriteFileRequest {
-        file_id,
-        block_size: 1 << 20,
-        tier: Tier::Mem as i32,
-        ufs_path: String::new(),
-    }));
+    let write = write_req(file_id, Tier::Mem, "");
     let mut bytes = framed(&write);
     bytes.extend_from_slice(&(64u32 << 20).to_be_bytes());
     let resp = raw_exchange(&addr, &bytes).await;
@@ -172,12 +168,7 @@ async fn truncated_writes_leave_nothing_behind() {
     // The stream is cut; nothing completes the file.
     drop(w);
     // A raw stream that promises a chunk and stops half-way.
-    let write = req(data_request::Request::WriteFile(WriteFileRequest {
-        file_id,
-        block_size: 1 << 20,
-        tier: Tier::Mem as i32,
-        ufs_path: String::new(),
-    }));
+    let write = write_req(file_id, Tier::Mem, "");
     let mut sock = TcpStream::connect(&addr).await.unwrap();
     let mut bytes = framed(&write);
     bytes.extend_from_slice(&(1u32 << 20).to_be_bytes());
@@ -256,4 +247,25 @@ async fn a_worker_at_its_connection_cap_says_busy_instead_of_hanging() {
     drop(idle);
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert_eq!(client.read_all("/f").await.unwrap(), b"bytes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fill_from_the_wrong_under_store_bytes_is_refused() {
+    let c = start(ClusterOptions::workers(1)).await;
+    std::fs::write(c.ufs.join("a.bin"), data(1000, 1)).unwrap();
+    std::fs::write(c.ufs.join("b.bin"), data(1000, 2)).unwrap();
+    let client = c.remote_client();
+    let (a, _) = client.stat_blocks("/a.bin", true).await.unwrap();
+    let addr = c.worker_addr(0).to_string();
+    // Block 0 of a.bin, "filled" from b.bin: the master refuses it, nothing is cached.
+    let forged = req(data_request::Request::CacheBlock(CacheBlockRequest {
+        block_id: a.blocks[0].block_id,
+        ufs: Some(UfsSource { path: "/b.bin".into(), offset: 0, length: 1000 }),
+        tier: Tier::Mem as i32,
+    }));
+    let resp = raw_exchange(&addr, &framed(&forged)).await;
+    assert_eq!(code(&resp), ErrorCode::InvalidArgument, "{}", resp.message);
+    assert!(resp.message.contains("filled from /b.bin"), "{}", resp.message);
+    assert_eq!(client.stat("/a.bin").await.unwrap().in_memory_bytes, 0);
+    assert_eq!(client.read_all("/a.bin").await.unwrap(), data(1000, 1));
 }

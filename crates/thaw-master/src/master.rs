@@ -528,6 +528,23 @@ impl Master {
         Ok(())
     }
 
+    /// Whether under-store bytes `src` are block `block`'s: its persisted file's
+    /// path, at the block's offset and length.
+    fn source_fits(st: &State, block: u64, src: &UfsSource) -> Result<()> {
+        let file = file_of_block(block);
+        let ino = st.ns.get(file).ok_or_else(|| ThawError::not_found(format!("block {block}: file is gone")))?;
+        let offset = index_of_block(block) * ino.rec.block_size;
+        let want = block_length(ino.rec.length, ino.rec.block_size, index_of_block(block));
+        let path = st.ns.path_of(file);
+        if !ino.rec.persisted || path != src.path || offset != src.offset || want != src.length {
+            return Err(ThawError::invalid(format!(
+                "block {block} was filled from {}@{}+{}, but it is {path}@{offset}+{want}",
+                src.path, src.offset, src.length
+            )));
+        }
+        Ok(())
+    }
+
     pub fn register_worker(&self, req: RegisterWorkerRequest) -> Result<RegisterWorkerResponse> {
         if req.data_address.is_empty() {
             return Err(ThawError::invalid("worker registration without a data address"));
@@ -586,6 +603,9 @@ impl Master {
             return Err(ThawError::unavailable(format!("worker {} is not registered", req.worker_id)));
         }
         Self::block_fits(&st, req.block_id, req.length)?;
+        if let Some(src) = &req.filled_from {
+            Self::source_fits(&st, req.block_id, src)?;
+        }
         st.cluster.add_replica(req.block_id, req.worker_id, tier, req.length);
         Ok(CommitBlockResponse {})
     }

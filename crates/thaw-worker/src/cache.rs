@@ -55,11 +55,12 @@ impl BlockFile {
 
     /// Moves the block into the tier and tells the master; on a refusal the block
     /// is deleted again.
-    pub async fn commit(mut self, w: &Worker) -> Result<()> {
+    /// `filled_from`: the under-store bytes a fill copied, for the master to check.
+    pub async fn commit(mut self, w: &Worker, filled_from: Option<UfsSource>) -> Result<()> {
         drop(self.file.take());
         let reservation = self.reservation.take().expect("held until commit");
         self.store.commit(self.block, &self.temp, self.written, reservation)?;
-        if let Err(e) = w.commit_block(self.block, self.store.tier, self.written).await {
+        if let Err(e) = w.commit_block(self.block, self.store.tier, self.written, filled_from).await {
             self.store.remove(self.block);
             return Err(e);
         }
@@ -163,6 +164,6 @@ impl Worker {
             )));
         }
         tracing::debug!(block, bytes = file.written, tier = tier.name(), "filled from the under-store");
-        file.commit(self).await
+        file.commit(self, Some(ufs.clone())).await
     }
 }

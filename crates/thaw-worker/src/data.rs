@@ -396,7 +396,7 @@ async fn receive_file(
                 if block.written == bs {
                     let b = current.take().expect("current");
                     committed.push((b.block, b.written));
-                    b.commit(w).await?;
+                    b.commit(w, None).await?;
                 }
             }
         }
@@ -407,7 +407,7 @@ async fn receive_file(
     }
     if let Some(b) = current.take() {
         committed.push((b.block, b.written));
-        b.commit(w).await?;
+        b.commit(w, None).await?;
     }
     if let Some(u) = ufs.take() {
         u.close().await?;

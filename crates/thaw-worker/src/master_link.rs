@@ -138,7 +138,13 @@ impl Worker {
 
     /// Tells the master a block is stored here. Fails if the master does not accept
     /// it (its file is gone, or this worker must re-register first).
-    pub async fn commit_block(&self, block: u64, tier: Tier, length: u64) -> Result<()> {
+    pub async fn commit_block(
+        &self,
+        block: u64,
+        tier: Tier,
+        length: u64,
+        filled_from: Option<UfsSource>,
+    ) -> Result<()> {
         let reg = self
             .registration()
             .ok_or_else(|| ThawError::unavailable("worker is not registered with the master yet"))?;
@@ -148,6 +154,7 @@ impl Worker {
             block_id: block,
             tier: tier as i32,
             length,
+            filled_from,
         };
         match self.master.clone().commit_block(req).await {
             Ok(_) => Ok(()),
