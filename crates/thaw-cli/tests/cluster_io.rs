@@ -165,3 +165,16 @@ async fn a_local_cold_read_fills_the_local_worker_and_reads_its_file() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persisted_file_gone_from_the_under_store_reads_as_lost() {
+    let c = start(ClusterOptions::workers(2)).await;
+    std::fs::write(c.ufs.join("gone.bin"), data(5000, 1)).unwrap();
+    let client = c.remote_client();
+    let mut r = client.open("/gone.bin").await.unwrap();
+    std::fs::remove_file(c.ufs.join("gone.bin")).unwrap();
+    let mut buf = vec![0u8; 100];
+    let e = r.read(&mut buf).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::DataLost, "{e}");
+    assert!(e.message.contains("/gone.bin") && e.message.contains("gone"), "{e}");
+}

@@ -332,12 +332,7 @@ impl FileReader {
                     let kind = StreamKind::UnderStore;
                     match open_stream(&self.client, &w.data_address, &block, index, offset, source, kind).await {
                         Ok(src) => return Ok(src),
-                        Err(e) if e.kind == ErrorKind::NotFound && e.message.contains("under-store") => {
-                            return Err(ThawError::data_lost(format!(
-                                "{}: the under-store copy is gone ({})",
-                                self.info.path, e.message
-                            )));
-                        }
+                        Err(e) if e.kind == ErrorKind::DataLost => return Err(e),
                         Err(e) => {
                             self.failed.insert(w.data_address.clone());
                             last_err = Some(e);

@@ -145,6 +145,10 @@ impl Worker {
     }
 
     async fn fill(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>) -> Result<()> {
+        self.fill_from(block, ufs, tier).await.map_err(|e| gone_is_lost(e, &ufs.path))
+    }
+
+    async fn fill_from(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>) -> Result<()> {
         let mut file = BlockFile::create(tier, block, ufs.length)?;
         let store = self.ufs()?;
         match store.local_path(&ufs.path)? {
@@ -165,5 +169,15 @@ impl Worker {
         }
         tracing::debug!(block, bytes = file.written, tier = tier.name(), "filled from the under-store");
         file.commit(self, Some(ufs.clone())).await
+    }
+}
+
+/// A file Thaw knows as persisted but that is missing from the under-store has
+/// lost its bytes: say so, rather than "not found" (which reads as a bad request).
+pub(crate) fn gone_is_lost(e: ThawError, path: &str) -> ThawError {
+    if e.kind == thaw_common::ErrorKind::NotFound {
+        ThawError::data_lost(format!("the under-store copy of {path} is gone ({})", e.message))
+    } else {
+        e
     }
 }

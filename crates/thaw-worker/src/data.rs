@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::Worker;
-use crate::cache::BlockFile;
+use crate::cache::{BlockFile, gone_is_lost};
 use crate::stats::Access;
 use crate::tier::TierStore;
 
@@ -260,7 +260,8 @@ async fn read_through(
             w.start_fill(block, &ufs, tier);
         }
     }
-    let mut stream = w.ufs()?.read_range(&ufs.path, ufs.offset + off..ufs.offset + off + n).await?;
+    let range = ufs.offset + off..ufs.offset + off + n;
+    let mut stream = w.ufs()?.read_range(&ufs.path, range).await.map_err(|e| gone_is_lost(e, &ufs.path))?;
     *sent = true;
     frame::write_msg(sock, &DataResponse { length: n, from_ufs: true, ..Default::default() }).await?;
     let mut got = 0u64;
