@@ -118,3 +118,39 @@ async fn restarted_worker_has_empty_memory_and_the_master_knows() {
     assert_eq!(sha(&client.read_all("/wr/disk").await.unwrap()), sha(&d));
     assert_eq!(client.read_all("/wr/mem").await.unwrap_err().kind, ErrorKind::DataLost);
 }
+
+/// Waits until worker `i`'s tier holds `blocks` blocks.
+async fn wait_tier_blocks(c: &Cluster, i: usize, tier: Tier, blocks: u64) {
+    let client = c.remote_client();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stats = client.worker_stats(c.worker_addr(i)).await.unwrap();
+        let t = stats.tiers.iter().find(|t| t.tier == tier as i32).unwrap().clone();
+        if t.blocks == blocks {
+            return;
+        }
+        assert!(Instant::now() < deadline, "worker {i} {tier:?} holds {} blocks, expected {blocks}", t.blocks);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_files_leave_no_blocks_even_on_workers_that_were_down() {
+    let mut c = start(ClusterOptions::workers(2)).await;
+    let client = c.client("h0", "r0");
+    // Deleted while the worker is up: its blocks go with the next heartbeat.
+    client.write_all("/del/mem", &data(2_500_000, 51), opts(WriteType::MustCache)).await.unwrap();
+    wait_tier_blocks(&c, 0, Tier::Mem, 3).await;
+    client.delete("/del/mem", false).await.unwrap();
+    wait_tier_blocks(&c, 0, Tier::Mem, 0).await;
+    // Deleted while the worker is down: its DISK blocks go when it registers again.
+    let one = WriteOptions { replication: 1, ..opts(WriteType::ReplicatedDisk) };
+    client.write_all("/del/disk", &data(2_500_000, 52), one.clone()).await.unwrap();
+    client.write_all("/del/keep", &data(1_000_000, 53), one).await.unwrap();
+    wait_tier_blocks(&c, 0, Tier::Disk, 4).await;
+    c.kill_worker(0);
+    client.delete("/del/disk", false).await.unwrap();
+    c.restart_worker(0).await.unwrap();
+    wait_tier_blocks(&c, 0, Tier::Disk, 1).await;
+    assert_eq!(sha(&client.read_all("/del/keep").await.unwrap()), sha(&data(1_000_000, 53)));
+}
