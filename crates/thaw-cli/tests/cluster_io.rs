@@ -178,3 +178,22 @@ async fn a_persisted_file_gone_from_the_under_store_reads_as_lost() {
     assert_eq!(e.kind, ErrorKind::DataLost, "{e}");
     assert!(e.message.contains("/gone.bin") && e.message.contains("gone"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_can_choose_the_worker_that_takes_its_memory_writes() {
+    let c = start(ClusterOptions::workers(3)).await;
+    let mut cfg = thaw_client::ClientConfig::from_env(Some(c.master_addr().to_string()));
+    cfg.position = thaw_common::proto::Position {
+        host: "h0".into(),
+        rack: "r0".into(),
+        worker_address: c.worker_addr(2).to_string(),
+    };
+    let chooser = Client::new(cfg).unwrap();
+    chooser.write_all("/chosen", &data(2_500_000, 61), opts(WriteType::MustCache)).await.unwrap();
+    let (st, _) = chooser.stat_blocks("/chosen", true).await.unwrap();
+    for b in &st.blocks {
+        assert_eq!(b.replicas.len(), 1);
+        assert_eq!(b.replicas[0].data_address, c.worker_addr(2));
+        assert_eq!(b.replicas[0].locality, thaw_common::proto::Locality::WorkerMemory as i32);
+    }
+}
