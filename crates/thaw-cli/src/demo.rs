@@ -128,10 +128,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         cluster.master_addr,
         cluster.mem_root.display()
     );
-    let client = Client::new(ClientConfig {
-        job_id: "demo".into(),
-        ..ClientConfig::from_env(Some(cluster.master_addr.to_string()))
-    })?;
+    // The cluster stops (and its tmpfs files go) whether or not the measurement worked.
+    let measured = measure(cluster.master_addr.to_string(), &file, args.size).await;
+    let stopped = cluster.stop().await;
+    measured.and(stopped)
+}
+
+/// The three reads, checked against each other, and their report.
+async fn measure(master: String, file: &std::path::Path, size: u64) -> anyhow::Result<()> {
+    let client = Client::new(ClientConfig { job_id: "demo".into(), ..ClientConfig::from_env(Some(master)) })?;
     // Wait for the worker to register.
     for _ in 0..100 {
         if client.cluster_status().await.is_ok_and(|s| s.workers.iter().any(|w| w.alive)) {
@@ -140,16 +145,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 
-    thaw_common::drop_cached_pages(&file).context("dropping the file's cached pages")?;
-    let direct = read_direct(&file)?;
-    thaw_common::drop_cached_pages(&file)?;
+    thaw_common::drop_cached_pages(file).context("dropping the file's cached pages")?;
+    let direct = read_direct(file)?;
+    thaw_common::drop_cached_pages(file)?;
     let cold = read_through_thaw(&client, "/datasets/events.bin").await?;
     let st = client.stat("/datasets/events.bin").await?;
     let warm = read_through_thaw(&client, "/datasets/events.bin").await?;
     anyhow::ensure!(cold.2 == direct.2 && warm.2 == direct.2, "checksums differ: the demo read wrong bytes");
 
     println!();
-    println!("read of /datasets/events.bin ({}):", format_size(args.size));
+    println!("read of /datasets/events.bin ({}):", format_size(size));
     println!("  direct from disk, pages dropped   {}  {:>6.2} s", rate(direct.0, direct.1), direct.1);
     println!("  through Thaw, cold (under-store)  {}  {:>6.2} s", rate(cold.0, cold.1), cold.1);
     println!("  through Thaw, from worker MEM     {}  {:>6.2} s", rate(warm.0, warm.1), warm.1);
@@ -159,5 +164,5 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         format_size(st.length)
     );
     println!("MEM vs cold: {:.1}x faster", cold.1 / warm.1.max(1e-9));
-    cluster.stop().await
+    Ok(())
 }

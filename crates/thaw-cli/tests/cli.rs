@@ -150,3 +150,18 @@ fn local_cluster_serves_and_stops_cleanly_on_ctrl_c() {
     assert!(status.success(), "{status:?}");
     assert!(!std::path::Path::new(&mem_root).exists(), "tmpfs files left behind in {mem_root}");
 }
+
+#[test]
+fn the_demo_reads_cold_then_from_memory_and_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["demo", "--size", "8MiB", "--port", "0", "--dir", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("8.0 MiB of 8.0 MiB were in memory; checksums match"), "{text}");
+    // "MEM tier under DIR": gone after the demo.
+    let mem_root = text.split("MEM tier under ").nth(1).unwrap().lines().next().unwrap().trim();
+    assert!(!std::path::Path::new(mem_root).exists(), "{mem_root} left behind");
+}
