@@ -197,3 +197,34 @@ async fn a_client_can_choose_the_worker_that_takes_its_memory_writes() {
         assert_eq!(b.replicas[0].locality, thaw_common::proto::Locality::WorkerMemory as i32);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_ahead_follows_sequential_reads_only() {
+    let c = start(ClusterOptions::workers(1)).await;
+    let big = data(3 << 20, 71);
+    std::fs::write(c.ufs.join("ra.bin"), &big).unwrap();
+    let client = c.remote_client();
+    let block_in_memory = |i: usize| {
+        let client = client.clone();
+        async move {
+            let (st, _) = client.stat_blocks("/ra.bin", true).await.unwrap();
+            !st.blocks[i].replicas.is_empty()
+        }
+    };
+    // A random read inside block 0 fetches nothing of block 1.
+    let mut r = client.open("/ra.bin").await.unwrap();
+    let mut buf = vec![0u8; 100];
+    r.read_at(10, &mut buf).await.unwrap();
+    assert_eq!(&buf[..], &big[10..110]);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!block_in_memory(1).await, "a random read filled the next block");
+    // Entering block 1 at its first byte reads ahead: block 2 fills.
+    let mut first = vec![0u8; 1000];
+    r.read_at(1 << 20, &mut first).await.unwrap();
+    assert_eq!(&first[..], &big[1 << 20..(1 << 20) + 1000]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !block_in_memory(2).await {
+        assert!(std::time::Instant::now() < deadline, "a sequential read did not read ahead");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -187,7 +187,12 @@ impl FileReader {
                         Some(src) => src,
                         None => self.open_source(index).await?,
                     };
-                    self.read_ahead(index + 1);
+                    // Entering a block at its first byte is what a sequential read
+                    // looks like; a random read must not start streams or fills of
+                    // blocks nobody asked for.
+                    if self.pos == self.info.blocks[index].offset {
+                        self.read_ahead(index + 1);
+                    }
                     self.source = Some(src);
                 }
             }

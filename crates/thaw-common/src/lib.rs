@@ -13,6 +13,9 @@ pub use thaw_proto::v1 as proto;
 
 /// Block size when neither the file nor the master says otherwise.
 pub const DEFAULT_BLOCK_SIZE: u64 = 64 * 1024 * 1024;
+/// Smallest and largest block size a file may have (checked by master and worker).
+pub const MIN_BLOCK_SIZE: u64 = 512;
+pub const MAX_BLOCK_SIZE: u64 = 4 << 30;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {

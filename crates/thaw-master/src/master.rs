@@ -8,16 +8,12 @@ use std::time::{Duration, Instant};
 
 use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_count, block_id, block_length, file_of_block, index_of_block};
 use thaw_common::proto::*;
-use thaw_common::{DEFAULT_BLOCK_SIZE, Result, ThawError, now_ms, path};
+use thaw_common::{DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, Result, ThawError, now_ms, path};
 use thaw_ufs::UnderStore;
 
 use crate::cluster::Cluster;
 use crate::journal::{Journal, JournalOp};
 use crate::namespace::{Namespace, NewInode, ROOT_ID};
-
-/// Smallest and largest block size a file may ask for.
-pub const MIN_BLOCK_SIZE: u64 = 512;
-pub const MAX_BLOCK_SIZE: u64 = 4 << 30;
 
 #[derive(Debug, Clone)]
 pub struct MasterConfig {
@@ -93,6 +89,19 @@ impl Master {
 
     // ---- namespace ----
 
+    /// The inode of an entry found in the under-store: complete and persisted.
+    fn ufs_inode(&self, st: &thaw_ufs::UfsStatus) -> NewInode {
+        NewInode {
+            is_dir: st.is_dir,
+            length: st.length,
+            block_size: self.config.default_block_size,
+            complete: true,
+            persisted: true,
+            write_type: WriteType::Through,
+            ufs_mtime_ms: st.mtime_ms,
+        }
+    }
+
     /// The inode at `p`, loading it (and missing parents) from the under-store if
     /// Thaw has not seen it yet: the under-store root is mounted at '/'.
     async fn resolve(&self, p: &str) -> Result<u64> {
@@ -116,16 +125,7 @@ impl Master {
                 parent = id;
                 continue;
             }
-            let new = NewInode {
-                is_dir: st.is_dir,
-                length: st.length,
-                block_size: self.config.default_block_size,
-                complete: true,
-                persisted: true,
-                write_type: WriteType::Through,
-                ufs_mtime_ms: st.mtime_ms,
-            };
-            let (id, op) = state.ns.add(parent, prefix[depth], new)?;
+            let (id, op) = state.ns.add(parent, prefix[depth], self.ufs_inode(&st))?;
             self.commit(&state, &[op])?;
             parent = id;
         }
@@ -166,16 +166,7 @@ impl Master {
                 files.iter().for_each(|f| st.cluster.drop_file(*f));
                 ops.append(&mut removed);
             }
-            let new = NewInode {
-                is_dir: ufs.is_dir,
-                length: ufs.length,
-                block_size: self.config.default_block_size,
-                complete: true,
-                persisted: true,
-                write_type: WriteType::Through,
-                ufs_mtime_ms: ufs.mtime_ms,
-            };
-            let (_, op) = st.ns.add(id, name, new)?;
+            let (_, op) = st.ns.add(id, name, self.ufs_inode(ufs))?;
             ops.push(op);
         }
         for (name, child) in st.ns.children(id) {

@@ -216,13 +216,34 @@ impl Cluster {
         self.workers[i].kill();
     }
 
-    /// Starts worker `i` again on its old port and directories.
+    /// Starts worker `i` again on its old port and directories, and waits until the
+    /// master has heard from the new process (a heartbeat or registration newer
+    /// than the restart; the dead one may still count as alive until its timeout).
     pub async fn restart_worker(&mut self, i: usize) -> Result<()> {
         let port = port_of(&self.workers[i].addr)?;
         self.workers[i].kill();
+        let restarted = Instant::now();
         self.workers[i] = self.spawn_worker(i, port)?;
-        let alive = self.alive_workers().await.unwrap_or(0);
-        self.wait_for_workers(alive.max(1), Duration::from_secs(20)).await
+        let addr = self.workers[i].addr.clone();
+        let deadline = restarted + Duration::from_secs(20);
+        loop {
+            let status = self.remote_client().cluster_status().await?;
+            let heard = status.workers.iter().any(|w| {
+                w.data_address == addr
+                    && w.alive
+                    // 2 ms: ages are whole milliseconds, and the old process's
+                    // last heartbeat may land just after the kill; a new process
+                    // takes far longer than that to start and register.
+                    && Duration::from_millis(w.last_heartbeat_ms_ago + 2) < restarted.elapsed()
+            });
+            if heard {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("restarted worker {i} did not reach the master in 20 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// kill -9 of the master.

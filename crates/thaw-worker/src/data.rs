@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use thaw_common::frame::{self, MAX_CHUNK_BYTES};
+use thaw_common::frame;
 use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_id};
 use thaw_common::proto::*;
-use thaw_common::{Result, ThawError};
+use thaw_common::{MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, Result, ThawError};
 use thaw_proto::DATA_PROTOCOL_VERSION;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -252,7 +252,7 @@ async fn read_through(
         if off == 0 && n == ufs.length && n > 0 {
             match w.cache_block(block, &ufs, tier).await {
                 Ok(()) if serve_stored(w, sock, job, req, true, sent).await? => return Ok(()),
-                Ok(()) => {} // evicted again at once: stream it
+                Ok(()) => {} // removed again at once (the file was deleted): stream it
                 Err(e) if e.kind == thaw_common::ErrorKind::ResourceExhausted => {}
                 Err(e) => return Err(e),
             }
@@ -309,7 +309,7 @@ async fn write_file(
     sent: &mut bool,
 ) -> Result<()> {
     let bs = req.block_size;
-    if !(512..=(4u64 << 30)).contains(&bs) {
+    if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&bs) {
         return Err(ThawError::invalid(format!("block size {bs} is out of range")));
     }
     let tier = match Tier::try_from(req.tier) {
@@ -370,7 +370,6 @@ async fn receive_file(
         if n == 0 {
             break;
         }
-        debug_assert!(n <= MAX_CHUNK_BYTES);
         let mut buf = vec![0u8; n];
         sock.read_exact(&mut buf)
             .await
