@@ -62,15 +62,7 @@ pub enum FsCommand {
 }
 
 fn parse_write_type(s: &str) -> Result<(WriteType, u32), String> {
-    match s {
-        "must-cache" => Ok((WriteType::MustCache, 1)),
-        "cache-through" => Ok((WriteType::CacheThrough, 1)),
-        "through" => Ok((WriteType::Through, 1)),
-        _ => match s.strip_prefix("replicated:").map(str::parse::<u32>) {
-            Some(Ok(n)) if n >= 1 => Ok((WriteType::ReplicatedDisk, n)),
-            _ => Err(format!("unknown write type {s:?}: expected must-cache, cache-through, through or replicated:N")),
-        },
-    }
+    thaw_client::parse_write_type(s).map_err(|e| e.message)
 }
 
 const COPY_BUF: usize = 4 << 20;

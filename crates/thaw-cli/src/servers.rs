@@ -44,6 +44,11 @@ pub struct LocalArgs {
     /// Default block size.
     #[arg(long, value_parser = size_arg, default_value = "64MiB")]
     pub block_size: u64,
+    /// Stop when standard input closes: a parent process that holds the other
+    /// end (the Python `LocalCluster`) takes the cluster down with it, even if it
+    /// is killed.
+    #[arg(long)]
+    pub exit_with_stdin: bool,
     #[command(flatten)]
     pub timing: Timing,
 }
@@ -243,7 +248,19 @@ impl LocalCluster {
 }
 
 pub async fn run_local(args: LocalArgs) -> anyhow::Result<()> {
-    let cluster = LocalCluster::start(&args, stop_on_signal()).await?;
+    let shutdown = stop_on_signal();
+    if args.exit_with_stdin {
+        // A plain thread: a blocked read must not hold up the runtime's shutdown.
+        let token = shutdown.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut sink = [0u8; 256];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+            token.cancel();
+        });
+    }
+    let cluster = LocalCluster::start(&args, shutdown).await?;
     say(format_args!(
         "thaw local: master at {}; {} worker(s), MEM {} each under {}, under-store {}\n  export THAW_MASTER={}   # then: thaw fs ls /   (Ctrl-C stops the cluster)",
         cluster.master_addr,

@@ -4,18 +4,19 @@
 
 mod config;
 mod data;
+pub mod json;
 mod reader;
 mod writer;
 
 use std::sync::Arc;
 
-pub use config::ClientConfig;
-pub use reader::FileReader;
+pub use config::{ClientConfig, DEFAULT_MASTER};
+pub use reader::{FileReader, LocalBlock, ReadStats};
 use thaw_common::proto::master_service_client::MasterServiceClient;
 use thaw_common::proto::*;
 use thaw_common::{Result, ThawError};
 use tonic::transport::Channel;
-pub use writer::{FileWriter, WriteOptions};
+pub use writer::{FileWriter, WriteOptions, parse_write_type};
 
 /// A handle on a Thaw cluster. Cheap to clone; clones share connections.
 #[derive(Clone)]
@@ -49,8 +50,10 @@ impl Client {
     }
 
     fn rpc_err(&self, s: tonic::Status) -> ThawError {
+        // An error the master sent names its kind; one without came from the transport.
+        let from_master = s.metadata().contains_key(thaw_common::error::KIND_HEADER);
         let e = ThawError::from(s);
-        if e.kind == thaw_common::ErrorKind::Unavailable {
+        if e.kind == thaw_common::ErrorKind::Unavailable && !from_master {
             e.context(format!("master {} unreachable", self.config.master))
         } else {
             e

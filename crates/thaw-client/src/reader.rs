@@ -57,6 +57,18 @@ enum StreamKind {
     UnderStore,
 }
 
+/// A block whose file is on this host (see [`FileReader::local_block`]).
+#[derive(Debug)]
+pub struct LocalBlock {
+    pub file: std::fs::File,
+    /// Where the block starts in the file.
+    pub offset: u64,
+    pub length: u64,
+    pub tier: Tier,
+    /// The local worker filled it from the under-store for this read.
+    pub filled: bool,
+}
+
 pub struct FileReader {
     client: Client,
     info: FileInfo,
@@ -182,20 +194,54 @@ impl FileReader {
                         }
                     }
                 }
-                _ => {
-                    let src = match self.take_ahead(index).await {
-                        Some(src) => src,
-                        None => self.open_source(index).await?,
-                    };
-                    // Entering a block at its first byte is what a sequential read
-                    // looks like; a random read must not start streams or fills of
-                    // blocks nobody asked for.
-                    if self.pos == self.info.blocks[index].offset {
-                        self.read_ahead(index + 1);
-                    }
-                    self.source = Some(src);
-                }
+                _ => self.enter_block(index).await?,
             }
+        }
+    }
+
+    /// Opens the source of block `index` at the current position.
+    async fn enter_block(&mut self, index: usize) -> Result<()> {
+        let src = match self.take_ahead(index).await {
+            Some(src) => src,
+            None => self.open_source(index).await?,
+        };
+        // Entering a block at its first byte is what a sequential read looks like;
+        // a random read must not start streams or fills of blocks nobody asked for.
+        if self.pos == self.info.blocks[index].offset {
+            self.read_ahead(index + 1);
+        }
+        self.source = Some(src);
+        Ok(())
+    }
+
+    /// The local block file holding byte `offset`, when the block is (or, for a
+    /// cold persisted block, has just been filled) on this host: callers map it
+    /// for zero-copy reads, and count what they take from it themselves (it is
+    /// not in [`ReadStats`]). `None` when the block can only be streamed. Moves
+    /// the read position to `offset`.
+    pub async fn local_block(&mut self, offset: u64) -> Result<Option<LocalBlock>> {
+        if offset >= self.info.length {
+            return Ok(None);
+        }
+        self.seek(offset);
+        let index = (offset / self.info.block_size) as usize;
+        let current = match &self.source {
+            Some(Source::Local { index: i, .. }) => *i == index,
+            Some(Source::Stream { index: i, pos, .. }) => *i == index && *pos == offset,
+            None => false,
+        };
+        if !current {
+            self.enter_block(index).await?;
+        }
+        match &self.source {
+            Some(Source::Local { file, len, tier, filled, .. }) => Ok(Some(LocalBlock {
+                file: file.try_clone()?,
+                offset: self.info.blocks[index].offset,
+                length: *len,
+                tier: *tier,
+                filled: *filled,
+            })),
+            _ => Ok(None),
         }
     }
 

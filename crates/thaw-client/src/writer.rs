@@ -45,6 +45,22 @@ impl WriteOptions {
     }
 }
 
+/// A write type by its name (`must-cache`, `cache-through`, `through`,
+/// `replicated:N`) and the copies it asks for.
+pub fn parse_write_type(s: &str) -> Result<(WriteType, u32)> {
+    match s {
+        "must-cache" => Ok((WriteType::MustCache, 1)),
+        "cache-through" => Ok((WriteType::CacheThrough, 1)),
+        "through" => Ok((WriteType::Through, 1)),
+        _ => match s.strip_prefix("replicated:").map(str::parse::<u32>) {
+            Some(Ok(n)) if n >= 1 => Ok((WriteType::ReplicatedDisk, n)),
+            _ => Err(ThawError::invalid(format!(
+                "unknown write type {s:?}: expected must-cache, cache-through, through or replicated:N"
+            ))),
+        },
+    }
+}
+
 pub struct FileWriter {
     client: Client,
     info: FileInfo,
@@ -185,6 +201,12 @@ impl FileWriter {
             Ok(r) => r.into_inner().info.ok_or_else(|| ThawError::internal("complete answer without info")),
             Err(e) => Err(self.fail(e).await),
         }
+    }
+
+    /// Gives the write up: the streams are cut (workers discard what they staged)
+    /// and the partial file is deleted, so nothing half-written stays visible.
+    pub async fn abort(mut self) {
+        self.fail(ThawError::internal("aborted")).await;
     }
 
     /// Drops the streams and deletes the partial file; returns `e`.

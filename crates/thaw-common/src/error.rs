@@ -155,7 +155,8 @@ impl ThawError {
     }
 }
 
-const KIND_HEADER: &str = "thaw-error-kind";
+/// gRPC metadata key naming the error kind of a status a Thaw server sent.
+pub const KIND_HEADER: &str = "thaw-error-kind";
 
 /// The only place a ThawError becomes a gRPC status.
 impl From<ThawError> for tonic::Status {

@@ -36,6 +36,16 @@ pub struct UnderStore {
 
 fn dal_err(e: opendal::Error, what: &str, path: &str) -> ThawError {
     let msg = format!("under-store {what} {path}: {e}");
+    // Some services pass an OS error through as "unexpected": a path under a file
+    // (ENOTDIR) or a directory read as a file (EISDIR) is no transient failure.
+    let os = std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .and_then(std::io::Error::raw_os_error);
+    match os {
+        Some(libc::ENOTDIR) => return ThawError::not_dir(msg),
+        Some(libc::EISDIR) => return ThawError::is_dir(msg),
+        _ => {}
+    }
     match e.kind() {
         DalKind::NotFound => ThawError::not_found(msg),
         DalKind::AlreadyExists => ThawError::already_exists(msg),

@@ -1,0 +1,391 @@
+//! `thaw._native`: the Rust client under the Python package. Every call that may
+//! wait on the network or a disk releases the GIL; reads of a block file on this
+//! host can hand Python a read-only buffer over the mapped file (no copy at all).
+//! The Python layer (`python/thaw/`) builds the public API on these classes.
+
+mod convert;
+mod reader;
+mod runtime;
+
+use std::io::{Read, Write};
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use thaw_client::{Client, ClientConfig, FileWriter, WriteOptions};
+use thaw_common::ThawError;
+use thaw_common::proto::Tier;
+
+use crate::convert::{json_to_py, thaw_err};
+use crate::runtime::block_on;
+
+/// Bytes per step of `put_file` / `get_file` (and per progress report).
+const COPY_CHUNK: usize = 8 << 20;
+
+/// A connection to one Thaw cluster, with a job id carried by every read and write.
+#[pyclass(module = "thaw._native", frozen)]
+struct NativeClient {
+    client: Client,
+}
+
+#[pymethods]
+impl NativeClient {
+    /// `master`: host:port (default `THAW_MASTER`, then 127.0.0.1:19998); the other
+    /// settings default to the environment as for the CLI (`THAW_JOB_ID`,
+    /// `THAW_HOST`, `THAW_RACK`, `THAW_WORKER`, `THAW_SHORT_CIRCUIT`, `THAW_READ_CACHE`).
+    #[new]
+    #[pyo3(signature = (master=None, job_id=None, host=None, rack=None, worker=None, short_circuit=None, read_cache=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        master: Option<String>,
+        job_id: Option<String>,
+        host: Option<String>,
+        rack: Option<String>,
+        worker: Option<String>,
+        short_circuit: Option<bool>,
+        read_cache: Option<String>,
+    ) -> PyResult<Self> {
+        let mut cfg = ClientConfig::from_env(master);
+        if let Some(j) = job_id {
+            cfg.job_id = j;
+        }
+        if let Some(h) = host {
+            cfg.position.host = h;
+        }
+        if let Some(r) = rack {
+            cfg.position.rack = r;
+        }
+        if let Some(w) = worker {
+            cfg.position.worker_address = w;
+        }
+        if let Some(s) = short_circuit {
+            cfg.short_circuit = s;
+        }
+        if let Some(c) = read_cache {
+            cfg.cache_on_read = match c.as_str() {
+                "mem" => Some(Tier::Mem),
+                "disk" => Some(Tier::Disk),
+                "none" => None,
+                other => {
+                    return Err(thaw_err(ThawError::invalid(format!(
+                        "read_cache {other:?}: expected \"mem\", \"disk\" or \"none\""
+                    ))));
+                }
+            };
+        }
+        let client = runtime::enter(|| Client::new(cfg)).map_err(thaw_err)?;
+        Ok(NativeClient { client })
+    }
+
+    #[getter]
+    fn master(&self) -> String {
+        self.client.config().master.clone()
+    }
+
+    #[getter]
+    fn job_id(&self) -> String {
+        self.client.config().job_id.clone()
+    }
+
+    /// The same cluster and connections, with another job id.
+    fn with_job(&self, job_id: String) -> NativeClient {
+        NativeClient { client: self.client.with_job(job_id) }
+    }
+
+    /// A file's or directory's status as a dict; with `blocks`, each block and its
+    /// replicas (ordered by locality to this client).
+    #[pyo3(signature = (path, blocks=false))]
+    fn stat(&self, py: Python<'_>, path: String, blocks: bool) -> PyResult<Py<PyAny>> {
+        let c = self.client.clone();
+        let (info, _) = py.detach(|| block_on(async move { c.stat_blocks(&path, blocks).await })).map_err(thaw_err)?;
+        json_to_py(py, &thaw_client::json::file_json(&info))
+    }
+
+    /// A directory's entries (a file's own status if `path` is a file).
+    fn list(&self, py: Python<'_>, path: String) -> PyResult<Vec<Py<PyAny>>> {
+        let c = self.client.clone();
+        let entries = py.detach(|| block_on(async move { c.list(&path).await })).map_err(thaw_err)?;
+        entries.iter().map(|f| json_to_py(py, &thaw_client::json::file_json(f))).collect()
+    }
+
+    #[pyo3(signature = (path, recursive=false, exist_ok=false))]
+    fn mkdir(&self, py: Python<'_>, path: String, recursive: bool, exist_ok: bool) -> PyResult<Py<PyAny>> {
+        let c = self.client.clone();
+        let info =
+            py.detach(|| block_on(async move { c.mkdir(&path, recursive, exist_ok).await })).map_err(thaw_err)?;
+        json_to_py(py, &thaw_client::json::file_json(&info))
+    }
+
+    #[pyo3(signature = (path, recursive=false))]
+    fn delete(&self, py: Python<'_>, path: String, recursive: bool) -> PyResult<()> {
+        let c = self.client.clone();
+        py.detach(|| block_on(async move { c.delete(&path, recursive).await })).map_err(thaw_err)
+    }
+
+    fn rename(&self, py: Python<'_>, src: String, dst: String) -> PyResult<Py<PyAny>> {
+        let c = self.client.clone();
+        let info = py.detach(|| block_on(async move { c.rename(&src, &dst).await })).map_err(thaw_err)?;
+        json_to_py(py, &thaw_client::json::file_json(&info))
+    }
+
+    /// The cluster: under-store, counts, workers with tiers and per-job counters.
+    fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let c = self.client.clone();
+        let s = py.detach(|| block_on(async move { c.cluster_status().await })).map_err(thaw_err)?;
+        json_to_py(py, &thaw_client::json::status_json(&s))
+    }
+
+    /// One worker's tiers and per-job counters, asked of the worker itself (fresher
+    /// than the master's copy, which comes with heartbeats).
+    fn worker_stats(&self, py: Python<'_>, address: String) -> PyResult<Py<PyAny>> {
+        let c = self.client.clone();
+        let s = py.detach(|| block_on(async move { c.worker_stats(&address).await })).map_err(thaw_err)?;
+        let v = serde_json::json!({
+            "tiers": s.tiers.iter().map(|t| serde_json::json!({
+                "tier": thaw_client::json::tier_name(t.tier),
+                "capacity": t.capacity,
+                "used": t.used,
+                "blocks": t.blocks,
+                "dir": t.dir,
+            })).collect::<Vec<_>>(),
+            "jobs": s.jobs.iter().map(|j| serde_json::json!({
+                "job_id": j.job_id,
+                "reads": j.reads,
+                "bytes_read": j.bytes_read,
+                "writes": j.writes,
+                "bytes_written": j.bytes_written,
+                "short_circuit_opens": j.short_circuit_opens,
+            })).collect::<Vec<_>>(),
+        });
+        json_to_py(py, &v)
+    }
+
+    /// Opens a complete file for reading.
+    fn open(&self, py: Python<'_>, path: String) -> PyResult<reader::NativeReader> {
+        let c = self.client.clone();
+        let r = py.detach(|| block_on(async move { c.open(&path).await })).map_err(thaw_err)?;
+        Ok(reader::NativeReader::new(r))
+    }
+
+    /// Creates a file for writing. `write_type`: must-cache, cache-through,
+    /// through, or replicated:N. `block_size` 0: the master's default.
+    #[pyo3(signature = (path, write_type="cache-through", block_size=0, overwrite=false, recursive=true))]
+    fn create(
+        &self,
+        py: Python<'_>,
+        path: String,
+        write_type: &str,
+        block_size: u64,
+        overwrite: bool,
+        recursive: bool,
+    ) -> PyResult<NativeWriter> {
+        let opts = write_options(write_type, block_size, overwrite, recursive)?;
+        let c = self.client.clone();
+        let w = py.detach(|| block_on(async move { c.create(&path, opts).await })).map_err(thaw_err)?;
+        let path = w.info().path.clone();
+        Ok(NativeWriter { writer: Mutex::new(Some(w)), path })
+    }
+
+    /// Copies a local file into Thaw; `progress(n)` is called after each chunk with
+    /// the bytes it moved. Returns the new file's status.
+    #[pyo3(signature = (local, path, write_type="cache-through", block_size=0, overwrite=false, progress=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn put_file(
+        &self,
+        py: Python<'_>,
+        local: std::path::PathBuf,
+        path: String,
+        write_type: &str,
+        block_size: u64,
+        overwrite: bool,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let opts = write_options(write_type, block_size, overwrite, true)?;
+        let c = self.client.clone();
+        let info = py
+            .detach(|| {
+                block_on(async move {
+                    let mut file = std::fs::File::open(&local)
+                        .map_err(|e| ThawError::from(e).context(format!("cannot open {}", local.display())))?;
+                    let mut w = c.create(&path, opts).await?;
+                    let mut buf = vec![0u8; COPY_CHUNK];
+                    loop {
+                        let n = match file.read(&mut buf) {
+                            Ok(n) => n,
+                            Err(e) => {
+                                w.abort().await;
+                                return Err(ThawError::from(e).context(format!("reading {}", local.display())));
+                            }
+                        };
+                        if n == 0 {
+                            break;
+                        }
+                        w.write(&buf[..n]).await?;
+                        if let Err(e) = report(&progress, n) {
+                            w.abort().await;
+                            return Ok(Err(e));
+                        }
+                    }
+                    Ok(Ok(w.close().await?))
+                })
+            })
+            .map_err(thaw_err)??;
+        json_to_py(py, &thaw_client::json::file_json(&info))
+    }
+
+    /// Copies a Thaw file to a local file (written beside it, then renamed into
+    /// place, so a failed copy leaves no partial file). `progress` as for `put_file`.
+    #[pyo3(signature = (path, local, progress=None))]
+    fn get_file(
+        &self,
+        py: Python<'_>,
+        path: String,
+        local: std::path::PathBuf,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<u64> {
+        let c = self.client.clone();
+        py.detach(|| {
+            block_on(async move {
+                let mut r = c.open(&path).await?;
+                let name = local.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                let tmp = local.with_file_name(format!(".{name}.thaw-part"));
+                let mut out = std::fs::File::create(&tmp)
+                    .map_err(|e| ThawError::from(e).context(format!("cannot create {}", tmp.display())))?;
+                let copied = async {
+                    let mut buf = vec![0u8; COPY_CHUNK];
+                    let mut total = 0u64;
+                    loop {
+                        let n = r.read_exact_or_eof(&mut buf).await?;
+                        if n == 0 {
+                            break;
+                        }
+                        out.write_all(&buf[..n])
+                            .map_err(|e| ThawError::from(e).context(format!("writing {}", tmp.display())))?;
+                        total += n as u64;
+                        if let Err(e) = report(&progress, n) {
+                            return Ok(Err(e));
+                        }
+                    }
+                    std::fs::rename(&tmp, &local)
+                        .map_err(|e| ThawError::from(e).context(format!("cannot create {}", local.display())))?;
+                    Ok(Ok(total))
+                }
+                .await;
+                if !matches!(copied, Ok(Ok(_))) {
+                    let _ = std::fs::remove_file(&tmp);
+                }
+                copied
+            })
+        })
+        .map_err(thaw_err)?
+    }
+}
+
+/// Calls a Python progress callback (taking the GIL for the call only).
+fn report(progress: &Option<Py<PyAny>>, n: usize) -> PyResult<()> {
+    match progress {
+        Some(cb) => Python::attach(|py| cb.call1(py, (n,)).map(drop)),
+        None => Ok(()),
+    }
+}
+
+fn write_options(write_type: &str, block_size: u64, overwrite: bool, recursive: bool) -> PyResult<WriteOptions> {
+    let (write_type, replication) = thaw_client::parse_write_type(write_type).map_err(thaw_err)?;
+    Ok(WriteOptions { write_type, block_size, replication, recursive, overwrite })
+}
+
+/// A file being written. Bytes stream to the chosen workers as they come; `close`
+/// completes the file, `abort` (or an error) deletes what was written.
+#[pyclass(module = "thaw._native", frozen)]
+struct NativeWriter {
+    writer: Mutex<Option<FileWriter>>,
+    path: String,
+}
+
+impl NativeWriter {
+    fn take(&self) -> PyResult<FileWriter> {
+        self.writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("{} is closed", self.path)))
+    }
+}
+
+#[pymethods]
+impl NativeWriter {
+    #[getter]
+    fn path(&self) -> String {
+        self.path.clone()
+    }
+
+    /// Bytes accepted so far.
+    #[getter]
+    fn written(&self) -> u64 {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, FileWriter::written)
+    }
+
+    /// Writes bytes, a bytearray, or anything with the buffer protocol.
+    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let bytes: Vec<u8>;
+        let backed: PyBackedBytes;
+        let slice: &[u8] = if let Ok(b) = data.extract::<PyBackedBytes>() {
+            backed = b;
+            &backed
+        } else {
+            bytes = pyo3::buffer::PyBuffer::<u8>::get(data)?.to_vec(py)?;
+            &bytes
+        };
+        let mut guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let w = guard
+            .as_mut()
+            .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("{} is closed", self.path)))?;
+        match py.detach(|| block_on(w.write(slice))) {
+            Ok(()) => Ok(slice.len()),
+            Err(e) => {
+                // The writer has already deleted the partial file; it is done.
+                guard.take();
+                Err(thaw_err(e))
+            }
+        }
+    }
+
+    /// Completes the file; returns its status.
+    fn close(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let w = self.take()?;
+        let info = py.detach(|| block_on(w.close())).map_err(thaw_err)?;
+        json_to_py(py, &thaw_client::json::file_json(&info))
+    }
+
+    /// Gives the write up; the partial file is deleted. A no-op once closed.
+    fn abort(&self, py: Python<'_>) {
+        if let Ok(w) = self.take() {
+            py.detach(|| block_on(w.abort()));
+        }
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+    }
+}
+
+impl Drop for NativeWriter {
+    /// A writer dropped without `close` is an abandoned write: delete it.
+    fn drop(&mut self) {
+        if let Some(w) = self.writer.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            block_on(w.abort());
+        }
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeClient>()?;
+    m.add_class::<NativeWriter>()?;
+    m.add_class::<reader::NativeReader>()?;
+    m.add_class::<reader::BlockBuffer>()?;
+    m.add("DEFAULT_MASTER", thaw_client::DEFAULT_MASTER)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

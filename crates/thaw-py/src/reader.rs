@@ -1,0 +1,268 @@
+//! Reading from Python. Reads are positional (the Python file object keeps the
+//! position), so one native reader serves `read`, `readinto` and random access.
+//! `read_buffer_at` maps a block file that lives on this host and hands out a
+//! read-only buffer over it: pyarrow and numpy take such a buffer without a copy.
+
+use std::collections::VecDeque;
+use std::ffi::c_int;
+use std::sync::{Arc, Mutex};
+
+use memmap2::Mmap;
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use thaw_client::FileReader;
+use thaw_common::{Result, ThawError};
+
+use crate::convert::{json_to_py, thaw_err};
+use crate::runtime::block_on;
+
+/// Mapped blocks kept per reader: enough for a reader moving between a few
+/// column chunks, few enough not to pin evicted blocks' memory for long.
+const MAPS_KEPT: usize = 4;
+
+struct State {
+    reader: Option<FileReader>,
+    /// (block offset in the file, mapping of its local file), most recent last.
+    maps: VecDeque<(u64, Arc<Mmap>)>,
+    zero_copy: u64,
+}
+
+#[pyclass(module = "thaw._native", frozen)]
+pub struct NativeReader {
+    state: Mutex<State>,
+    info: serde_json::Value,
+    length: u64,
+    block_size: u64,
+    path: String,
+}
+
+impl NativeReader {
+    pub fn new(reader: FileReader) -> Self {
+        let info = thaw_client::json::file_json(reader.info());
+        let (length, block_size, path) = (reader.len(), reader.info().block_size.max(1), reader.info().path.clone());
+        NativeReader {
+            state: Mutex::new(State { reader: Some(reader), maps: VecDeque::new(), zero_copy: 0 }),
+            info,
+            length,
+            block_size,
+            path,
+        }
+    }
+
+    /// Bytes a read of `n` at `offset` returns (fewer at the end of the file).
+    fn clip(&self, offset: u64, n: Option<u64>) -> usize {
+        let rest = self.length.saturating_sub(offset);
+        n.map_or(rest, |n| n.min(rest)) as usize
+    }
+
+    fn closed_error(&self) -> PyErr {
+        PyValueError::new_err(format!("I/O operation on closed file {}", self.path))
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset` (the caller clipped it to the file).
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<std::result::Result<(), ()>> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(reader) = st.reader.as_mut() else { return Ok(Err(())) };
+        let n = block_on(reader.read_at(offset, buf))?;
+        if n != buf.len() {
+            return Err(ThawError::internal(format!(
+                "{} ended at {} bytes, {} expected",
+                self.path,
+                offset + n as u64,
+                offset + buf.len() as u64
+            )));
+        }
+        Ok(Ok(()))
+    }
+
+    /// The mapping of the local block holding `offset`, if there is one.
+    fn mapping(&self, offset: u64) -> Result<Option<(u64, Arc<Mmap>)>> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let start = offset - offset % self.block_size;
+        if let Some(i) = st.maps.iter().position(|(o, _)| *o == start) {
+            let m = st.maps.remove(i).expect("index from position");
+            st.maps.push_back(m.clone());
+            return Ok(Some(m));
+        }
+        let Some(reader) = st.reader.as_mut() else { return Ok(None) };
+        let Some(block) = block_on(reader.local_block(offset))? else { return Ok(None) };
+        // SAFETY: block files are immutable once committed, and a block is evicted
+        // by unlinking its file, which leaves this mapping valid.
+        let map = unsafe { Mmap::map(&block.file) }?;
+        if map.len() as u64 != block.length {
+            return Err(ThawError::internal(format!("block file of {} changed under the reader", self.path)));
+        }
+        let m = (block.offset, Arc::new(map));
+        st.maps.push_back(m.clone());
+        if st.maps.len() > MAPS_KEPT {
+            st.maps.pop_front();
+        }
+        Ok(Some(m))
+    }
+}
+
+#[pymethods]
+impl NativeReader {
+    #[getter]
+    fn length(&self) -> u64 {
+        self.length
+    }
+
+    #[getter]
+    fn block_size(&self) -> u64 {
+        self.block_size
+    }
+
+    #[getter]
+    fn path(&self) -> String {
+        self.path.clone()
+    }
+
+    /// The file's status when it was opened, with its blocks and replicas.
+    fn info(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        json_to_py(py, &self.info)
+    }
+
+    /// `n` bytes at `offset` (all the rest if `n` is None; fewer at the end).
+    #[pyo3(signature = (offset, n=None))]
+    fn read_at<'py>(&self, py: Python<'py>, offset: u64, n: Option<u64>) -> PyResult<Bound<'py, PyBytes>> {
+        let n = self.clip(offset, n);
+        PyBytes::new_with(py, n, |buf| match py.detach(|| self.read_into(offset, buf)) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(())) => Err(self.closed_error()),
+            Err(e) => Err(thaw_err(e)),
+        })
+    }
+
+    /// Fills a writable buffer (bytearray, numpy array, ...) from `offset`;
+    /// returns the bytes read (fewer than its size at the end of the file).
+    fn readinto_at(&self, py: Python<'_>, offset: u64, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let buf = PyBuffer::<u8>::get(buffer)?;
+        if buf.readonly() || !buf.is_c_contiguous() {
+            return Err(PyBufferError::new_err("readinto needs a writable, contiguous buffer"));
+        }
+        let n = self.clip(offset, Some(buf.len_bytes() as u64));
+        let ptr = buf.buf_ptr() as usize;
+        let r = py.detach(|| {
+            // SAFETY: `buf` holds the exporter's buffer (and the exporter) until it
+            // is dropped after this call; `n` is within its length.
+            let slice = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, n) };
+            self.read_into(offset, slice)
+        });
+        drop(buf);
+        match r {
+            Ok(Ok(())) => Ok(n),
+            Ok(Err(())) => Err(self.closed_error()),
+            Err(e) => Err(thaw_err(e)),
+        }
+    }
+
+    /// `n` bytes at `offset` as a read-only buffer over the mapped local block
+    /// file, without a copy; None when the range is not in one block on this
+    /// host (the caller then reads a copy with `read_at`). A cold block that a
+    /// worker here can fill from the under-store is filled first.
+    fn read_buffer_at(&self, py: Python<'_>, offset: u64, n: u64) -> PyResult<Option<BlockBuffer>> {
+        let n = self.clip(offset, Some(n)) as u64;
+        if n == 0 {
+            return Ok(None);
+        }
+        let Some((start, map)) = py.detach(|| self.mapping(offset)).map_err(thaw_err)? else { return Ok(None) };
+        let at = offset - start;
+        if at + n > map.len() as u64 {
+            return Ok(None);
+        }
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).zero_copy += n;
+        Ok(Some(BlockBuffer { map, start: at as usize, len: n as usize }))
+    }
+
+    /// Bytes read so far by where they came from: short_circuit (copied from a
+    /// local block file), zero_copy (handed out as mapped buffers), remote_mem,
+    /// remote_disk, under_store; and failovers.
+    fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let s = st.reader.as_ref().map(FileReader::stats).unwrap_or_default();
+        let v = serde_json::json!({
+            "short_circuit": s.short_circuit,
+            "zero_copy": st.zero_copy,
+            "remote_mem": s.remote_mem,
+            "remote_disk": s.remote_disk,
+            "under_store": s.under_store,
+            "failovers": s.failovers,
+        });
+        json_to_py(py, &v)
+    }
+
+    /// Releases connections and mappings (buffers already handed out stay valid).
+    fn close(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.reader = None;
+        st.maps.clear();
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).reader.is_none()
+    }
+}
+
+/// A read-only byte range of a mapped block file, exported through the buffer
+/// protocol (`memoryview(b)`, `pyarrow.py_buffer(b)`, `numpy.frombuffer(b)`).
+/// It keeps the mapping alive for as long as any view of it exists.
+#[pyclass(module = "thaw._native", frozen)]
+pub struct BlockBuffer {
+    map: Arc<Mmap>,
+    start: usize,
+    len: usize,
+}
+
+#[pymethods]
+impl BlockBuffer {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// # Safety
+    /// Called by Python with a valid `Py_buffer` to fill.
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("no Py_buffer to fill"));
+        }
+        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err("a Thaw block buffer is read-only"));
+        }
+        let me = slf.get();
+        let ptr = me.map.as_ptr().wrapping_add(me.start);
+        // SAFETY: `view` is valid (checked non-null, given by Python); the pointer
+        // stays valid while `obj` (this object, which owns the mapping) lives.
+        unsafe {
+            (*view).buf = ptr as *mut std::ffi::c_void;
+            (*view).len = me.len as ffi::Py_ssize_t;
+            (*view).readonly = 1;
+            (*view).itemsize = 1;
+            (*view).format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
+                c"B".as_ptr() as *mut std::ffi::c_char
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).ndim = 1;
+            (*view).shape =
+                if flags & ffi::PyBUF_ND == ffi::PyBUF_ND { &mut (*view).len } else { std::ptr::null_mut() };
+            (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
+                &mut (*view).itemsize
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = std::ptr::null_mut();
+            (*view).obj = slf.into_any().into_ptr();
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// Called by Python; nothing to free (the mapping goes with the object).
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+}

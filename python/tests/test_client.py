@@ -1,0 +1,254 @@
+"""The Python client against a live cluster: byte-exact round trips, zero-copy
+reads of local blocks, cold reads from the under-store, errors, the GIL."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import thaw
+from thaw import errors
+
+from .conftest import BLOCK
+
+SIZES = [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 17]
+WRITE_TYPES = ["must-cache", "cache-through", "through", "replicated:2"]
+
+
+def sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+@pytest.mark.parametrize("write_type", WRITE_TYPES)
+def test_round_trip_every_size_and_write_type(client: thaw.Client, root: str, write_type: str) -> None:
+    remote = thaw.Client(client.master, short_circuit=False)
+    for size in SIZES:
+        data = os.urandom(size)
+        path = f"{root}/{write_type}-{size}"
+        info = client.write_bytes(path, data, write_type=write_type)
+        assert info["length"] == size
+        assert info["write_type"] == write_type.split(":")[0].replace("replicated", "replicated-disk")
+        for c in (client, remote):
+            with c.open(path) as f:
+                assert sha(f.read()) == sha(data), (c, size)
+            assert sha(c.cat(path)) == sha(data)
+
+
+def test_seek_read_readinto_readline(client: thaw.Client, root: str) -> None:
+    lines = [f"line {i} {'x' * (i % 97)}\n".encode() for i in range(40_000)]
+    data = b"".join(lines)
+    assert len(data) > 2 * BLOCK
+    client.write_bytes(f"{root}/lines.txt", data)
+    with client.open(f"{root}/lines.txt") as f:
+        assert isinstance(f, thaw.ThawFile)
+        assert f.seekable() and f.readable() and f.size == len(data)
+        assert list(f) == lines  # readline across block boundaries
+        assert f.read() == b""
+        f.seek(BLOCK - 10)
+        assert f.read(20) == data[BLOCK - 10 : BLOCK + 10]
+        assert f.tell() == BLOCK + 10
+        f.seek(-5, io.SEEK_END)
+        assert f.read() == data[-5:]
+        f.seek(7)
+        buf = bytearray(BLOCK + 3)
+        assert f.readinto(buf) == BLOCK + 3
+        assert bytes(buf) == data[7 : BLOCK + 10]
+        arr = np.zeros(1000, dtype=np.uint8)
+        f.seek(len(data) - 400)
+        assert f.readinto(arr) == 400
+        assert arr[:400].tobytes() == data[-400:]
+        with pytest.raises(OSError):
+            f.seek(-1)
+    with pytest.raises(ValueError):
+        f.read(1)
+    # Text mode and line iteration through fsspec.
+    fs = thaw.ThawFileSystem(client.master)
+    with fs.open(f"{root}/lines.txt", "rt") as t:
+        assert t.readline() == lines[0].decode()
+
+
+def test_read_buffer_maps_local_blocks_without_copying(client: thaw.Client, root: str) -> None:
+    data = os.urandom(2 * BLOCK + 100)
+    client.write_bytes(f"{root}/z", data, write_type="must-cache")
+    with client.open(f"{root}/z") as f:
+        f.seek(BLOCK + 10)
+        a = f.read_buffer(1000)
+        f.seek(BLOCK + 10)
+        b = f.read_buffer(1000)
+        assert isinstance(a, thaw._native.BlockBuffer)
+        assert bytes(memoryview(a)) == data[BLOCK + 10 : BLOCK + 1010]
+        # Both buffers point into the same mapping of the block file: no copy.
+        pa_a, pa_b = pa.py_buffer(a), pa.py_buffer(b)
+        assert pa_a.address == pa_b.address
+        assert np.frombuffer(a, dtype=np.uint8).ctypes.data == pa_a.address
+        with pytest.raises(TypeError):
+            memoryview(a)[0] = 1  # read-only
+        # A range across a block boundary comes back as a copy.
+        f.seek(BLOCK - 10)
+        c = f.read_buffer(20)
+        assert isinstance(c, bytes) and c == data[BLOCK - 10 : BLOCK + 10]
+        assert f.stats()["zero_copy"] == 2000
+    # The buffer outlives the file and its mapping cache.
+    assert bytes(memoryview(a)) == data[BLOCK + 10 : BLOCK + 1010]
+    # Without short-circuit nothing is local: bytes, streamed.
+    remote = thaw.Client(client.master, short_circuit=False)
+    with remote.open(f"{root}/z") as f:
+        got = f.read_buffer(100)
+        assert isinstance(got, bytes) and got == data[:100]
+        assert f.stats()["remote_mem"] > 0
+
+
+def test_cold_file_is_read_from_the_under_store_and_left_in_memory(
+    client: thaw.Client, root: str, ufs_dir: Path
+) -> None:
+    data = os.urandom(3 * BLOCK + 5)
+    (ufs_dir / "cold.bin").write_bytes(data)
+    info = client.stat(f"{root}/cold.bin")
+    assert info["persisted"] and info["in_memory_bytes"] == 0
+    with client.open(f"{root}/cold.bin") as f:
+        first = f.read_buffer(BLOCK)  # a worker on this host fills block 0 into MEM
+        assert isinstance(first, thaw._native.BlockBuffer)
+        rest = f.read()
+        assert bytes(memoryview(first)) + rest == data
+        assert f.stats()["under_store"] > 0
+    assert client.stat(f"{root}/cold.bin")["in_memory_bytes"] == len(data)
+    with client.open(f"{root}/cold.bin") as f:
+        assert f.read() == data
+        assert f.stats()["short_circuit"] == len(data)
+
+
+def test_errors_are_python_exceptions_with_the_server_message(client: thaw.Client, root: str) -> None:
+    with pytest.raises(FileNotFoundError) as e:
+        client.open(f"{root}/missing")
+    assert isinstance(e.value, thaw.ThawError) and isinstance(e.value, errors.NotFound)
+    assert "missing" in str(e.value)
+    client.mkdir(f"{root}/d")
+    with pytest.raises(IsADirectoryError):
+        client.open(f"{root}/d")
+    client.write_bytes(f"{root}/d/f", b"x")
+    with pytest.raises(FileExistsError):
+        client.open(f"{root}/d/f", "xb")
+    with pytest.raises(FileExistsError):
+        client.mkdir(f"{root}/d")
+    with pytest.raises(NotADirectoryError):
+        client.ls(f"{root}/d/f/g")
+    with pytest.raises(OSError) as e2:
+        client.rm(f"{root}/d")
+    assert isinstance(e2.value, errors.DirectoryNotEmpty)
+    for bad in (f"{root}/../etc/passwd", "relative/path", f"{root}/a\0b"):
+        with pytest.raises(ValueError) as e3:
+            client.stat(bad)
+        assert isinstance(e3.value, errors.InvalidArgument)
+    with pytest.raises(ValueError, match="write type"):
+        client.open(f"{root}/w", "wb", write_type="fast")
+    with pytest.raises(ValueError, match="mode"):
+        client.open(f"{root}/d/f", "ab")
+    dead = thaw.Client("127.0.0.1:1")
+    with pytest.raises(ConnectionError) as e4:
+        dead.stat("/")
+    assert isinstance(e4.value, errors.Unavailable) and "127.0.0.1:1" in str(e4.value)
+    with pytest.raises(ValueError):
+        thaw.Client(client.master, read_cache="tape")
+
+
+def test_a_failed_write_leaves_nothing(client: thaw.Client, root: str) -> None:
+    with pytest.raises(RuntimeError), client.open(f"{root}/half", "wb") as f:
+        f.write(os.urandom(BLOCK + 5))
+        raise RuntimeError("the job failed mid-write")
+    assert not client.exists(f"{root}/half")
+    w = client.open(f"{root}/dropped", "wb")
+    w.write(b"abc")
+    del w
+    assert not client.exists(f"{root}/dropped")
+    with client.open(f"{root}/done", "wb") as f:
+        f.write(memoryview(b"hello "))
+        f.write(bytearray(b"world"))
+    assert client.cat(f"{root}/done") == b"hello world"
+
+
+def test_put_and_get_trees_with_progress(client: thaw.Client, root: str, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    files = {"a.bin": os.urandom(BLOCK * 2 + 3), "sub/b.bin": os.urandom(10), "sub/empty": b""}
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    infos = client.put(src, f"{root}/tree", progress=False)
+    assert sorted(i["path"] for i in infos) == sorted(f"{root}/tree/{n}" for n in files)
+    dst = tmp_path / "dst"
+    assert client.get(f"{root}/tree", dst, progress=False) == sum(map(len, files.values()))
+    for name, data in files.items():
+        assert (dst / name).read_bytes() == data
+    # A bar that is asked for is driven by the native copy loop.
+    seen: list[int] = []
+
+    class Bar:
+        def __init__(self, total: int, desc: str, enabled: bool | None) -> None:
+            self.update_fn = seen.append
+
+        def __enter__(self) -> Bar:
+            return self
+
+        def __exit__(self, *a: object) -> None:
+            pass
+
+    import thaw.client as tc
+
+    real = tc.Progress
+    tc.Progress = Bar  # type: ignore[assignment,misc]
+    try:
+        client.get(f"{root}/tree/a.bin", tmp_path / "one.bin", progress=True)
+    finally:
+        tc.Progress = real  # type: ignore[misc]
+    assert sum(seen) == len(files["a.bin"])
+    # A failed get leaves no partial local file.
+    with pytest.raises(FileNotFoundError):
+        client.get(f"{root}/tree/nope", tmp_path / "nope.bin")
+    assert not list(tmp_path.glob("*nope*"))
+
+
+def test_reads_release_the_gil(client: thaw.Client, root: str) -> None:
+    size = 64 << 20
+    client.write_bytes(f"{root}/big", os.urandom(size), write_type="must-cache")
+    remote = thaw.Client(client.master, short_circuit=False)
+    ticks = 0
+    stop = threading.Event()
+
+    def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            time.sleep(0.0005)
+            ticks += 1
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    try:
+        with remote.open(f"{root}/big") as f:
+            before = ticks
+            start = time.monotonic()
+            data = f.read()  # one native call
+            elapsed = time.monotonic() - start
+            during = ticks - before
+    finally:
+        stop.set()
+        t.join()
+    assert len(data) == size
+    # A ticker waking every 0.5 ms kept running while the read was in Rust; with
+    # the GIL held it could not have woken at all.
+    assert during >= min(5, int(elapsed / 0.0005) // 4), (during, elapsed)
+
+
+def test_status_is_plain_data(client: thaw.Client, cluster: thaw.LocalCluster) -> None:
+    s = client.status()
+    assert len(s["workers"]) == 2 and all(w["alive"] for w in s["workers"])
+    mem = next(t for t in s["workers"][0]["tiers"] if t["tier"] == "MEM")
+    assert mem["capacity"] == 512 << 20
+    assert s["ufs"]
+    assert cluster.status()["default_block_size"] == BLOCK

@@ -1,0 +1,459 @@
+"""The Python client: metadata calls, file objects, put/get, cluster status.
+
+All I/O runs in the Rust client with the GIL released. A file object reads at
+its own position through one native reader; ``read_buffer`` returns a read-only
+buffer over a block file on this host without copying it (pyarrow uses it when
+it reads through :class:`ThawFile`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any
+
+from . import _native, jobs
+from ._progress import Progress
+
+DEFAULT_MASTER: str = _native.DEFAULT_MASTER
+
+# Reads smaller than this are served from a read-ahead buffer (lines, headers,
+# footers); larger ones go straight to the native reader.
+_SMALL_READ = 64 << 10
+_READ_AHEAD = 1 << 20
+
+_clusters: list[Any] = []  # LocalClusters running in this process, latest last
+_natives: dict[tuple[Any, ...], _native.NativeClient] = {}
+_natives_lock = threading.Lock()
+
+
+def default_master() -> str:
+    """Where ``Client()`` connects when given no address: the latest
+    :class:`~thaw.LocalCluster` running in this process, else ``THAW_MASTER``,
+    else 127.0.0.1:19998."""
+    if _clusters:
+        return str(_clusters[-1].master)
+    return os.environ.get("THAW_MASTER") or DEFAULT_MASTER
+
+
+def _native_client(master: str, settings: tuple[Any, ...]) -> _native.NativeClient:
+    """One native client per (process, master, settings): clients made for the same
+    cluster share connections; a forked child makes its own."""
+    key = (os.getpid(), master, settings)
+    with _natives_lock:
+        c = _natives.get(key)
+        if c is None:
+            host, rack, worker, short_circuit, read_cache = settings
+            c = _native.NativeClient(master, None, host, rack, worker, short_circuit, read_cache)
+            _natives[key] = c
+        return c
+
+
+class Client:
+    """A handle on a Thaw cluster.
+
+    ``master``: host:port (see :func:`default_master`). ``job_id``: the job id
+    carried by reads and writes outside any :func:`thaw.job` block (default
+    ``THAW_JOB_ID``); inside one, the block's job wins. ``host``/``rack``/``worker``
+    say where this client runs, for locality (default: ``THAW_HOST`` or the host
+    name, ``THAW_RACK``, ``THAW_WORKER``). ``short_circuit=False`` never reads block
+    files directly; ``read_cache`` ("mem", "disk", "none") is where a read of a
+    cold block leaves it.
+    """
+
+    def __init__(
+        self,
+        master: str | None = None,
+        job_id: str | None = None,
+        *,
+        host: str | None = None,
+        rack: str | None = None,
+        worker: str | None = None,
+        short_circuit: bool | None = None,
+        read_cache: str | None = None,
+    ) -> None:
+        self.master = master or default_master()
+        self._settings = (host, rack, worker, short_circuit, read_cache)
+        self._job_id = job_id
+        self._by_job: dict[tuple[int, str], _native.NativeClient] = {}
+        self._native_base()  # fail now on a bad setting
+
+    def __repr__(self) -> str:
+        return f"thaw.Client(master={self.master!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        host, rack, worker, short_circuit, read_cache = self._settings
+        kwargs = dict(host=host, rack=rack, worker=worker, short_circuit=short_circuit, read_cache=read_cache)
+        return (_make_client, (self.master, self._job_id, kwargs))
+
+    def _native_base(self) -> _native.NativeClient:
+        return _native_client(self.master, self._settings)
+
+    @property
+    def job_id(self) -> str:
+        """The job id a call made now carries."""
+        return jobs.current_job_id() or self._job_id or self._native_base().job_id
+
+    def native(self, job_id: str | None = None) -> _native.NativeClient:
+        """The native client carrying ``job_id`` (default: :attr:`job_id`)."""
+        job = job_id if job_id is not None else self.job_id
+        key = (os.getpid(), job)
+        c = self._by_job.get(key)
+        if c is None:
+            c = self._native_base().with_job(job)
+            self._by_job[key] = c
+        return c
+
+    # -- metadata -------------------------------------------------------------
+
+    def stat(self, path: str, blocks: bool = False) -> dict[str, Any]:
+        """A file's or directory's status; with ``blocks``, each block's replicas
+        (worker address, host, rack, tier, and locality to this client)."""
+        return self.native().stat(path, blocks)
+
+    def ls(self, path: str = "/") -> list[dict[str, Any]]:
+        """A directory's entries (for a file, its own status)."""
+        return self.native().list(path)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.stat(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def mkdir(self, path: str, parents: bool = False, exist_ok: bool = False) -> dict[str, Any]:
+        return self.native().mkdir(path, parents, exist_ok)
+
+    def rm(self, path: str, recursive: bool = False) -> None:
+        self.native().delete(path, recursive)
+
+    def mv(self, src: str, dst: str) -> dict[str, Any]:
+        return self.native().rename(src, dst)
+
+    def status(self) -> dict[str, Any]:
+        """The cluster: under-store, file and in-memory block counts, and each
+        worker's address, host, rack, liveness, tiers (used/capacity) and
+        per-job counters (as of its last heartbeat)."""
+        return self.native().status()
+
+    def job_stats(self, job_id: str | None = None) -> dict[str, Any]:
+        """One job's accesses summed over the live workers, asked of each worker
+        now (``workers`` has them per worker address)."""
+        job = job_id if job_id is not None else self.job_id
+        keys = ("reads", "bytes_read", "writes", "bytes_written", "short_circuit_opens")
+        total: dict[str, Any] = {"job_id": job, "workers": {}, **dict.fromkeys(keys, 0)}
+        for w in self.status()["workers"]:
+            if not w["alive"]:
+                continue
+            for j in self.native().worker_stats(w["address"])["jobs"]:
+                if j["job_id"] == job:
+                    total["workers"][w["address"]] = {k: j[k] for k in keys}
+                    for k in keys:
+                        total[k] += j[k]
+        return total
+
+    # -- data -----------------------------------------------------------------
+
+    def open(
+        self,
+        path: str,
+        mode: str = "rb",
+        *,
+        write_type: str = "cache-through",
+        block_size: int = 0,
+        overwrite: bool | None = None,
+    ) -> ThawFile | ThawWriter:
+        """A binary file object. ``rb``: seekable reads. ``wb``: a new file (an
+        existing one is replaced); ``xb``: a new file, failing if it exists.
+        ``write_type``: must-cache, cache-through, through or replicated:N."""
+        if mode == "rb":
+            return ThawFile(self.native().open(path))
+        if mode in ("wb", "xb"):
+            replace = (mode == "wb") if overwrite is None else overwrite
+            return ThawWriter(self.native().create(path, write_type, block_size, replace, True))
+        raise ValueError(f"mode {mode!r}: Thaw files open as 'rb', 'wb' or 'xb' (text modes: use fsspec)")
+
+    def cat(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+        """A file's bytes, or those in [start, end) (negative: from the end)."""
+        r = self.native().open(path)
+        try:
+            size = r.length
+            s = 0 if start is None else (max(size + start, 0) if start < 0 else min(start, size))
+            e = size if end is None else (max(size + end, 0) if end < 0 else min(end, size))
+            return r.read_at(s, max(e - s, 0))
+        finally:
+            r.close()
+
+    def write_bytes(
+        self, path: str, data: bytes, *, write_type: str = "cache-through", overwrite: bool = True
+    ) -> dict[str, Any]:
+        """Writes a whole file; returns its status."""
+        w = self.native().create(path, write_type, 0, overwrite, True)
+        try:
+            w.write(data)
+        except BaseException:
+            w.abort()
+            raise
+        return w.close()
+
+    def put(
+        self,
+        local: str | os.PathLike[str],
+        path: str,
+        *,
+        write_type: str = "cache-through",
+        block_size: int = 0,
+        overwrite: bool = False,
+        progress: bool | None = None,
+    ) -> list[dict[str, Any]]:
+        """Copies a local file, or a directory tree, into Thaw at ``path``.
+        ``progress``: a tqdm bar (default: when stderr is a terminal)."""
+        pairs = _local_tree(os.fspath(local), path)
+        total = sum(os.path.getsize(lp) for lp, _ in pairs)
+        out = []
+        with Progress(total, f"put {os.fspath(local)}", progress) as bar:
+            for lp, rp in pairs:
+                out.append(self.native().put_file(lp, rp, write_type, block_size, overwrite, bar.update_fn))
+        return out
+
+    def get(self, path: str, local: str | os.PathLike[str], *, progress: bool | None = None) -> int:
+        """Copies a Thaw file, or a directory tree, to ``local``; returns bytes
+        copied. Each file lands whole or not at all."""
+        pairs = list(self._remote_tree(path, os.fspath(local)))
+        total = sum(size for _, _, size in pairs)
+        done = 0
+        with Progress(total, f"get {path}", progress) as bar:
+            for rp, lp, _ in pairs:
+                os.makedirs(os.path.dirname(lp) or ".", exist_ok=True)
+                done += self.native().get_file(rp, lp, bar.update_fn)
+        return done
+
+    def _remote_tree(self, path: str, local: str) -> Iterator[tuple[str, str, int]]:
+        info = self.stat(path)
+        if info["type"] == "file":
+            yield info["path"], local, info["length"]
+            return
+        os.makedirs(local, exist_ok=True)
+        for e in self.ls(path):
+            yield from self._remote_tree(e["path"], os.path.join(local, e["name"]))
+
+
+def _make_client(master: str, job_id: str | None, kwargs: dict[str, Any]) -> Client:
+    return Client(master, job_id, **kwargs)
+
+
+def _local_tree(local: str, path: str) -> list[tuple[str, str]]:
+    if not os.path.isdir(local):
+        return [(local, path)]
+    pairs = []
+    for root, dirs, files in os.walk(local):
+        dirs.sort()
+        rel = os.path.relpath(root, local)
+        base = path.rstrip("/") if rel == "." else f"{path.rstrip('/')}/{rel}"
+        pairs.extend((os.path.join(root, f), f"{base}/{f}") for f in sorted(files))
+    return pairs
+
+
+class ThawFile(io.RawIOBase):
+    """A Thaw file open for reading: seekable, with ``read``, ``readinto``,
+    ``readline`` and ``read_buffer`` (zero-copy for local blocks)."""
+
+    mode = "rb"
+
+    def __init__(self, reader: _native.NativeReader) -> None:
+        super().__init__()
+        self._r = reader
+        self.path: str = reader.path
+        self.size: int = reader.length
+        self._pos = 0
+        self._buf = b""
+        self._buf_at = 0  # file offset of _buf[0]
+
+    @property
+    def name(self) -> str:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f"<ThawFile {self.path!r} size={self.size} pos={self._pos}>"
+
+    def info(self) -> dict[str, Any]:
+        """The file's status when opened, with blocks and replicas."""
+        return self._r.info()
+
+    def stats(self) -> dict[str, int]:
+        """Bytes read so far by source (short_circuit, zero_copy, remote_mem,
+        remote_disk, under_store) and fail-overs."""
+        return self._r.stats()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        self._check()
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._check()
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self.size + offset
+        else:
+            raise ValueError(f"invalid whence {whence}")
+        if pos < 0:
+            raise OSError(22, f"negative seek position {pos}")
+        self._pos = pos
+        return pos
+
+    def _check(self) -> None:
+        if self.closed:
+            raise ValueError(f"I/O operation on closed file {self.path}")
+
+    def _buffered(self, n: int) -> bytes | None:
+        """Up to ``n`` bytes at the position from the read-ahead buffer."""
+        i = self._pos - self._buf_at
+        if 0 <= i < len(self._buf):
+            return self._buf[i : i + n]
+        return None
+
+    def read(self, size: int | None = -1) -> bytes:
+        self._check()
+        rest = max(self.size - self._pos, 0)
+        n = rest if size is None or size < 0 else min(size, rest)
+        if n == 0:
+            return b""
+        got = self._buffered(n)
+        if got is None and n < _SMALL_READ:
+            self._buf_at = self._pos
+            self._buf = self._r.read_at(self._pos, _READ_AHEAD)
+            got = self._buffered(n)
+        if got is not None and len(got) < n:
+            got += self._r.read_at(self._pos + len(got), n - len(got))
+        if got is None:
+            got = self._r.read_at(self._pos, n)
+        self._pos += len(got)
+        return got
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self.read(size)
+
+    def readinto(self, buffer: Any) -> int:
+        self._check()
+        n = self._r.readinto_at(self._pos, buffer)
+        self._pos += n
+        return n
+
+    def read_buffer(self, size: int = -1) -> Any:
+        """``size`` bytes as a buffer-protocol object: over the mapped block file
+        when the range lies in one block on this host (no copy), else bytes."""
+        self._check()
+        rest = max(self.size - self._pos, 0)
+        n = rest if size is None or size < 0 else min(size, rest)
+        buf = self._r.read_buffer_at(self._pos, n) if n > 0 else None
+        if buf is None:
+            return self.read(n)
+        self._pos += n
+        return buf
+
+    def readline(self, size: int | None = -1) -> bytes:
+        self._check()
+        limit = None if size is None or size < 0 else size
+        parts = []
+        got = 0
+        while self._pos < self.size and (limit is None or got < limit):
+            chunk = self._buffered(_READ_AHEAD)
+            if chunk is None:
+                self._buf_at = self._pos
+                self._buf = self._r.read_at(self._pos, _READ_AHEAD)
+                chunk = self._buf
+            if limit is not None:
+                chunk = chunk[: limit - got]
+            nl = chunk.find(b"\n")
+            if nl >= 0:
+                chunk = chunk[: nl + 1]
+            parts.append(chunk)
+            got += len(chunk)
+            self._pos += len(chunk)
+            if nl >= 0:
+                break
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._r.close()
+            self._buf = b""
+        super().close()
+
+
+class ThawWriter(io.RawIOBase):
+    """A Thaw file being written. Bytes stream to the workers as they come;
+    ``close`` completes the file. Leaving a ``with`` block on an exception, or
+    dropping the object unclosed, deletes the partial file instead."""
+
+    mode = "wb"
+
+    def __init__(self, writer: _native.NativeWriter) -> None:
+        super().__init__()
+        self._w = writer
+        self.path: str = writer.path
+        self.info: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f"<ThawWriter {self.path!r} written={self._w.written}>"
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._w.written
+
+    def write(self, data: Any) -> int:
+        if self.closed:
+            raise ValueError(f"I/O operation on closed file {self.path}")
+        return self._w.write(data)
+
+    def flush(self) -> None:
+        """Bytes are already on their way to the workers; durability comes with
+        ``close``."""
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self.info = self._w.close()
+            finally:
+                super().close()
+
+    def discard(self) -> None:
+        """Gives the write up: the partial file is deleted."""
+        if not self.closed:
+            self._w.abort()
+            super().close()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is not None:
+            self.discard()
+        else:
+            self.close()
+
+    def __del__(self) -> None:
+        # io.IOBase.__del__ would close (complete) a half-written file.
+        if not self.closed:
+            self._w.abort()

@@ -1,0 +1,214 @@
+"""``thaw.LocalCluster``: a master and N workers on this machine, from the
+installed ``thaw`` binary, for notebooks, tests and laptops (like Dask's
+``LocalCluster``).
+
+The cluster runs as one child process (``thaw local``). It stops on ``close()``,
+on leaving the ``with`` block (also on an error), at interpreter exit, and, as
+the child watches its standard input, when this process dies in any way, even
+by kill -9: no orphaned servers, no tmpfs left behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from . import client as _client
+from .errors import ThawError
+
+
+def find_binary() -> str:
+    """The ``thaw`` binary: ``THAW_BIN``, else the one installed beside this
+    Python (a venv's bin), else a build in this source tree, else ``PATH``."""
+    env = os.environ.get("THAW_BIN")
+    if env:
+        if not os.access(env, os.X_OK):
+            raise ThawError(f"THAW_BIN={env} is not an executable file")
+        return env
+    beside = Path(sys.executable).parent / "thaw"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    # A source tree (an editable install): the newest build.
+    root = Path(__file__).resolve().parent.parent.parent
+    builds = [root / "target" / p / "thaw" for p in ("release", "debug")]
+    builds = [b for b in builds if b.is_file() and os.access(b, os.X_OK)]
+    if builds:
+        return str(max(builds, key=lambda b: b.stat().st_mtime))
+    found = shutil.which("thaw")
+    if found:
+        return found
+    raise ThawError(
+        "cannot find the thaw binary: set THAW_BIN, or build it (cargo build --release -p thaw-cli) "
+        "and put it on PATH"
+    )
+
+
+def _size(v: int | str) -> str:
+    return str(v)
+
+
+class LocalCluster:
+    """A local Thaw cluster. ``ufs``: the under-store directory mounted at ``/``
+    (files already there are readable; default a temporary directory, removed on
+    close). ``workers``: how many. Sizes take units ("2GiB") or bytes.
+
+    ``master`` is its address; ``thaw.Client()`` with no address connects to the
+    latest cluster started in this process.
+    """
+
+    def __init__(
+        self,
+        ufs: str | os.PathLike[str] | None = None,
+        workers: int = 1,
+        *,
+        mem_capacity: int | str = "1GiB",
+        disk_capacity: int | str = "4GiB",
+        block_size: int | str = "64MiB",
+        port: int = 0,
+        mem_root: str | os.PathLike[str] = "/dev/shm",
+        heartbeat_ms: int = 500,
+        worker_timeout_ms: int = 5000,
+        binary: str | None = None,
+        startup_timeout: float = 60.0,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        self._tmp = tempfile.mkdtemp(prefix="thaw-cluster-")
+        self._own_ufs = ufs is None
+        self.ufs = str(Path(self._tmp, "ufs") if ufs is None else Path(ufs).resolve())
+        self.log_path = str(Path(self._tmp, "cluster.log"))
+        self.master = ""
+        self._proc: subprocess.Popen[bytes] | None = None
+        cmd = [
+            binary or find_binary(),
+            "local",
+            "--ufs", self.ufs,
+            "--workers", str(workers),
+            "--port", str(port),
+            "--mem-capacity", _size(mem_capacity),
+            "--disk-capacity", _size(disk_capacity),
+            "--block-size", _size(block_size),
+            "--mem-root", os.fspath(mem_root),
+            "--state-dir", str(Path(self._tmp, "state")),
+            "--heartbeat-ms", str(heartbeat_ms),
+            "--worker-timeout-ms", str(worker_timeout_ms),
+            "--exit-with-stdin",
+        ]  # fmt: skip
+        try:
+            self._start(cmd, startup_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, cmd: list[str], timeout: float) -> None:
+        with open(self.log_path, "wb") as log:
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Ctrl-C in a terminal reaches Python, which stops the cluster in
+                # order; the child does not race it.
+                start_new_session=True,
+            )
+        _client._clusters.append(self)
+        _running.add(self)
+        deadline = time.monotonic() + timeout
+        while not self.master:
+            self._check_alive()
+            for line in Path(self.log_path).read_text(errors="replace").splitlines():
+                if line.startswith("thaw local: master at "):
+                    self.master = line.removeprefix("thaw local: master at ").split(";")[0].strip()
+            if time.monotonic() > deadline:
+                raise ThawError(f"the cluster did not start within {timeout:.0f}s:\n{self.log_tail()}")
+            time.sleep(0.02)
+        c = _client.Client(self.master)
+        while True:
+            self._check_alive()
+            try:
+                alive = [w for w in c.status()["workers"] if w["alive"]]
+                if len(alive) >= self.workers:
+                    return
+            except ConnectionError:
+                pass
+            if time.monotonic() > deadline:
+                raise ThawError(f"workers did not register within {timeout:.0f}s:\n{self.log_tail()}")
+            time.sleep(0.05)
+
+    def _check_alive(self) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            raise ThawError(f"the cluster exited with status {self._proc.returncode}:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the cluster's log (also at :attr:`log_path`)."""
+        try:
+            return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int | None:
+        """The process id of the cluster (``thaw local``), while it runs."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def client(self, job_id: str | None = None) -> _client.Client:
+        return _client.Client(self.master, job_id)
+
+    def status(self) -> dict[str, Any]:
+        return self.client().status()
+
+    def close(self, timeout: float = 15.0) -> None:
+        """Stops the cluster (SIGTERM, then SIGKILL after ``timeout``) and removes
+        its state, and the under-store if it made one. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            if proc.stdin is not None:
+                proc.stdin.close()
+        if self in _client._clusters:
+            _client._clusters.remove(self)
+        _running.discard(self)
+        # The temporary directory holds state and log, and the under-store only
+        # when this cluster made it.
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"LocalCluster(master={self.master!r}, workers={self.workers}, ufs={self.ufs!r}, {state})"
+
+
+_running: set[LocalCluster] = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for c in list(_running):
+        c.close()

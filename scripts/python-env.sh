@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Makes the Python environment in .venv: the pinned requirements (again only when
+# python/requirements-dev.txt changes), the `thaw` package built by maturin from
+# crates/thaw-py (editable: python/thaw is used in place), and the `thaw` binary
+# beside the venv's python, where thaw.LocalCluster finds it.
+#   scripts/python-env.sh [debug|release]     (default debug)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+profile="${1:-debug}"
+py="${PYTHON:-python3}"
+if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "Python 3.11 or newer is required (set PYTHON=/path/to/python3.11+)" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  "$py" -m venv .venv
+fi
+want="$(sha256sum python/requirements-dev.txt | cut -d' ' -f1)"
+if [ "$(cat .venv/.requirements.sha256 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r python/requirements-dev.txt
+  echo "$want" > .venv/.requirements.sha256
+fi
+flags=()
+[ "$profile" = release ] && flags=(--release)
+cargo build --locked -p thaw-cli "${flags[@]}"
+(cd python && VIRTUAL_ENV="$PWD/../.venv" PATH="$PWD/../.venv/bin:$PATH" maturin develop --quiet "${flags[@]}")
+install -m 755 "target/$profile/thaw" .venv/bin/thaw
