@@ -1,15 +1,24 @@
 # The two commands of the README.
-.PHONY: demo test build bench
+.PHONY: demo test build bench bench-python
 
 build:
 	./scripts/ensure-toolchain.sh
 	cargo build --release -p thaw-cli
 
+# The main demo: Thaw's read paths on a 1 GiB data set (Rust), then DuckDB and
+# pandas on thaw:// paths (Python).
 demo: build
 	./target/release/thaw demo
+	./scripts/python-env.sh release
+	.venv/bin/python -m thaw.demo
 
 test:
 	./scripts/test.sh
 
 bench: build
 	./scripts/bench.sh
+	$(MAKE) bench-python
+
+bench-python:
+	./scripts/python-env.sh release
+	.venv/bin/python python/bench/read_parquet.py --size 1GiB --repeats 5 --out bench-out/python-parquet.json | tee bench-out/python-parquet.txt

@@ -272,6 +272,7 @@ class ThawFile(io.RawIOBase):
         self._pos = 0
         self._buf = b""
         self._buf_at = 0  # file offset of _buf[0]
+        self._last_end = 0  # where the last read ended (sequential reads start there)
 
     @property
     def name(self) -> str:
@@ -332,7 +333,9 @@ class ThawFile(io.RawIOBase):
         if n == 0:
             return b""
         got = self._buffered(n)
-        if got is None and n < _SMALL_READ:
+        if got is None and n < _SMALL_READ and self._pos == self._last_end:
+            # Small reads in sequence (a parser's): read ahead. A small read
+            # elsewhere (a footer, an index) reads just what it asks for.
             self._buf_at = self._pos
             self._buf = self._r.read_at(self._pos, _READ_AHEAD)
             got = self._buffered(n)
@@ -341,6 +344,7 @@ class ThawFile(io.RawIOBase):
         if got is None:
             got = self._r.read_at(self._pos, n)
         self._pos += len(got)
+        self._last_end = self._pos
         return got
 
     def readall(self) -> bytes:

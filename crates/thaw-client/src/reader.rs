@@ -304,7 +304,7 @@ impl FileReader {
             }
             None if self.info.persisted => {
                 let ufs = UfsSource { path: self.info.path.clone(), offset: block.offset, length: block.length };
-                if let Some((addr, tier)) = self.local_filler() {
+                if let Some((addr, tier)) = self.local_filler(index) {
                     let client = self.client.clone();
                     let task =
                         tokio::spawn(async move { cache_then_open(&client, &addr, &block, index, ufs, tier).await });
@@ -321,18 +321,27 @@ impl FileReader {
         self.ahead = Some((index, task));
     }
 
-    /// A worker on this host that can fill cold blocks for short-circuit reads, and
-    /// the tier to fill (when short-circuit and caching on read are both on).
-    fn local_filler(&self) -> Option<(String, Tier)> {
+    /// A worker on this host that can fill cold block `index` for short-circuit
+    /// reads, and the tier to fill (when short-circuit and caching on read are
+    /// both on). With several workers on the host, blocks spread over them by id,
+    /// so one worker's memory does not take every cold block.
+    fn local_filler(&self, index: usize) -> Option<(String, Tier)> {
         let cfg = self.client.config();
         let tier = cfg.cache_on_read?;
         if !cfg.short_circuit || cfg.position.host.is_empty() {
             return None;
         }
-        self.ufs_workers
+        let here: Vec<&WorkerInfo> = self
+            .ufs_workers
             .iter()
-            .find(|w| w.host == cfg.position.host && !self.failed.contains(&w.data_address))
-            .map(|w| (w.data_address.clone(), tier))
+            .filter(|w| w.host == cfg.position.host && !self.failed.contains(&w.data_address))
+            .collect();
+        let block_id = self.info.blocks.get(index)?.block_id;
+        // File id plus block index: neighbouring blocks, and single-block files,
+        // land on different workers.
+        let spread = (block_id >> 24).wrapping_add(block_id & 0xFF_FFFF);
+        let w = here.get((spread % here.len().max(1) as u64) as usize)?;
+        Some((w.data_address.clone(), tier))
     }
 
     /// Opens the best working source for block `index` at the current position.
@@ -369,7 +378,7 @@ impl FileReader {
             }
             if self.info.persisted {
                 let ufs = UfsSource { path: self.info.path.clone(), offset: block.offset, length: block.length };
-                if let Some((addr, tier)) = self.local_filler() {
+                if let Some((addr, tier)) = self.local_filler(index) {
                     match cache_then_open(&self.client, &addr, &block, index, ufs.clone(), tier).await {
                         Ok(src) => return Ok(src),
                         Err(e) => tracing::debug!(worker = %addr, error = %e, "local fill failed; streaming"),

@@ -130,11 +130,26 @@ impl NativeReader {
     #[pyo3(signature = (offset, n=None))]
     fn read_at<'py>(&self, py: Python<'py>, offset: u64, n: Option<u64>) -> PyResult<Bound<'py, PyBytes>> {
         let n = self.clip(offset, n);
-        PyBytes::new_with(py, n, |buf| match py.detach(|| self.read_into(offset, buf)) {
-            Ok(Ok(())) => Ok(()),
+        // A bytes object made uninitialised and filled in place: one copy, from
+        // the block into the object (`PyBytes::new_with` would zero it first).
+        // SAFETY: PyBytes_FromStringAndSize(NULL, n) returns a new bytes object
+        // of n bytes (or NULL with an exception set); no other code can see it
+        // until it is returned, so writing its n bytes here is sound.
+        let bytes = unsafe {
+            let ptr = ffi::PyBytes_FromStringAndSize(std::ptr::null(), n as ffi::Py_ssize_t);
+            Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked::<PyBytes>()
+        };
+        let addr = unsafe { ffi::PyBytes_AsString(bytes.as_ptr()) } as usize;
+        let r = py.detach(|| {
+            // SAFETY: see above; `bytes` is alive (held by this frame) meanwhile.
+            let buf = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, n) };
+            self.read_into(offset, buf)
+        });
+        match r {
+            Ok(Ok(())) => Ok(bytes),
             Ok(Err(())) => Err(self.closed_error()),
             Err(e) => Err(thaw_err(e)),
-        })
+        }
     }
 
     /// Fills a writable buffer (bytearray, numpy array, ...) from `offset`;
