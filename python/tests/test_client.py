@@ -91,11 +91,24 @@ def test_read_buffer_maps_local_blocks_without_copying(client: thaw.Client, root
         assert np.frombuffer(a, dtype=np.uint8).ctypes.data == pa_a.address
         with pytest.raises(TypeError):
             memoryview(a)[0] = 1  # read-only
-        # A range across a block boundary comes back as a copy.
+        # A range across block boundaries: the block files mapped side by side.
         f.seek(BLOCK - 10)
-        c = f.read_buffer(20)
-        assert isinstance(c, bytes) and c == data[BLOCK - 10 : BLOCK + 10]
-        assert f.stats()["zero_copy"] == 2000
+        c = f.read_buffer(BLOCK + 20)
+        assert isinstance(c, thaw._native.BlockBuffer)
+        assert bytes(memoryview(c)) == data[BLOCK - 10 : 2 * BLOCK + 10]
+        f.seek(BLOCK - 5)
+        assert pa.py_buffer(f.read_buffer(10)).address == pa.py_buffer(c).address + 5  # same mapping
+        assert f.stats()["zero_copy"] == 2000 + BLOCK + 20 + 10
+    # Blocks whose length is not a multiple of the page size cannot sit side by
+    # side: such a range comes back as a copy.
+    with client.open(f"{root}/odd", "wb", block_size=1000) as w:
+        w.write(data[:5000])
+    with client.open(f"{root}/odd") as f:
+        f.seek(990)
+        assert isinstance(f.read_buffer(100), bytes)
+        assert isinstance(f.read_buffer(10), thaw._native.BlockBuffer)
+        f.seek(990)
+        assert bytes(memoryview(f.read_buffer(20))) == data[990:1010]
     # The buffer outlives the file and its mapping cache.
     assert bytes(memoryview(a)) == data[BLOCK + 10 : BLOCK + 1010]
     # Without short-circuit nothing is local: bytes, streamed.
@@ -255,3 +268,20 @@ def test_status_is_plain_data(client: thaw.Client, cluster: thaw.LocalCluster) -
     assert mem["capacity"] == 512 << 20
     assert s["ufs"]
     assert cluster.status()["default_block_size"] == BLOCK
+
+
+def test_one_client_serves_many_threads(client: thaw.Client, root: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = {f"{root}/p{i}": os.urandom(BLOCK + i * 4099) for i in range(8)}
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda kv: client.write_bytes(*kv), files.items()))
+        got = dict(zip(files, pool.map(client.cat, files), strict=True))
+    assert got == files
+    # One file object shared by threads: each positional read is whole.
+    path, data = next(iter(files.items()))
+    with client.open(path) as f:
+        r = f._r
+        with ThreadPoolExecutor(4) as pool:
+            parts = list(pool.map(lambda o: r.read_at(o, 4096), range(0, len(data), 4096)))
+    assert b"".join(parts) == data

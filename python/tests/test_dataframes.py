@@ -3,6 +3,8 @@ same answers as from a local copy, and every read carrying the job's id."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -135,3 +137,24 @@ def test_job_id_by_storage_options_reaches_worker_processes(
     with dask.config.set(scheduler="processes", num_workers=2):
         df["n"].sum().compute()
     assert client.job_stats(job)["bytes_read"] >= Path(tables["local_csv"]).stat().st_size
+
+
+def test_thaw_urls_work_without_importing_thaw(tables: dict[str, str], cluster: thaw.LocalCluster) -> None:
+    # fsspec finds the protocol through the package's entry point.
+    code = f"import pandas as pd; print(len(pd.read_parquet('thaw://{cluster.master}{tables['path']}')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(ROWS)
+
+
+def test_dask_distributed_workers_read_through_thaw(tables: dict[str, str]) -> None:
+    from distributed import Client as DaskClient
+    from distributed import LocalCluster as DaskCluster
+
+    want = pd.read_parquet(tables["local_pq"])["value"].sum()
+    with (
+        DaskCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as dc,
+        DaskClient(dc),
+    ):
+        got = dd.read_parquet(tables["pq"])["value"].sum().compute()
+    assert got == pytest.approx(want, rel=1e-9)

@@ -1,13 +1,15 @@
 //! Reading from Python. Reads are positional (the Python file object keeps the
 //! position), so one native reader serves `read`, `readinto` and random access.
-//! `read_buffer_at` maps a block file that lives on this host and hands out a
-//! read-only buffer over it: pyarrow and numpy take such a buffer without a copy.
+//! `read_buffer_at` maps block files that live on this host and hands out a
+//! read-only buffer over them: pyarrow and numpy take such a buffer without a
+//! copy. A range that crosses blocks is served from the blocks' files mapped
+//! side by side into one contiguous range of addresses, so it needs no copy
+//! either (pyarrow's coalesced reads often cross a block boundary).
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 
-use memmap2::Mmap;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
@@ -25,8 +27,9 @@ const MAPS_KEPT: usize = 4;
 
 struct State {
     reader: Option<FileReader>,
-    /// (block offset in the file, mapping of its local file), most recent last.
-    maps: VecDeque<(u64, Arc<Mmap>)>,
+    /// (file offset where the mapping starts, mapping of local block files),
+    /// most recent last.
+    maps: VecDeque<(u64, Arc<SpanMap>)>,
     zero_copy: u64,
 }
 
@@ -78,29 +81,98 @@ impl NativeReader {
         Ok(Ok(()))
     }
 
-    /// The mapping of the local block holding `offset`, if there is one.
-    fn mapping(&self, offset: u64) -> Result<Option<(u64, Arc<Mmap>)>> {
+    /// A mapping covering [offset, offset + n) of the file, made of the local
+    /// files of the blocks the range touches; None if one of them is not on this
+    /// host (or the blocks cannot sit side by side: a length not page-aligned).
+    fn mapping(&self, offset: u64, n: u64) -> Result<Option<(u64, Arc<SpanMap>)>> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let start = offset - offset % self.block_size;
-        if let Some(i) = st.maps.iter().position(|(o, _)| *o == start) {
+        let end = offset + n;
+        if let Some(i) = st.maps.iter().position(|(o, m)| *o <= offset && end <= *o + m.len as u64) {
             let m = st.maps.remove(i).expect("index from position");
             st.maps.push_back(m.clone());
             return Ok(Some(m));
         }
         let Some(reader) = st.reader.as_mut() else { return Ok(None) };
-        let Some(block) = block_on(reader.local_block(offset))? else { return Ok(None) };
-        // SAFETY: block files are immutable once committed, and a block is evicted
-        // by unlinking its file, which leaves this mapping valid.
-        let map = unsafe { Mmap::map(&block.file) }?;
-        if map.len() as u64 != block.length {
-            return Err(ThawError::internal(format!("block file of {} changed under the reader", self.path)));
+        let (first, last) = (offset / self.block_size, (end - 1) / self.block_size);
+        let mut blocks = Vec::new();
+        for k in first..=last {
+            match block_on(reader.local_block(k * self.block_size))? {
+                Some(b) => blocks.push(b),
+                None => return Ok(None),
+            }
         }
-        let m = (block.offset, Arc::new(map));
+        let Some(map) = SpanMap::new(&blocks)? else { return Ok(None) };
+        let m = (blocks[0].offset, Arc::new(map));
         st.maps.push_back(m.clone());
         if st.maps.len() > MAPS_KEPT {
             st.maps.pop_front();
         }
         Ok(Some(m))
+    }
+}
+
+/// Local block files mapped read-only, one after another, into one contiguous
+/// range of addresses (an anonymous reservation, then each file mapped over its
+/// part with MAP_FIXED). Block files are immutable once committed, and a block
+/// is evicted by unlinking its file, which leaves a mapping valid.
+pub struct SpanMap {
+    ptr: usize,
+    len: usize,
+}
+
+impl SpanMap {
+    /// None if a block other than the last has a length that is not a multiple
+    /// of the page size (its successor could not start right after it).
+    fn new(blocks: &[thaw_client::LocalBlock]) -> std::io::Result<Option<SpanMap>> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+        if blocks.iter().rev().skip(1).any(|b| b.length % page != 0) || blocks.iter().any(|b| b.length == 0) {
+            return Ok(None);
+        }
+        let len: u64 = blocks.iter().map(|b| b.length).sum();
+        let len = len as usize;
+        // SAFETY: a fresh anonymous reservation; on success it is ours to map over.
+        let base = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let span = SpanMap { ptr: base as usize, len };
+        let mut at = 0usize;
+        for b in blocks {
+            let want = (span.ptr + at) as *mut libc::c_void;
+            // SAFETY: `want..want+length` lies inside the reservation owned by
+            // `span` (unmapped whole on drop, also on the error path below).
+            let got = unsafe {
+                libc::mmap(
+                    want,
+                    b.length as usize,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    b.file.as_raw_fd(),
+                    0,
+                )
+            };
+            if got == libc::MAP_FAILED || got != want {
+                return Err(std::io::Error::last_os_error());
+            }
+            at += b.length as usize;
+        }
+        Ok(Some(span))
+    }
+
+    fn as_ptr(&self) -> *const u8 {
+        self.ptr as *const u8
+    }
+}
+
+impl Drop for SpanMap {
+    fn drop(&mut self) {
+        // SAFETY: the range was mapped by `new` and nothing refers to it any more
+        // (buffers hold an Arc of this map).
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
     }
 }
 
@@ -176,7 +248,7 @@ impl NativeReader {
     }
 
     /// `n` bytes at `offset` as a read-only buffer over the mapped local block
-    /// file, without a copy; None when the range is not in one block on this
+    /// file(s), without a copy; None when a block of the range is not on this
     /// host (the caller then reads a copy with `read_at`). A cold block that a
     /// worker here can fill from the under-store is filled first.
     fn read_buffer_at(&self, py: Python<'_>, offset: u64, n: u64) -> PyResult<Option<BlockBuffer>> {
@@ -184,11 +256,8 @@ impl NativeReader {
         if n == 0 {
             return Ok(None);
         }
-        let Some((start, map)) = py.detach(|| self.mapping(offset)).map_err(thaw_err)? else { return Ok(None) };
+        let Some((start, map)) = py.detach(|| self.mapping(offset, n)).map_err(thaw_err)? else { return Ok(None) };
         let at = offset - start;
-        if at + n > map.len() as u64 {
-            return Ok(None);
-        }
         self.state.lock().unwrap_or_else(|e| e.into_inner()).zero_copy += n;
         Ok(Some(BlockBuffer { map, start: at as usize, len: n as usize }))
     }
@@ -228,7 +297,7 @@ impl NativeReader {
 /// It keeps the mapping alive for as long as any view of it exists.
 #[pyclass(module = "thaw._native", frozen)]
 pub struct BlockBuffer {
-    map: Arc<Mmap>,
+    map: Arc<SpanMap>,
     start: usize,
     len: usize,
 }
@@ -250,6 +319,7 @@ impl BlockBuffer {
         }
         let me = slf.get();
         let ptr = me.map.as_ptr().wrapping_add(me.start);
+        debug_assert!(me.start + me.len <= me.map.len);
         // SAFETY: `view` is valid (checked non-null, given by Python); the pointer
         // stays valid while `obj` (this object, which owns the mapping) lives.
         unsafe {
