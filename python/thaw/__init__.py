@@ -21,7 +21,7 @@ from ._native import __version__
 from .client import Client, ThawFile, ThawWriter, default_master
 from .cluster import LocalCluster, find_binary
 from .errors import ThawError
-from .fs import ThawFileSystem, arrow_filesystem, register_duckdb
+from .fs import ThawFileSystem, arrow_dataset, arrow_filesystem, register_duckdb
 from .jobs import Job, current_job_id, job
 
 # The package's entry point registers the protocol for fsspec users who never
@@ -37,6 +37,7 @@ __all__ = [
     "ThawFileSystem",
     "ThawWriter",
     "__version__",
+    "arrow_dataset",
     "arrow_filesystem",
     "current_job_id",
     "default_master",

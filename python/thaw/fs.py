@@ -311,6 +311,18 @@ def arrow_filesystem(fs: ThawFileSystem | None = None) -> Any:
     return PyFileSystem(FSSpecHandler(fs or ThawFileSystem()))
 
 
+def arrow_dataset(path: str, format: str = "parquet", fs: ThawFileSystem | None = None, **kwargs: Any) -> Any:
+    """A ``pyarrow.dataset.Dataset`` of the files under a Thaw path. The fastest
+    way for DuckDB to scan Thaw data: ``con.register("t", thaw.arrow_dataset(p))``
+    (DuckDB then scans it through Arrow, with projection and filter pushdown,
+    over the same zero-copy reads pyarrow gets, instead of through its Python
+    filesystem bridge)."""
+    import pyarrow.dataset as ds
+
+    fs = fs or ThawFileSystem()
+    return ds.dataset(fs._strip_protocol(path), filesystem=fs, format=format, **kwargs)
+
+
 def register_duckdb(con: Any, fs: ThawFileSystem | None = None) -> Any:
     """Lets a DuckDB connection read and write ``thaw://`` paths; returns it."""
     con.register_filesystem(fs or ThawFileSystem())
