@@ -163,3 +163,16 @@ def test_dask_distributed_workers_read_through_thaw(tables: dict[str, str]) -> N
     ):
         got = dd.read_parquet(tables["pq"])["value"].sum().compute()
     assert got == pytest.approx(want, rel=1e-9)
+
+
+def test_dask_writes_a_dataset_and_ls_shows_where_its_blocks_are(
+    tables: dict[str, str], frame: pd.DataFrame
+) -> None:
+    out = tables["pq"].replace("t.parquet", "by-dask")
+    dd.from_pandas(frame, npartitions=4).to_parquet(out)
+    back = dd.read_parquet(out).compute().reset_index(drop=True)
+    pd.testing.assert_frame_equal(back, frame, check_dtype=False)
+    files = [e for e in thaw.ThawFileSystem().ls(out) if e["type"] == "file"]
+    assert len(files) >= 4
+    for e in files:
+        assert e["blocks"] and all(b["hosts"] and b["replicas"][0]["tier"] == "MEM" for b in e["blocks"])

@@ -114,9 +114,10 @@ class Client:
         (worker address, host, rack, tier, and locality to this client)."""
         return self.native().stat(path, blocks)
 
-    def ls(self, path: str = "/") -> list[dict[str, Any]]:
-        """A directory's entries (for a file, its own status)."""
-        return self.native().list(path)
+    def ls(self, path: str = "/", blocks: bool = False) -> list[dict[str, Any]]:
+        """A directory's entries (for a file, its own status); with ``blocks``, each
+        file's blocks and their replicas."""
+        return self.native().list(path, blocks)
 
     def exists(self, path: str) -> bool:
         try:

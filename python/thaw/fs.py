@@ -117,7 +117,9 @@ class ThawFileSystem(AbstractFileSystem):
     # -- metadata -------------------------------------------------------------
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
-        entries = [_entry(d) for d in self.client.ls(self._strip_protocol(path))]
+        """Entries in fsspec's shape; with ``detail``, each file's ``blocks`` (as in
+        :meth:`info`) come along, from the same call to the master."""
+        entries = [_entry(d) for d in self.client.ls(self._strip_protocol(path), blocks=detail)]
         entries.sort(key=lambda e: e["name"])
         return entries if detail else [e["name"] for e in entries]
 

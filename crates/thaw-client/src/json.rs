@@ -59,6 +59,27 @@ pub fn file_json(f: &FileInfo) -> Value {
     })
 }
 
+fn tier_json(t: &TierUsage) -> Value {
+    json!({
+        "tier": tier_name(t.tier),
+        "capacity": t.capacity,
+        "used": t.used,
+        "blocks": t.blocks,
+        "dir": t.dir,
+    })
+}
+
+fn job_json(j: &JobAccess) -> Value {
+    json!({
+        "job_id": j.job_id,
+        "reads": j.reads,
+        "bytes_read": j.bytes_read,
+        "writes": j.writes,
+        "bytes_written": j.bytes_written,
+        "short_circuit_opens": j.short_circuit_opens,
+    })
+}
+
 pub fn worker_json(w: &WorkerInfo) -> Value {
     json!({
         "id": w.id,
@@ -67,21 +88,16 @@ pub fn worker_json(w: &WorkerInfo) -> Value {
         "rack": w.rack,
         "alive": w.alive,
         "last_heartbeat_ms_ago": w.last_heartbeat_ms_ago,
-        "tiers": w.tiers.iter().map(|t| json!({
-            "tier": tier_name(t.tier),
-            "capacity": t.capacity,
-            "used": t.used,
-            "blocks": t.blocks,
-            "dir": t.dir,
-        })).collect::<Vec<_>>(),
-        "jobs": w.jobs.iter().map(|j| json!({
-            "job_id": j.job_id,
-            "reads": j.reads,
-            "bytes_read": j.bytes_read,
-            "writes": j.writes,
-            "bytes_written": j.bytes_written,
-            "short_circuit_opens": j.short_circuit_opens,
-        })).collect::<Vec<_>>(),
+        "tiers": w.tiers.iter().map(tier_json).collect::<Vec<_>>(),
+        "jobs": w.jobs.iter().map(job_json).collect::<Vec<_>>(),
+    })
+}
+
+/// What a worker says of itself: tiers and per-job counters.
+pub fn worker_stats_json(s: &WorkerStats) -> Value {
+    json!({
+        "tiers": s.tiers.iter().map(tier_json).collect::<Vec<_>>(),
+        "jobs": s.jobs.iter().map(job_json).collect::<Vec<_>>(),
     })
 }
 

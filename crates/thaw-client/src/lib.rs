@@ -80,7 +80,12 @@ impl Client {
     }
 
     pub async fn list(&self, path: &str) -> Result<Vec<FileInfo>> {
-        let req = ListStatusRequest { path: path.to_string() };
+        self.list_blocks(path, false).await
+    }
+
+    /// A listing whose files carry their blocks, replicas ordered by locality.
+    pub async fn list_blocks(&self, path: &str, blocks: bool) -> Result<Vec<FileInfo>> {
+        let req = ListStatusRequest { path: path.to_string(), blocks, client: Some(self.config.position.clone()) };
         Ok(self.master.clone().list_status(req).await.map_err(|s| self.rpc_err(s))?.into_inner().entries)
     }
 

@@ -252,11 +252,11 @@ impl Master {
             self.sync_dir(id, &p).await?;
         }
         let st = self.read();
-        let client = Position::default();
+        let client = req.client.unwrap_or_default();
         let entries = if is_dir {
-            st.ns.children(id).into_iter().map(|(_, c)| Self::file_info(&st, c, false, &client)).collect()
+            st.ns.children(id).into_iter().map(|(_, c)| Self::file_info(&st, c, req.blocks, &client)).collect()
         } else {
-            vec![Self::file_info(&st, id, false, &client)]
+            vec![Self::file_info(&st, id, req.blocks, &client)]
         };
         Ok(ListStatusResponse { entries })
     }

@@ -101,10 +101,12 @@ impl NativeClient {
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
 
-    /// A directory's entries (a file's own status if `path` is a file).
-    fn list(&self, py: Python<'_>, path: String) -> PyResult<Vec<Py<PyAny>>> {
+    /// A directory's entries (a file's own status if `path` is a file); with
+    /// `blocks`, each file's blocks and replicas.
+    #[pyo3(signature = (path, blocks=false))]
+    fn list(&self, py: Python<'_>, path: String, blocks: bool) -> PyResult<Vec<Py<PyAny>>> {
         let c = self.client.clone();
-        let entries = py.detach(|| block_on(async move { c.list(&path).await })).map_err(thaw_err)?;
+        let entries = py.detach(|| block_on(async move { c.list_blocks(&path, blocks).await })).map_err(thaw_err)?;
         entries.iter().map(|f| json_to_py(py, &thaw_client::json::file_json(f))).collect()
     }
 
@@ -140,24 +142,7 @@ impl NativeClient {
     fn worker_stats(&self, py: Python<'_>, address: String) -> PyResult<Py<PyAny>> {
         let c = self.client.clone();
         let s = py.detach(|| block_on(async move { c.worker_stats(&address).await })).map_err(thaw_err)?;
-        let v = serde_json::json!({
-            "tiers": s.tiers.iter().map(|t| serde_json::json!({
-                "tier": thaw_client::json::tier_name(t.tier),
-                "capacity": t.capacity,
-                "used": t.used,
-                "blocks": t.blocks,
-                "dir": t.dir,
-            })).collect::<Vec<_>>(),
-            "jobs": s.jobs.iter().map(|j| serde_json::json!({
-                "job_id": j.job_id,
-                "reads": j.reads,
-                "bytes_read": j.bytes_read,
-                "writes": j.writes,
-                "bytes_written": j.bytes_written,
-                "short_circuit_opens": j.short_circuit_opens,
-            })).collect::<Vec<_>>(),
-        });
-        json_to_py(py, &v)
+        json_to_py(py, &thaw_client::json::worker_stats_json(&s))
     }
 
     /// Opens a complete file for reading.
