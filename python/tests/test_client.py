@@ -206,7 +206,7 @@ def test_put_and_get_trees_with_progress(client: thaw.Client, root: str, tmp_pat
     seen: list[int] = []
 
     class Bar:
-        def __init__(self, total: int, desc: str, enabled: bool | None) -> None:
+        def __init__(self, total: int, desc: str, enabled: bool | None, files: int = 1) -> None:
             self.update_fn = seen.append
 
         def __enter__(self) -> Bar:
@@ -285,3 +285,15 @@ def test_one_client_serves_many_threads(client: thaw.Client, root: str) -> None:
         with ThreadPoolExecutor(4) as pool:
             parts = list(pool.map(lambda o: r.read_at(o, 4096), range(0, len(data), 4096)))
     assert b"".join(parts) == data
+
+
+def test_progress_bars_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from thaw._progress import Progress
+
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False)
+    assert not Progress(10 << 30, "x", None, 1000).shown
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    assert not Progress(1 << 20, "small", None, 1).shown
+    with Progress(1 << 30, "large", None) as big, Progress(1000, "many", None, 100) as many:
+        assert big.shown and many.shown
+    assert not Progress(1 << 30, "off", False).shown

@@ -39,6 +39,12 @@ def test_threads_see_their_own_job_or_the_one_active_job() -> None:
         with thaw.job(name):
             barrier.wait()
             seen[name] = thaw.current_job_id()
+            if name == "job-a":
+                # Two threads' jobs active at once: a context-less thread belongs
+                # to neither.
+                t = threading.Thread(target=plain, args=("ambiguous",))
+                t.start()
+                t.join()
             barrier.wait()
 
     with thaw.job("only"):
@@ -53,17 +59,22 @@ def test_threads_see_their_own_job_or_the_one_active_job() -> None:
     for t in ts:
         t.join()
     assert seen["job-a"] == "job-a" and seen["job-b"] == "job-b"
-    # Two jobs active at once: a context-less thread belongs to neither.
-    with thaw.job("one"), thaw.job("two"):
-        t = threading.Thread(target=plain, args=("ambiguous",))
-        t.start()
-        t.join()
     assert seen["ambiguous"] is None
 
 
-def test_a_client_carries_the_job_of_the_block(client: thaw.Client) -> None:
+def test_a_client_carries_the_job_of_the_block_unless_given_its_own(client: thaw.Client) -> None:
     pinned = thaw.Client(client.master, job_id="pinned")
-    assert pinned.job_id == "pinned"
+    fs = thaw.ThawFileSystem(client.master, job_id="nightly")
     with thaw.job("blockjob"):
-        assert pinned.job_id == "blockjob" and client.job_id == "blockjob"
-    assert pinned.job_id == "pinned"
+        assert client.job_id == "blockjob"
+        assert pinned.job_id == "pinned" and fs.client.job_id == "nightly"
+    assert client.job_id == ""
+
+
+def test_nested_jobs_name_context_less_threads_by_the_innermost() -> None:
+    seen = []
+    with thaw.job("outer"), thaw.job("inner"):
+        t = threading.Thread(target=lambda: seen.append(thaw.current_job_id()))
+        t.start()
+        t.join()
+    assert seen == ["inner"]

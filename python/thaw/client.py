@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from types import TracebackType
@@ -56,8 +57,8 @@ class Client:
     """A handle on a Thaw cluster.
 
     ``master``: host:port (see :func:`default_master`). ``job_id``: the job id
-    carried by reads and writes outside any :func:`thaw.job` block (default
-    ``THAW_JOB_ID``); inside one, the block's job wins. ``host``/``rack``/``worker``
+    carried by this client's reads and writes; without one, the enclosing
+    :func:`thaw.job` names them (else ``THAW_JOB_ID``). ``host``/``rack``/``worker``
     say where this client runs, for locality (default: ``THAW_HOST`` or the host
     name, ``THAW_RACK``, ``THAW_WORKER``). ``short_circuit=False`` never reads block
     files directly; ``read_cache`` ("mem", "disk", "none") is where a read of a
@@ -94,8 +95,9 @@ class Client:
 
     @property
     def job_id(self) -> str:
-        """The job id a call made now carries."""
-        return jobs.current_job_id() or self._job_id or self._native_base().job_id
+        """The job id a call made now carries: the client's own if it was given
+        one, else the enclosing :func:`thaw.job`'s, else ``THAW_JOB_ID``."""
+        return self._job_id or jobs.current_job_id() or self._native_base().job_id
 
     def native(self, job_id: str | None = None) -> _native.NativeClient:
         """The native client carrying ``job_id`` (default: :attr:`job_id`)."""
@@ -216,7 +218,7 @@ class Client:
         pairs = _local_tree(os.fspath(local), path)
         total = sum(os.path.getsize(lp) for lp, _ in pairs)
         out = []
-        with Progress(total, f"put {os.fspath(local)}", progress) as bar:
+        with Progress(total, f"put {os.fspath(local)}", progress, len(pairs)) as bar:
             for lp, rp in pairs:
                 out.append(self.native().put_file(lp, rp, write_type, block_size, overwrite, bar.update_fn))
         return out
@@ -227,7 +229,7 @@ class Client:
         pairs = list(self._remote_tree(path, os.fspath(local)))
         total = sum(size for _, _, size in pairs)
         done = 0
-        with Progress(total, f"get {path}", progress) as bar:
+        with Progress(total, f"get {path}", progress, len(pairs)) as bar:
             for rp, lp, _ in pairs:
                 os.makedirs(os.path.dirname(lp) or ".", exist_ok=True)
                 done += self.native().get_file(rp, lp, bar.update_fn)
@@ -414,6 +416,9 @@ class ThawWriter(io.RawIOBase):
         self._w = writer
         self.path: str = writer.path
         self.info: dict[str, Any] | None = None
+        # The exception being handled when the file was opened (if any): one
+        # raised since, still propagating at close, means the write failed.
+        self._exc_at_open = sys.exc_info()[1]
 
     @property
     def name(self) -> str:
@@ -438,11 +443,19 @@ class ThawWriter(io.RawIOBase):
         ``close``."""
 
     def close(self) -> None:
-        if not self.closed:
-            try:
-                self.info = self._w.close()
-            finally:
-                super().close()
+        """Completes the file. Called while an exception raised after the file was
+        opened propagates (a wrapper's ``__exit__``: fsspec's ``OpenFile``, text
+        mode, pandas' handles), it deletes the partial file instead."""
+        if self.closed:
+            return
+        failing = sys.exc_info()[1]
+        if failing is not None and failing is not self._exc_at_open:
+            self.discard()
+            return
+        try:
+            self.info = self._w.close()
+        finally:
+            super().close()
 
     def discard(self) -> None:
         """Gives the write up: the partial file is deleted."""

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 from . import client as _client
 from .errors import ThawError
@@ -82,15 +82,21 @@ class LocalCluster:
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
+        binary = binary or find_binary()
         self.workers = workers
-        self._tmp = tempfile.mkdtemp(prefix="thaw-cluster-")
-        self._own_ufs = ufs is None
-        self.ufs = str(Path(self._tmp, "ufs") if ufs is None else Path(ufs).resolve())
-        self.log_path = str(Path(self._tmp, "cluster.log"))
         self.master = ""
         self._proc: subprocess.Popen[bytes] | None = None
+        self._log: BinaryIO | None = None
+        # Only the process that started the cluster may stop it (a forked child
+        # inherits this object, and its exit must not take the cluster down).
+        self._owner = os.getpid()
+        # Scratch space: state, log, and the under-store when none is given. The
+        # cluster removes it when it stops, even if this process was killed.
+        self._tmp = tempfile.mkdtemp(prefix="thaw-cluster-")
+        self.ufs = str(Path(self._tmp, "ufs") if ufs is None else Path(ufs).resolve())
+        self.log_path = str(Path(self._tmp, "cluster.log"))
         cmd = [
-            binary or find_binary(),
+            binary,
             "local",
             "--ufs", self.ufs,
             "--workers", str(workers),
@@ -103,6 +109,7 @@ class LocalCluster:
             "--heartbeat-ms", str(heartbeat_ms),
             "--worker-timeout-ms", str(worker_timeout_ms),
             "--exit-with-stdin",
+            "--remove-on-exit", self._tmp,
         ]  # fmt: skip
         try:
             self._start(cmd, startup_timeout)
@@ -111,22 +118,24 @@ class LocalCluster:
             raise
 
     def _start(self, cmd: list[str], timeout: float) -> None:
-        with open(self.log_path, "wb") as log:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                # Ctrl-C in a terminal reaches Python, which stops the cluster in
-                # order; the child does not race it.
-                start_new_session=True,
-            )
+        # Kept open: the log stays readable through this handle after the
+        # cluster has removed its directory.
+        self._log = open(self.log_path, "w+b")  # noqa: SIM115
+        self._proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            # Ctrl-C in a terminal reaches Python, which stops the cluster in
+            # order; the child does not race it.
+            start_new_session=True,
+        )
         _client._clusters.append(self)
         _running.add(self)
         deadline = time.monotonic() + timeout
         while not self.master:
             self._check_alive()
-            for line in Path(self.log_path).read_text(errors="replace").splitlines():
+            for line in self._log_text().splitlines():
                 if line.startswith("thaw local: master at "):
                     self.master = line.removeprefix("thaw local: master at ").split(";")[0].strip()
             if time.monotonic() > deadline:
@@ -149,12 +158,16 @@ class LocalCluster:
         if self._proc is not None and self._proc.poll() is not None:
             raise ThawError(f"the cluster exited with status {self._proc.returncode}:\n{self.log_tail()}")
 
-    def log_tail(self, lines: int = 20) -> str:
-        """The last lines of the cluster's log (also at :attr:`log_path`)."""
-        try:
-            return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
+    def _log_text(self) -> str:
+        if self._log is None or self._log.closed:
             return ""
+        size = os.fstat(self._log.fileno()).st_size
+        return os.pread(self._log.fileno(), size, 0).decode(errors="replace")
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the cluster's log (also at :attr:`log_path` while
+        it runs)."""
+        return "\n".join(self._log_text().splitlines()[-lines:])
 
     @property
     def pid(self) -> int | None:
@@ -163,7 +176,7 @@ class LocalCluster:
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return os.getpid() == self._owner and self._proc is not None and self._proc.poll() is None
 
     def client(self, job_id: str | None = None) -> _client.Client:
         return _client.Client(self.master, job_id)
@@ -173,7 +186,13 @@ class LocalCluster:
 
     def close(self, timeout: float = 15.0) -> None:
         """Stops the cluster (SIGTERM, then SIGKILL after ``timeout``) and removes
-        its state, and the under-store if it made one. Idempotent."""
+        its state, and the under-store if it made one. Idempotent. In a process
+        forked from the one that started it, only forgets it."""
+        if self in _client._clusters:
+            _client._clusters.remove(self)
+        _running.discard(self)
+        if os.getpid() != self._owner:
+            return
         proc, self._proc = self._proc, None
         if proc is not None:
             if proc.poll() is None:
@@ -185,9 +204,8 @@ class LocalCluster:
                     proc.wait()
             if proc.stdin is not None:
                 proc.stdin.close()
-        if self in _client._clusters:
-            _client._clusters.remove(self)
-        _running.discard(self)
+        if self._log is not None:
+            self._log.close()
         # The temporary directory holds state and log, and the under-store only
         # when this cluster made it.
         shutil.rmtree(self._tmp, ignore_errors=True)

@@ -52,7 +52,7 @@ class ThawFileSystem(AbstractFileSystem):
 
     ``master``: host:port (default: see :func:`thaw.client.default_master`).
     ``job_id``: job id of this filesystem's reads and writes (default: the
-    enclosing :func:`thaw.job`, else ``THAW_JOB_ID``). ``write_type``: how new
+    enclosing :func:`thaw.job`, else ``THAW_JOB_ID``); given, it always wins. ``write_type``: how new
     files are written (must-cache, cache-through, through, replicated:N).
     ``block_size``: block size of new files (default: the master's).
     """
@@ -112,7 +112,9 @@ class ThawFileSystem(AbstractFileSystem):
         return {}
 
     def unstrip_protocol(self, name: str) -> str:
-        return "thaw://" + self._strip_protocol(name)
+        """A full URL, naming this filesystem's master (so it means the same file
+        in another process, or with another cluster as the default)."""
+        return f"thaw://{self.master}{self._strip_protocol(name)}"
 
     # -- metadata -------------------------------------------------------------
 

@@ -2,12 +2,14 @@
 write inside the block carries, so workers count accesses per job (and, with the
 migration features, move a job's inputs into memory before it reads them).
 
-The job is found in this order: the innermost ``thaw.job`` of the current context
-(contextvars: threads and asyncio tasks started inside the block inherit it when
-the framework copies contexts); else the one job active in this process, for
-thread pools that do not copy contexts (pandas, pyarrow and Dask's threaded
-scheduler); else the client's own job id (``Client(job_id=...)`` or
-``THAW_JOB_ID``).
+A client or filesystem given a job id explicitly (``Client(job_id=...)``,
+``ThawFileSystem(job_id=...)``, Dask's ``storage_options``) always uses it. For the
+others the job is found in this order: the innermost ``thaw.job`` of the current
+context (contextvars: threads and asyncio tasks started inside the block inherit
+it when the framework copies contexts); else, for thread pools that do not copy
+contexts (pandas, pyarrow and Dask's threaded scheduler), the innermost job active
+in this process if all active jobs were entered by one thread; else
+``THAW_JOB_ID``.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ def current_job_id() -> str | None:
     if job is not None:
         return job.id
     with _active_lock:
-        if len(_active) == 1:
-            return _active[0].id
+        # Nested blocks of one thread: the innermost. Jobs of several threads at
+        # once: a context-less thread belongs to none of them.
+        if _active and len({j._thread for j in _active}) == 1:
+            return _active[-1].id
     return None
 
 
@@ -50,6 +54,7 @@ class Job:
         self.id = f"{name}-{uuid.uuid4().hex[:8]}" if unique else name
         self._client = client
         self._token: contextvars.Token[Job | None] | None = None
+        self._thread = 0
 
     def __repr__(self) -> str:
         return f"Job({self.id!r})"
@@ -58,6 +63,7 @@ class Job:
         if self._token is not None:
             raise RuntimeError(f"{self!r} is already entered")
         self._token = _current.set(self)
+        self._thread = threading.get_ident()
         with _active_lock:
             _active.append(self)
         return self

@@ -121,6 +121,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         state_dir: Some(dir.join("state")),
         block_size: 64 << 20,
         exit_with_stdin: false,
+        remove_on_exit: None,
         timing: Timing { heartbeat_ms: 500, worker_timeout_ms: 5000 },
     };
     let cluster = LocalCluster::start(&local, CancellationToken::new()).await?;

@@ -49,6 +49,10 @@ pub struct LocalArgs {
     /// is killed.
     #[arg(long)]
     pub exit_with_stdin: bool,
+    /// A directory the cluster owns (its caller's scratch space): removed when
+    /// the cluster stops, however it stops.
+    #[arg(long, value_parser = dir_arg)]
+    pub remove_on_exit: Option<PathBuf>,
     #[command(flatten)]
     pub timing: Timing,
 }
@@ -270,7 +274,11 @@ pub async fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         cluster.ufs.display(),
         cluster.master_addr
     ));
-    cluster.wait().await?;
+    let result = cluster.wait().await;
+    if let Some(dir) = &args.remove_on_exit {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    result?;
     eprintln!("thaw local: stopped");
     Ok(())
 }

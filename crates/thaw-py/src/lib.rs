@@ -3,7 +3,9 @@
 //! host can hand Python a read-only buffer over the mapped file (no copy at all).
 //! The Python layer (`python/thaw/`) builds the public API on these classes.
 
+mod buffer;
 mod convert;
+mod owned;
 mod reader;
 mod runtime;
 
@@ -16,7 +18,9 @@ use thaw_client::{Client, ClientConfig, FileWriter, WriteOptions};
 use thaw_common::ThawError;
 use thaw_common::proto::Tier;
 
+use crate::buffer::RawView;
 use crate::convert::{json_to_py, thaw_err};
+use crate::owned::Owned;
 use crate::runtime::block_on;
 
 /// Bytes per step of `put_file` / `get_file` (and per progress report).
@@ -25,7 +29,16 @@ const COPY_CHUNK: usize = 8 << 20;
 /// A connection to one Thaw cluster, with a job id carried by every read and write.
 #[pyclass(module = "thaw._native", frozen)]
 struct NativeClient {
-    client: Client,
+    client: Owned<Client>,
+}
+
+const CLIENT: &str = "this Thaw client";
+
+impl NativeClient {
+    /// The client, in the process that made it (a handle: clones share connections).
+    fn c(&self) -> PyResult<Client> {
+        Ok(self.client.get(CLIENT)?.clone())
+    }
 }
 
 #[pymethods]
@@ -74,29 +87,29 @@ impl NativeClient {
             };
         }
         let client = runtime::enter(|| Client::new(cfg)).map_err(thaw_err)?;
-        Ok(NativeClient { client })
+        Ok(NativeClient { client: Owned::new(client) })
     }
 
     #[getter]
-    fn master(&self) -> String {
-        self.client.config().master.clone()
+    fn master(&self) -> PyResult<String> {
+        Ok(self.c()?.config().master.clone())
     }
 
     #[getter]
-    fn job_id(&self) -> String {
-        self.client.config().job_id.clone()
+    fn job_id(&self) -> PyResult<String> {
+        Ok(self.c()?.config().job_id.clone())
     }
 
     /// The same cluster and connections, with another job id.
-    fn with_job(&self, job_id: String) -> NativeClient {
-        NativeClient { client: self.client.with_job(job_id) }
+    fn with_job(&self, job_id: String) -> PyResult<NativeClient> {
+        Ok(NativeClient { client: Owned::new(self.c()?.with_job(job_id)) })
     }
 
     /// A file's or directory's status as a dict; with `blocks`, each block and its
     /// replicas (ordered by locality to this client).
     #[pyo3(signature = (path, blocks=false))]
     fn stat(&self, py: Python<'_>, path: String, blocks: bool) -> PyResult<Py<PyAny>> {
-        let c = self.client.clone();
+        let c = self.c()?;
         let (info, _) = py.detach(|| block_on(async move { c.stat_blocks(&path, blocks).await })).map_err(thaw_err)?;
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
@@ -105,14 +118,14 @@ impl NativeClient {
     /// `blocks`, each file's blocks and replicas.
     #[pyo3(signature = (path, blocks=false))]
     fn list(&self, py: Python<'_>, path: String, blocks: bool) -> PyResult<Vec<Py<PyAny>>> {
-        let c = self.client.clone();
+        let c = self.c()?;
         let entries = py.detach(|| block_on(async move { c.list_blocks(&path, blocks).await })).map_err(thaw_err)?;
         entries.iter().map(|f| json_to_py(py, &thaw_client::json::file_json(f))).collect()
     }
 
     #[pyo3(signature = (path, recursive=false, exist_ok=false))]
     fn mkdir(&self, py: Python<'_>, path: String, recursive: bool, exist_ok: bool) -> PyResult<Py<PyAny>> {
-        let c = self.client.clone();
+        let c = self.c()?;
         let info =
             py.detach(|| block_on(async move { c.mkdir(&path, recursive, exist_ok).await })).map_err(thaw_err)?;
         json_to_py(py, &thaw_client::json::file_json(&info))
@@ -120,19 +133,19 @@ impl NativeClient {
 
     #[pyo3(signature = (path, recursive=false))]
     fn delete(&self, py: Python<'_>, path: String, recursive: bool) -> PyResult<()> {
-        let c = self.client.clone();
+        let c = self.c()?;
         py.detach(|| block_on(async move { c.delete(&path, recursive).await })).map_err(thaw_err)
     }
 
     fn rename(&self, py: Python<'_>, src: String, dst: String) -> PyResult<Py<PyAny>> {
-        let c = self.client.clone();
+        let c = self.c()?;
         let info = py.detach(|| block_on(async move { c.rename(&src, &dst).await })).map_err(thaw_err)?;
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
 
     /// The cluster: under-store, counts, workers with tiers and per-job counters.
     fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let c = self.client.clone();
+        let c = self.c()?;
         let s = py.detach(|| block_on(async move { c.cluster_status().await })).map_err(thaw_err)?;
         json_to_py(py, &thaw_client::json::status_json(&s))
     }
@@ -140,14 +153,14 @@ impl NativeClient {
     /// One worker's tiers and per-job counters, asked of the worker itself (fresher
     /// than the master's copy, which comes with heartbeats).
     fn worker_stats(&self, py: Python<'_>, address: String) -> PyResult<Py<PyAny>> {
-        let c = self.client.clone();
+        let c = self.c()?;
         let s = py.detach(|| block_on(async move { c.worker_stats(&address).await })).map_err(thaw_err)?;
         json_to_py(py, &thaw_client::json::worker_stats_json(&s))
     }
 
     /// Opens a complete file for reading.
     fn open(&self, py: Python<'_>, path: String) -> PyResult<reader::NativeReader> {
-        let c = self.client.clone();
+        let c = self.c()?;
         let r = py.detach(|| block_on(async move { c.open(&path).await })).map_err(thaw_err)?;
         Ok(reader::NativeReader::new(r))
     }
@@ -165,10 +178,10 @@ impl NativeClient {
         recursive: bool,
     ) -> PyResult<NativeWriter> {
         let opts = write_options(write_type, block_size, overwrite, recursive)?;
-        let c = self.client.clone();
+        let c = self.c()?;
         let w = py.detach(|| block_on(async move { c.create(&path, opts).await })).map_err(thaw_err)?;
         let path = w.info().path.clone();
-        Ok(NativeWriter { writer: Mutex::new(Some(w)), path })
+        Ok(NativeWriter { writer: Owned::new(Mutex::new(Some(w))), path })
     }
 
     /// Copies a local file into Thaw; `progress(n)` is called after each chunk with
@@ -186,7 +199,7 @@ impl NativeClient {
         progress: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let opts = write_options(write_type, block_size, overwrite, true)?;
-        let c = self.client.clone();
+        let c = self.c()?;
         let info = py
             .detach(|| {
                 block_on(async move {
@@ -228,7 +241,7 @@ impl NativeClient {
         local: std::path::PathBuf,
         progress: Option<Py<PyAny>>,
     ) -> PyResult<u64> {
-        let c = self.client.clone();
+        let c = self.c()?;
         py.detach(|| {
             block_on(async move {
                 let mut r = c.open(&path).await?;
@@ -280,19 +293,23 @@ fn write_options(write_type: &str, block_size: u64, overwrite: bool, recursive: 
 }
 
 /// A file being written. Bytes stream to the chosen workers as they come; `close`
-/// completes the file, `abort` (or an error) deletes what was written.
+/// completes the file, `abort` (or an error) deletes what was written. The lock
+/// is only ever taken with the GIL released (a thread holding the GIL must never
+/// wait on a writer that waits for the GIL).
 #[pyclass(module = "thaw._native", frozen)]
 struct NativeWriter {
-    writer: Mutex<Option<FileWriter>>,
+    writer: Owned<Mutex<Option<FileWriter>>>,
     path: String,
 }
 
 impl NativeWriter {
-    fn take(&self) -> PyResult<FileWriter> {
-        self.writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+    fn slot(&self) -> PyResult<&Mutex<Option<FileWriter>>> {
+        self.writer.get("this Thaw file")
+    }
+
+    fn take(&self, py: Python<'_>) -> PyResult<FileWriter> {
+        let slot = self.slot()?;
+        py.detach(|| slot.lock().unwrap_or_else(|e| e.into_inner()).take())
             .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("{} is closed", self.path)))
     }
 }
@@ -306,59 +323,72 @@ impl NativeWriter {
 
     /// Bytes accepted so far.
     #[getter]
-    fn written(&self) -> u64 {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, FileWriter::written)
+    fn written(&self, py: Python<'_>) -> PyResult<u64> {
+        let slot = self.slot()?;
+        Ok(py.detach(|| slot.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, FileWriter::written)))
     }
 
-    /// Writes bytes, a bytearray, or anything with the buffer protocol.
+    /// Writes bytes, or the bytes of any contiguous buffer (bytearray, memoryview,
+    /// numpy array of any dtype, pickle buffers).
     fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let bytes: Vec<u8>;
+        let slot = self.slot()?;
         let backed: PyBackedBytes;
-        let slice: &[u8] = if let Ok(b) = data.extract::<PyBackedBytes>() {
+        let view: RawView;
+        let (addr, len) = if let Ok(b) = data.extract::<PyBackedBytes>() {
             backed = b;
-            &backed
+            (backed.as_ptr() as usize, backed.len())
         } else {
-            bytes = pyo3::buffer::PyBuffer::<u8>::get(data)?.to_vec(py)?;
-            &bytes
+            view = RawView::get(data, false)?;
+            (view.addr(), view.len())
         };
-        let mut guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let w = guard
-            .as_mut()
-            .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("{} is closed", self.path)))?;
-        match py.detach(|| block_on(w.write(slice))) {
-            Ok(()) => Ok(slice.len()),
-            Err(e) => {
+        let r = py.detach(|| {
+            // SAFETY: `backed` or `view` keeps these bytes alive and unmoved until
+            // this method returns.
+            let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+            let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(w) = guard.as_mut() else { return Ok(Err(())) };
+            let r = block_on(w.write(bytes));
+            if r.is_err() {
                 // The writer has already deleted the partial file; it is done.
                 guard.take();
-                Err(thaw_err(e))
             }
+            r.map(Ok)
+        });
+        match r {
+            Ok(Ok(())) => Ok(len),
+            Ok(Err(())) => Err(pyo3::exceptions::PyValueError::new_err(format!("{} is closed", self.path))),
+            Err(e) => Err(thaw_err(e)),
         }
     }
 
     /// Completes the file; returns its status.
     fn close(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let w = self.take()?;
+        let w = self.take(py)?;
         let info = py.detach(|| block_on(w.close())).map_err(thaw_err)?;
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
 
     /// Gives the write up; the partial file is deleted. A no-op once closed.
     fn abort(&self, py: Python<'_>) {
-        if let Ok(w) = self.take() {
+        if let Ok(w) = self.take(py) {
             py.detach(|| block_on(w.abort()));
         }
     }
 
     #[getter]
-    fn closed(&self) -> bool {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
+        let slot = self.slot()?;
+        Ok(py.detach(|| slot.lock().unwrap_or_else(|e| e.into_inner()).is_none()))
     }
 }
 
 impl Drop for NativeWriter {
-    /// A writer dropped without `close` is an abandoned write: delete it.
+    /// A writer dropped without `close` is an abandoned write: delete it (in the
+    /// process that opened it only).
     fn drop(&mut self) {
-        if let Some(w) = self.writer.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Ok(slot) = self.writer.get("")
+            && let Some(w) = slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+        {
             block_on(w.abort());
         }
     }

@@ -8,9 +8,9 @@
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -18,7 +18,9 @@ use pyo3::types::PyBytes;
 use thaw_client::FileReader;
 use thaw_common::{Result, ThawError};
 
+use crate::buffer::RawView;
 use crate::convert::{json_to_py, thaw_err};
+use crate::owned::Owned;
 use crate::runtime::block_on;
 
 /// Mapped blocks kept per reader: enough for a reader moving between a few
@@ -30,12 +32,15 @@ struct State {
     /// (file offset where the mapping starts, mapping of local block files),
     /// most recent last.
     maps: VecDeque<(u64, Arc<SpanMap>)>,
-    zero_copy: u64,
 }
 
+/// A file open for reading. `state` is only ever locked with the GIL released:
+/// a read holds it for its whole length, and no other Python thread may wait
+/// on it while holding the GIL.
 #[pyclass(module = "thaw._native", frozen)]
 pub struct NativeReader {
-    state: Mutex<State>,
+    state: Owned<Mutex<State>>,
+    zero_copy: AtomicU64,
     info: serde_json::Value,
     length: u64,
     block_size: u64,
@@ -47,7 +52,8 @@ impl NativeReader {
         let info = thaw_client::json::file_json(reader.info());
         let (length, block_size, path) = (reader.len(), reader.info().block_size.max(1), reader.info().path.clone());
         NativeReader {
-            state: Mutex::new(State { reader: Some(reader), maps: VecDeque::new(), zero_copy: 0 }),
+            state: Owned::new(Mutex::new(State { reader: Some(reader), maps: VecDeque::new() })),
+            zero_copy: AtomicU64::new(0),
             info,
             length,
             block_size,
@@ -61,13 +67,17 @@ impl NativeReader {
         n.map_or(rest, |n| n.min(rest)) as usize
     }
 
+    fn state(&self) -> PyResult<&Mutex<State>> {
+        self.state.get("this Thaw file")
+    }
+
     fn closed_error(&self) -> PyErr {
         PyValueError::new_err(format!("I/O operation on closed file {}", self.path))
     }
 
     /// Reads exactly `buf.len()` bytes at `offset` (the caller clipped it to the file).
-    fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<std::result::Result<(), ()>> {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+    fn read_into(&self, state: &Mutex<State>, offset: u64, buf: &mut [u8]) -> Result<std::result::Result<(), ()>> {
+        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
         let Some(reader) = st.reader.as_mut() else { return Ok(Err(())) };
         let n = block_on(reader.read_at(offset, buf))?;
         if n != buf.len() {
@@ -84,8 +94,8 @@ impl NativeReader {
     /// A mapping covering [offset, offset + n) of the file, made of the local
     /// files of the blocks the range touches; None if one of them is not on this
     /// host (or the blocks cannot sit side by side: a length not page-aligned).
-    fn mapping(&self, offset: u64, n: u64) -> Result<Option<(u64, Arc<SpanMap>)>> {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+    fn mapping(&self, state: &Mutex<State>, offset: u64, n: u64) -> Result<Option<(u64, Arc<SpanMap>)>> {
+        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
         let end = offset + n;
         if let Some(i) = st.maps.iter().position(|(o, m)| *o <= offset && end <= *o + m.len as u64) {
             let m = st.maps.remove(i).expect("index from position");
@@ -201,6 +211,7 @@ impl NativeReader {
     /// `n` bytes at `offset` (all the rest if `n` is None; fewer at the end).
     #[pyo3(signature = (offset, n=None))]
     fn read_at<'py>(&self, py: Python<'py>, offset: u64, n: Option<u64>) -> PyResult<Bound<'py, PyBytes>> {
+        let state = self.state()?;
         let n = self.clip(offset, n);
         // A bytes object made uninitialised and filled in place: one copy, from
         // the block into the object (`PyBytes::new_with` would zero it first).
@@ -215,7 +226,7 @@ impl NativeReader {
         let r = py.detach(|| {
             // SAFETY: see above; `bytes` is alive (held by this frame) meanwhile.
             let buf = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, n) };
-            self.read_into(offset, buf)
+            self.read_into(state, offset, buf)
         });
         match r {
             Ok(Ok(())) => Ok(bytes),
@@ -224,22 +235,21 @@ impl NativeReader {
         }
     }
 
-    /// Fills a writable buffer (bytearray, numpy array, ...) from `offset`;
-    /// returns the bytes read (fewer than its size at the end of the file).
+    /// Fills a writable buffer (bytearray, numpy array of any dtype, ...) from
+    /// `offset`; returns the bytes read (fewer than its size at the end of the file).
     fn readinto_at(&self, py: Python<'_>, offset: u64, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let buf = PyBuffer::<u8>::get(buffer)?;
-        if buf.readonly() || !buf.is_c_contiguous() {
-            return Err(PyBufferError::new_err("readinto needs a writable, contiguous buffer"));
-        }
-        let n = self.clip(offset, Some(buf.len_bytes() as u64));
-        let ptr = buf.buf_ptr() as usize;
+        let state = self.state()?;
+        let view = RawView::get(buffer, true)
+            .map_err(|e| PyBufferError::new_err(format!("readinto needs a writable, contiguous buffer: {e}")))?;
+        let n = self.clip(offset, Some(view.len() as u64));
+        let addr = view.addr();
         let r = py.detach(|| {
-            // SAFETY: `buf` holds the exporter's buffer (and the exporter) until it
-            // is dropped after this call; `n` is within its length.
-            let slice = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, n) };
-            self.read_into(offset, slice)
+            // SAFETY: `view` holds the exporter's buffer (and the exporter) until
+            // it is dropped after this call; `n` is within its length.
+            let slice = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, n) };
+            self.read_into(state, offset, slice)
         });
-        drop(buf);
+        drop(view);
         match r {
             Ok(Ok(())) => Ok(n),
             Ok(Err(())) => Err(self.closed_error()),
@@ -256,9 +266,12 @@ impl NativeReader {
         if n == 0 {
             return Ok(None);
         }
-        let Some((start, map)) = py.detach(|| self.mapping(offset, n)).map_err(thaw_err)? else { return Ok(None) };
+        let state = self.state()?;
+        let Some((start, map)) = py.detach(|| self.mapping(state, offset, n)).map_err(thaw_err)? else {
+            return Ok(None);
+        };
         let at = offset - start;
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).zero_copy += n;
+        self.zero_copy.fetch_add(n, Ordering::Relaxed);
         Ok(Some(BlockBuffer { map, start: at as usize, len: n as usize }))
     }
 
@@ -266,11 +279,13 @@ impl NativeReader {
     /// local block file), zero_copy (handed out as mapped buffers), remote_mem,
     /// remote_disk, under_store; and failovers.
     fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let s = st.reader.as_ref().map(FileReader::stats).unwrap_or_default();
+        let state = self.state()?;
+        let s = py.detach(|| {
+            state.lock().unwrap_or_else(|e| e.into_inner()).reader.as_ref().map(FileReader::stats).unwrap_or_default()
+        });
         let v = serde_json::json!({
             "short_circuit": s.short_circuit,
-            "zero_copy": st.zero_copy,
+            "zero_copy": self.zero_copy.load(Ordering::Relaxed),
             "remote_mem": s.remote_mem,
             "remote_disk": s.remote_disk,
             "under_store": s.under_store,
@@ -280,15 +295,20 @@ impl NativeReader {
     }
 
     /// Releases connections and mappings (buffers already handed out stay valid).
-    fn close(&self) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.reader = None;
-        st.maps.clear();
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let state = self.state()?;
+        py.detach(|| {
+            let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+            st.reader = None;
+            st.maps.clear();
+        });
+        Ok(())
     }
 
     #[getter]
-    fn closed(&self) -> bool {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).reader.is_none()
+    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
+        let state = self.state()?;
+        Ok(py.detach(|| state.lock().unwrap_or_else(|e| e.into_inner()).reader.is_none()))
     }
 }
 
