@@ -316,11 +316,11 @@ def arrow_filesystem(fs: ThawFileSystem | None = None) -> Any:
 
 
 def arrow_dataset(path: str, format: str = "parquet", fs: ThawFileSystem | None = None, **kwargs: Any) -> Any:
-    """A ``pyarrow.dataset.Dataset`` of the files under a Thaw path. The fastest
+    """A ``pyarrow.dataset.Dataset`` of the files under a Thaw path. The faster
     way for DuckDB to scan Thaw data: ``con.register("t", thaw.arrow_dataset(p))``
     (DuckDB then scans it through Arrow, with projection and filter pushdown,
     over the same zero-copy reads pyarrow gets, instead of through its Python
-    filesystem bridge)."""
+    filesystem bridge, which copies every read)."""
     import pyarrow.dataset as ds
 
     fs = fs or ThawFileSystem()
