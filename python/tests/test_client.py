@@ -297,3 +297,14 @@ def test_progress_bars_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> No
     with Progress(1 << 30, "large", None) as big, Progress(1000, "many", None, 100) as many:
         assert big.shown and many.shown
     assert not Progress(1 << 30, "off", False).shown
+
+
+def test_existence_questions_under_a_file_answer_no(client: thaw.Client, root: str) -> None:
+    client.write_bytes(f"{root}/f", b"x")
+    fs = thaw.ThawFileSystem(client.master)
+    assert not client.exists(f"{root}/f/g")
+    assert not fs.exists(f"{root}/f/g") and not fs.isdir(f"{root}/f/g") and not fs.isfile(f"{root}/f/g")
+    assert fs.isfile(f"{root}/f") and fs.isdir(root) and fs.size(f"{root}/f") == 1
+    dead = thaw.ThawFileSystem("127.0.0.1:1")
+    with pytest.raises(ConnectionError):
+        dead.isfile("/x")  # an unreachable cluster is an error, not "no such file"

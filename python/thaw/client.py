@@ -79,7 +79,6 @@ class Client:
         self.master = master or default_master()
         self._settings = (host, rack, worker, short_circuit, read_cache)
         self._job_id = job_id
-        self._by_job: dict[tuple[int, str], _native.NativeClient] = {}
         self._native_base()  # fail now on a bad setting
 
     def __repr__(self) -> str:
@@ -100,14 +99,9 @@ class Client:
         return self._job_id or jobs.current_job_id() or self._native_base().job_id
 
     def native(self, job_id: str | None = None) -> _native.NativeClient:
-        """The native client carrying ``job_id`` (default: :attr:`job_id`)."""
-        job = job_id if job_id is not None else self.job_id
-        key = (os.getpid(), job)
-        c = self._by_job.get(key)
-        if c is None:
-            c = self._native_base().with_job(job)
-            self._by_job[key] = c
-        return c
+        """The native client carrying ``job_id`` (default: :attr:`job_id`): a
+        cheap view sharing the cluster's connections."""
+        return self._native_base().with_job(job_id if job_id is not None else self.job_id)
 
     # -- metadata -------------------------------------------------------------
 
@@ -124,7 +118,7 @@ class Client:
     def exists(self, path: str) -> bool:
         try:
             self.stat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return False
         return True
 
@@ -178,7 +172,10 @@ class Client:
         if mode in ("wb", "xb"):
             replace = (mode == "wb") if overwrite is None else overwrite
             return ThawWriter(self.native().create(path, write_type, block_size, replace, True))
-        raise ValueError(f"mode {mode!r}: Thaw files open as 'rb', 'wb' or 'xb' (text modes: use fsspec)")
+        raise ValueError(
+            f"mode {mode!r}: Thaw files are immutable once written; open them 'rb', 'wb' or 'xb'"
+            " (text modes: through fsspec)"
+        )
 
     def cat(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
         """A file's bytes, or those in [start, end) (negative: from the end)."""
@@ -329,6 +326,12 @@ class ThawFile(io.RawIOBase):
             return self._buf[i : i + n]
         return None
 
+    def _fill(self) -> bytes:
+        """Reads ahead from the position into the buffer; returns the buffer."""
+        self._buf_at = self._pos
+        self._buf = self._r.read_at(self._pos, _READ_AHEAD)
+        return self._buf
+
     def read(self, size: int | None = -1) -> bytes:
         self._check()
         rest = max(self.size - self._pos, 0)
@@ -339,9 +342,7 @@ class ThawFile(io.RawIOBase):
         if got is None and n < _SMALL_READ and self._pos == self._last_end:
             # Small reads in sequence (a parser's): read ahead. A small read
             # elsewhere (a footer, an index) reads just what it asks for.
-            self._buf_at = self._pos
-            self._buf = self._r.read_at(self._pos, _READ_AHEAD)
-            got = self._buffered(n)
+            got = self._fill()[:n]
         if got is not None and len(got) < n:
             got += self._r.read_at(self._pos + len(got), n - len(got))
         if got is None:
@@ -363,8 +364,8 @@ class ThawFile(io.RawIOBase):
         return n
 
     def read_buffer(self, size: int = -1) -> Any:
-        """``size`` bytes as a buffer-protocol object: over the mapped block file
-        when the range lies in one block on this host (no copy), else bytes."""
+        """``size`` bytes as a buffer-protocol object: over the mapped block files
+        when every block of the range is on this host (no copy), else bytes."""
         self._check()
         rest = max(self.size - self._pos, 0)
         n = rest if size is None or size < 0 else min(size, rest)
@@ -382,9 +383,7 @@ class ThawFile(io.RawIOBase):
         while self._pos < self.size and (limit is None or got < limit):
             chunk = self._buffered(_READ_AHEAD)
             if chunk is None:
-                self._buf_at = self._pos
-                self._buf = self._r.read_at(self._pos, _READ_AHEAD)
-                chunk = self._buf
+                chunk = self._fill()
             if limit is not None:
                 chunk = chunk[: limit - got]
             nl = chunk.find(b"\n")

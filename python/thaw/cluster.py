@@ -52,10 +52,6 @@ def find_binary() -> str:
     )
 
 
-def _size(v: int | str) -> str:
-    return str(v)
-
-
 class LocalCluster:
     """A local Thaw cluster. ``ufs``: the under-store directory mounted at ``/``
     (files already there are readable; default a temporary directory, removed on
@@ -101,9 +97,9 @@ class LocalCluster:
             "--ufs", self.ufs,
             "--workers", str(workers),
             "--port", str(port),
-            "--mem-capacity", _size(mem_capacity),
-            "--disk-capacity", _size(disk_capacity),
-            "--block-size", _size(block_size),
+            "--mem-capacity", str(mem_capacity),
+            "--disk-capacity", str(disk_capacity),
+            "--block-size", str(block_size),
             "--mem-root", os.fspath(mem_root),
             "--state-dir", str(Path(self._tmp, "state")),
             "--heartbeat-ms", str(heartbeat_ms),

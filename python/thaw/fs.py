@@ -20,6 +20,7 @@ from fsspec.utils import tokenize
 
 from .client import Client, ThawFile, ThawWriter
 
+_GLOB = re.compile(r"[*?\[]")
 _MASTER_NETLOC = re.compile(r"^[A-Za-z0-9_.\-]+:\d+$|^\[[0-9A-Fa-f:.]+\]:\d+$")
 _COPY_CHUNK = 8 << 20
 
@@ -51,9 +52,10 @@ class ThawFileSystem(AbstractFileSystem):
     """fsspec filesystem over a Thaw cluster.
 
     ``master``: host:port (default: see :func:`thaw.client.default_master`).
-    ``job_id``: job id of this filesystem's reads and writes (default: the
-    enclosing :func:`thaw.job`, else ``THAW_JOB_ID``); given, it always wins. ``write_type``: how new
-    files are written (must-cache, cache-through, through, replicated:N).
+    ``job_id``: job id of this filesystem's reads and writes; given, it always
+    wins (default: the enclosing :func:`thaw.job`, else ``THAW_JOB_ID``).
+    ``write_type``: how new files are written (must-cache, cache-through, through,
+    replicated:N).
     ``block_size``: block size of new files (default: the master's).
     """
 
@@ -143,21 +145,37 @@ class ThawFileSystem(AbstractFileSystem):
         return out
 
     def exists(self, path: str, **kwargs: Any) -> bool:
+        return self.client.exists(self._strip_protocol(path))
+
+    # Questions that need no block list ask the master without one (DuckDB asks
+    # them many times per file).
+    def _status(self, path: str) -> dict[str, Any]:
+        return _entry(self.client.stat(self._strip_protocol(path)))
+
+    def size(self, path: str) -> int:
+        return int(self._status(path)["size"])
+
+    def isfile(self, path: str) -> bool:
         try:
-            self.client.stat(self._strip_protocol(path))
-        except FileNotFoundError:
+            return self._status(path)["type"] == "file"
+        except (FileNotFoundError, NotADirectoryError):
             return False
-        return True
+
+    def isdir(self, path: str) -> bool:
+        try:
+            return self._status(path)["type"] == "directory"
+        except (FileNotFoundError, NotADirectoryError):
+            return False
 
     def modified(self, path: str) -> datetime.datetime:
-        return datetime.datetime.fromtimestamp(self.info(path)["mtime"], tz=datetime.UTC)
+        return datetime.datetime.fromtimestamp(self._status(path)["mtime"], tz=datetime.UTC)
 
     def created(self, path: str) -> datetime.datetime:
         """Thaw keeps one time per file (its last change)."""
         return self.modified(path)
 
     def ukey(self, path: str) -> str:
-        i = self.info(path)
+        i = self._status(path)
         return tokenize(i.get("file_id"), i["mtime"], i["size"])
 
     def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
@@ -179,7 +197,7 @@ class ThawFileSystem(AbstractFileSystem):
         self._rm(path)
 
     def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
-        if isinstance(path, str) and maxdepth is None and not re.search(r"[*?\[]", path):
+        if isinstance(path, str) and maxdepth is None and not _GLOB.search(path):
             # One call: the master removes a whole tree at once.
             self.client.rm(self._strip_protocol(path), recursive=recursive)
             return
@@ -191,7 +209,7 @@ class ThawFileSystem(AbstractFileSystem):
         if (
             isinstance(path1, str)
             and isinstance(path2, str)
-            and not re.search(r"[*?\[]", path1)
+            and not _GLOB.search(path1)
             and not path2.endswith("/")
             and not self.exists(path2)
         ):
@@ -215,17 +233,13 @@ class ThawFileSystem(AbstractFileSystem):
             raise NotImplementedError(
                 "Thaw files are complete when closed; fsspec transactions are not supported"
             )
-        path = self._strip_protocol(path)
-        if mode == "rb":
-            return self.client.open(path, "rb")
-        if mode in ("wb", "xb"):
-            return self.client.open(
-                path,
-                mode,
-                write_type=kwargs.get("write_type", self.write_type),
-                block_size=int(kwargs.get("thaw_block_size") or self.default_block_size),
-            )
-        raise NotImplementedError(f"mode {mode!r}: Thaw files are immutable once written (use rb, wb or xb)")
+        # Client.open takes rb, wb and xb, and says what else is possible.
+        return self.client.open(
+            self._strip_protocol(path),
+            mode,
+            write_type=kwargs.get("write_type", self.write_type),
+            block_size=int(kwargs.get("thaw_block_size") or self.default_block_size),
+        )
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
         return self.client.cat(self._strip_protocol(path), start, end)

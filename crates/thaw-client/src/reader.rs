@@ -64,9 +64,6 @@ pub struct LocalBlock {
     /// Where the block starts in the file.
     pub offset: u64,
     pub length: u64,
-    pub tier: Tier,
-    /// The local worker filled it from the under-store for this read.
-    pub filled: bool,
 }
 
 pub struct FileReader {
@@ -234,13 +231,9 @@ impl FileReader {
             self.enter_block(index).await?;
         }
         match &self.source {
-            Some(Source::Local { file, len, tier, filled, .. }) => Ok(Some(LocalBlock {
-                file: file.try_clone()?,
-                offset: self.info.blocks[index].offset,
-                length: *len,
-                tier: *tier,
-                filled: *filled,
-            })),
+            Some(Source::Local { file, len, .. }) => {
+                Ok(Some(LocalBlock { file: file.try_clone()?, offset: self.info.blocks[index].offset, length: *len }))
+            }
             _ => Ok(None),
         }
     }

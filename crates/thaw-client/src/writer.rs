@@ -206,15 +206,19 @@ impl FileWriter {
     /// Gives the write up: the streams are cut (workers discard what they staged)
     /// and the partial file is deleted, so nothing half-written stays visible.
     pub async fn abort(mut self) {
-        self.fail(ThawError::internal("aborted")).await;
+        self.discard().await;
     }
 
     /// Drops the streams and deletes the partial file; returns `e`.
     async fn fail(&mut self, e: ThawError) -> ThawError {
+        self.discard().await;
+        e
+    }
+
+    async fn discard(&mut self) {
         self.streams.clear();
         if let Err(d) = self.client.delete(&self.info.path, false).await {
             tracing::debug!(path = %self.info.path, error = %d, "could not delete the partial file");
         }
-        e
     }
 }

@@ -21,7 +21,7 @@ use thaw_common::proto::Tier;
 use crate::buffer::RawView;
 use crate::convert::{json_to_py, thaw_err};
 use crate::owned::Owned;
-use crate::runtime::block_on;
+use crate::runtime::{block_on, wait};
 
 /// Bytes per step of `put_file` / `get_file` (and per progress report).
 const COPY_CHUNK: usize = 8 << 20;
@@ -110,7 +110,7 @@ impl NativeClient {
     #[pyo3(signature = (path, blocks=false))]
     fn stat(&self, py: Python<'_>, path: String, blocks: bool) -> PyResult<Py<PyAny>> {
         let c = self.c()?;
-        let (info, _) = py.detach(|| block_on(async move { c.stat_blocks(&path, blocks).await })).map_err(thaw_err)?;
+        let (info, _) = wait(py, async move { c.stat_blocks(&path, blocks).await })?;
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
 
@@ -119,34 +119,33 @@ impl NativeClient {
     #[pyo3(signature = (path, blocks=false))]
     fn list(&self, py: Python<'_>, path: String, blocks: bool) -> PyResult<Vec<Py<PyAny>>> {
         let c = self.c()?;
-        let entries = py.detach(|| block_on(async move { c.list_blocks(&path, blocks).await })).map_err(thaw_err)?;
+        let entries = wait(py, async move { c.list_blocks(&path, blocks).await })?;
         entries.iter().map(|f| json_to_py(py, &thaw_client::json::file_json(f))).collect()
     }
 
     #[pyo3(signature = (path, recursive=false, exist_ok=false))]
     fn mkdir(&self, py: Python<'_>, path: String, recursive: bool, exist_ok: bool) -> PyResult<Py<PyAny>> {
         let c = self.c()?;
-        let info =
-            py.detach(|| block_on(async move { c.mkdir(&path, recursive, exist_ok).await })).map_err(thaw_err)?;
+        let info = wait(py, async move { c.mkdir(&path, recursive, exist_ok).await })?;
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
 
     #[pyo3(signature = (path, recursive=false))]
     fn delete(&self, py: Python<'_>, path: String, recursive: bool) -> PyResult<()> {
         let c = self.c()?;
-        py.detach(|| block_on(async move { c.delete(&path, recursive).await })).map_err(thaw_err)
+        wait(py, async move { c.delete(&path, recursive).await })
     }
 
     fn rename(&self, py: Python<'_>, src: String, dst: String) -> PyResult<Py<PyAny>> {
         let c = self.c()?;
-        let info = py.detach(|| block_on(async move { c.rename(&src, &dst).await })).map_err(thaw_err)?;
+        let info = wait(py, async move { c.rename(&src, &dst).await })?;
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
 
     /// The cluster: under-store, counts, workers with tiers and per-job counters.
     fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let c = self.c()?;
-        let s = py.detach(|| block_on(async move { c.cluster_status().await })).map_err(thaw_err)?;
+        let s = wait(py, async move { c.cluster_status().await })?;
         json_to_py(py, &thaw_client::json::status_json(&s))
     }
 
@@ -154,14 +153,14 @@ impl NativeClient {
     /// than the master's copy, which comes with heartbeats).
     fn worker_stats(&self, py: Python<'_>, address: String) -> PyResult<Py<PyAny>> {
         let c = self.c()?;
-        let s = py.detach(|| block_on(async move { c.worker_stats(&address).await })).map_err(thaw_err)?;
+        let s = wait(py, async move { c.worker_stats(&address).await })?;
         json_to_py(py, &thaw_client::json::worker_stats_json(&s))
     }
 
     /// Opens a complete file for reading.
     fn open(&self, py: Python<'_>, path: String) -> PyResult<reader::NativeReader> {
         let c = self.c()?;
-        let r = py.detach(|| block_on(async move { c.open(&path).await })).map_err(thaw_err)?;
+        let r = wait(py, async move { c.open(&path).await })?;
         Ok(reader::NativeReader::new(r))
     }
 
@@ -179,7 +178,7 @@ impl NativeClient {
     ) -> PyResult<NativeWriter> {
         let opts = write_options(write_type, block_size, overwrite, recursive)?;
         let c = self.c()?;
-        let w = py.detach(|| block_on(async move { c.create(&path, opts).await })).map_err(thaw_err)?;
+        let w = wait(py, async move { c.create(&path, opts).await })?;
         let path = w.info().path.clone();
         Ok(NativeWriter { writer: Owned::new(Mutex::new(Some(w))), path })
     }
@@ -200,34 +199,30 @@ impl NativeClient {
     ) -> PyResult<Py<PyAny>> {
         let opts = write_options(write_type, block_size, overwrite, true)?;
         let c = self.c()?;
-        let info = py
-            .detach(|| {
-                block_on(async move {
-                    let mut file = std::fs::File::open(&local)
-                        .map_err(|e| ThawError::from(e).context(format!("cannot open {}", local.display())))?;
-                    let mut w = c.create(&path, opts).await?;
-                    let mut buf = vec![0u8; COPY_CHUNK];
-                    loop {
-                        let n = match file.read(&mut buf) {
-                            Ok(n) => n,
-                            Err(e) => {
-                                w.abort().await;
-                                return Err(ThawError::from(e).context(format!("reading {}", local.display())));
-                            }
-                        };
-                        if n == 0 {
-                            break;
-                        }
-                        w.write(&buf[..n]).await?;
-                        if let Err(e) = report(&progress, n) {
-                            w.abort().await;
-                            return Ok(Err(e));
-                        }
+        let info = wait(py, async move {
+            let mut file = std::fs::File::open(&local)
+                .map_err(|e| ThawError::from(e).context(format!("cannot open {}", local.display())))?;
+            let mut w = c.create(&path, opts).await?;
+            let mut buf = vec![0u8; COPY_CHUNK];
+            loop {
+                let n = match file.read(&mut buf) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        w.abort().await;
+                        return Err(ThawError::from(e).context(format!("reading {}", local.display())));
                     }
-                    Ok(Ok(w.close().await?))
-                })
-            })
-            .map_err(thaw_err)??;
+                };
+                if n == 0 {
+                    break;
+                }
+                w.write(&buf[..n]).await?;
+                if let Err(e) = report(&progress, n) {
+                    w.abort().await;
+                    return Ok(Err(e));
+                }
+            }
+            Ok(Ok(w.close().await?))
+        })??;
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
 
@@ -242,40 +237,37 @@ impl NativeClient {
         progress: Option<Py<PyAny>>,
     ) -> PyResult<u64> {
         let c = self.c()?;
-        py.detach(|| {
-            block_on(async move {
-                let mut r = c.open(&path).await?;
-                let name = local.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-                let tmp = local.with_file_name(format!(".{name}.thaw-part"));
-                let mut out = std::fs::File::create(&tmp)
-                    .map_err(|e| ThawError::from(e).context(format!("cannot create {}", tmp.display())))?;
-                let copied = async {
-                    let mut buf = vec![0u8; COPY_CHUNK];
-                    let mut total = 0u64;
-                    loop {
-                        let n = r.read_exact_or_eof(&mut buf).await?;
-                        if n == 0 {
-                            break;
-                        }
-                        out.write_all(&buf[..n])
-                            .map_err(|e| ThawError::from(e).context(format!("writing {}", tmp.display())))?;
-                        total += n as u64;
-                        if let Err(e) = report(&progress, n) {
-                            return Ok(Err(e));
-                        }
+        wait(py, async move {
+            let mut r = c.open(&path).await?;
+            let name = local.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let tmp = local.with_file_name(format!(".{name}.thaw-part"));
+            let mut out = std::fs::File::create(&tmp)
+                .map_err(|e| ThawError::from(e).context(format!("cannot create {}", tmp.display())))?;
+            let copied = async {
+                let mut buf = vec![0u8; COPY_CHUNK];
+                let mut total = 0u64;
+                loop {
+                    let n = r.read_exact_or_eof(&mut buf).await?;
+                    if n == 0 {
+                        break;
                     }
-                    std::fs::rename(&tmp, &local)
-                        .map_err(|e| ThawError::from(e).context(format!("cannot create {}", local.display())))?;
-                    Ok(Ok(total))
+                    out.write_all(&buf[..n])
+                        .map_err(|e| ThawError::from(e).context(format!("writing {}", tmp.display())))?;
+                    total += n as u64;
+                    if let Err(e) = report(&progress, n) {
+                        return Ok(Err(e));
+                    }
                 }
-                .await;
-                if !matches!(copied, Ok(Ok(_))) {
-                    let _ = std::fs::remove_file(&tmp);
-                }
-                copied
-            })
-        })
-        .map_err(thaw_err)?
+                std::fs::rename(&tmp, &local)
+                    .map_err(|e| ThawError::from(e).context(format!("cannot create {}", local.display())))?;
+                Ok(Ok(total))
+            }
+            .await;
+            if !matches!(copied, Ok(Ok(_))) {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            copied
+        })?
     }
 }
 
@@ -364,7 +356,7 @@ impl NativeWriter {
     /// Completes the file; returns its status.
     fn close(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let w = self.take(py)?;
-        let info = py.detach(|| block_on(w.close())).map_err(thaw_err)?;
+        let info = wait(py, w.close())?;
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
 

@@ -5,7 +5,10 @@
 use std::future::Future;
 use std::sync::Mutex;
 
+use pyo3::prelude::*;
 use tokio::runtime::Runtime;
+
+use crate::convert::thaw_err;
 
 static RUNTIME: Mutex<Option<(u32, &'static Runtime)>> = Mutex::new(None);
 
@@ -38,4 +41,14 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
 pub fn enter<R>(f: impl FnOnce() -> R) -> R {
     let _guard = runtime().enter();
     f()
+}
+
+/// Runs a client call with the GIL released; its error becomes the matching
+/// `thaw.errors` exception.
+pub fn wait<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+where
+    F: Future<Output = thaw_common::Result<T>> + Send,
+    T: Send,
+{
+    py.detach(|| block_on(f)).map_err(thaw_err)
 }
