@@ -123,6 +123,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         exit_with_stdin: false,
         remove_on_exit: None,
         timing: Timing { heartbeat_ms: 500, worker_timeout_ms: 5000 },
+        planner: Default::default(),
+        buffer: Default::default(),
     };
     let cluster = LocalCluster::start(&local, CancellationToken::new()).await?;
     println!(

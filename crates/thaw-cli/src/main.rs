@@ -2,6 +2,7 @@
 
 mod demo;
 mod fs;
+mod jobs;
 mod output;
 mod servers;
 
@@ -43,6 +44,15 @@ enum Command {
     Fs(fs::FsCommand),
     /// Workers, their tiers and liveness.
     Status(StatusArgs),
+    /// Move a job's inputs into memory before it reads them (returns at once;
+    /// --wait shows progress). The job is --job (or THAW_JOB_ID).
+    Migrate(jobs::MigrateArgs),
+    /// Release a job's blocks from memory (all of them: the job ends).
+    Evict(jobs::EvictArgs),
+    /// Jobs with migration state: blocks pending, queued, in memory, read.
+    Jobs(jobs::JobsArgs),
+    /// The log of finished and dropped migrations (block, worker, source, times).
+    Events(jobs::EventsArgs),
     /// The main demo: a cold data set read through Thaw, then from memory, on an
     /// embedded local cluster.
     Demo(demo::DemoArgs),
@@ -124,6 +134,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Worker(args) => servers::run_worker(args, cli.master).await,
         Command::Fs(cmd) => fs::run(client()?, cmd).await,
         Command::Demo(args) => demo::run(args).await,
+        Command::Migrate(args) => jobs::migrate(client()?, args).await,
+        Command::Evict(args) => jobs::evict(client()?, args).await,
+        Command::Jobs(args) => jobs::jobs(client()?, args).await,
+        Command::Events(args) => jobs::events(client()?, args).await,
         Command::Status(args) => {
             let status = client()?.cluster_status().await?;
             output::print_status(&status, args.json);

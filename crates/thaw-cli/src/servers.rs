@@ -9,7 +9,8 @@ use anyhow::Context;
 use clap::Args;
 use thaw_common::size::format_size;
 use thaw_master::MasterConfig;
-use thaw_worker::{TierConfig, WorkerConfig};
+use thaw_master::migration::{Policy, Priority};
+use thaw_worker::{MigrationConfig, TierConfig, WorkerConfig};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -55,6 +56,71 @@ pub struct LocalArgs {
     pub remove_on_exit: Option<PathBuf>,
     #[command(flatten)]
     pub timing: Timing,
+    #[command(flatten)]
+    pub planner: PlannerArgs,
+    #[command(flatten)]
+    pub buffer: BufferArgs,
+}
+
+/// How the master plans migrations (ignem.txt III-A, dyrs.txt III-A).
+#[derive(Args, Clone)]
+pub struct PlannerArgs {
+    /// none (the baseline), ignem (bind at once to a random replica holder) or
+    /// dyrs (late binding to the replica expected to finish soonest).
+    #[arg(long, default_value = "dyrs", value_parser = policy_arg)]
+    pub migration_policy: Policy,
+    /// Order of migrations: fifo or smallest-job-first (default: fifo for dyrs,
+    /// smallest-job-first for ignem, as in the papers).
+    #[arg(long, value_parser = priority_arg)]
+    pub priority: Option<Priority>,
+    /// Lease of a job whose submitter names none, milliseconds.
+    #[arg(long, default_value_t = 60_000)]
+    pub job_lease_ms: u64,
+    /// How often the dyrs planner retargets pending migrations, milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub plan_interval_ms: u64,
+}
+
+/// A worker's migration buffer (ignem.txt III-B2).
+#[derive(Args, Clone)]
+pub struct BufferArgs {
+    /// Memory for migrated blocks, held and in flight (default: 80% of the MEM tier).
+    #[arg(long, value_parser = size_arg)]
+    pub migration_buffer: Option<u64>,
+    /// An implicitly evicted job releases a block it read in part after this
+    /// long without touching it, milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub implicit_eviction_delay_ms: u64,
+}
+
+impl Default for PlannerArgs {
+    fn default() -> Self {
+        PlannerArgs { migration_policy: Policy::Dyrs, priority: None, job_lease_ms: 60_000, plan_interval_ms: 100 }
+    }
+}
+
+impl Default for BufferArgs {
+    fn default() -> Self {
+        BufferArgs { migration_buffer: None, implicit_eviction_delay_ms: 2000 }
+    }
+}
+
+impl BufferArgs {
+    fn config(&self) -> MigrationConfig {
+        MigrationConfig {
+            buffer_limit: self.migration_buffer,
+            implicit_delay: Duration::from_millis(self.implicit_eviction_delay_ms),
+            ..Default::default()
+        }
+    }
+}
+
+fn policy_arg(s: &str) -> Result<Policy, String> {
+    Policy::parse(s).map_err(|e| e.message)
+}
+
+fn priority_arg(s: &str) -> Result<Priority, String> {
+    Priority::parse(s).map_err(|e| e.message)
 }
 
 #[derive(Args, Clone)]
@@ -84,6 +150,8 @@ pub struct MasterArgs {
     block_size: u64,
     #[command(flatten)]
     timing: Timing,
+    #[command(flatten)]
+    planner: PlannerArgs,
 }
 
 #[derive(Args)]
@@ -112,6 +180,8 @@ pub struct WorkerArgs {
     /// Data connections served at once; past it clients are told the worker is busy.
     #[arg(long, default_value_t = thaw_worker::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    #[command(flatten)]
+    buffer: BufferArgs,
 }
 
 async fn listen(bind: &str, port: u16) -> anyhow::Result<TcpListener> {
@@ -144,18 +214,22 @@ pub fn stop_on_signal() -> CancellationToken {
     token
 }
 
-fn master_config(ufs: String, journal: PathBuf, block_size: u64, t: &Timing) -> MasterConfig {
+fn master_config(ufs: String, journal: PathBuf, block_size: u64, t: &Timing, p: &PlannerArgs) -> MasterConfig {
     let mut c = MasterConfig::new(journal, ufs);
     c.default_block_size = block_size;
     c.heartbeat_interval = Duration::from_millis(t.heartbeat_ms.max(10));
     c.worker_timeout = Duration::from_millis(t.worker_timeout_ms.max(t.heartbeat_ms * 2));
+    c.migration_policy = p.migration_policy;
+    c.priority = p.priority;
+    c.default_lease = Duration::from_millis(p.job_lease_ms.max(100));
+    c.plan_interval = Duration::from_millis(p.plan_interval_ms.max(1));
     c
 }
 
 pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     let listener = listen(&args.bind, args.port).await?;
     let addr = listener.local_addr()?;
-    let config = master_config(args.ufs, args.journal_dir, args.block_size, &args.timing);
+    let config = master_config(args.ufs, args.journal_dir, args.block_size, &args.timing, &args.planner);
     say(format_args!("thaw master listening on {addr}"));
     let shutdown = stop_on_signal();
     thaw_master::serve(config, listener, shutdown).await?;
@@ -178,6 +252,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         advertise: args.advertise,
         remove_mem_on_exit: false,
         max_connections: args.max_connections,
+        migration: args.buffer.config(),
     };
     say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
     let shutdown = stop_on_signal();
@@ -208,7 +283,13 @@ impl LocalCluster {
         let mem_root = args.mem_root.join(format!("thaw-local-{}-{}", args.port, std::process::id()));
         let master_listener = listen(&args.bind, args.port).await?;
         let master_addr = master_listener.local_addr()?;
-        let config = master_config(ufs.display().to_string(), state.join("journal"), args.block_size, &args.timing);
+        let config = master_config(
+            ufs.display().to_string(),
+            state.join("journal"),
+            args.block_size,
+            &args.timing,
+            &args.planner,
+        );
         let mut tasks = tokio::task::JoinSet::new();
         tasks.spawn(thaw_master::serve(config, master_listener, shutdown.clone()));
         let host = thaw_common::hostname();
@@ -223,6 +304,7 @@ impl LocalCluster {
                 advertise: None,
                 remove_mem_on_exit: true,
                 max_connections: thaw_worker::DEFAULT_MAX_CONNECTIONS,
+                migration: args.buffer.config(),
             };
             tasks.spawn(thaw_worker::serve(config, listener, shutdown.clone()));
         }

@@ -90,6 +90,73 @@ pub fn worker_json(w: &WorkerInfo) -> Value {
         "last_heartbeat_ms_ago": w.last_heartbeat_ms_ago,
         "tiers": w.tiers.iter().map(tier_json).collect::<Vec<_>>(),
         "jobs": w.jobs.iter().map(job_json).collect::<Vec<_>>(),
+        "migration": w.migration.as_ref().map(worker_migration_json),
+    })
+}
+
+/// A worker's migration executor: per device the estimate and queue, the buffer.
+pub fn worker_migration_json(m: &WorkerMigrationState) -> Value {
+    json!({
+        "buffer_used": m.buffer_used,
+        "buffer_limit": m.buffer_limit,
+        "referenced_blocks": m.referenced_blocks,
+        "devices": m.devices.iter().map(|d| json!({
+            "device": d.device,
+            "ns_per_byte": d.ns_per_byte,
+            "mib_per_s": if d.ns_per_byte > 0.0 { 1e9 / d.ns_per_byte / (1u64 << 20) as f64 } else { 0.0 },
+            "queued": d.queued,
+            "active": d.active,
+            "active_ms": d.active_ms,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub fn eviction_name(e: i32) -> &'static str {
+    match EvictionMode::try_from(e) {
+        Ok(EvictionMode::Implicit) => "implicit",
+        _ => "explicit",
+    }
+}
+
+pub fn source_name(s: i32) -> &'static str {
+    match MigrationSource::try_from(s) {
+        Ok(MigrationSource::Disk) => "disk",
+        Ok(MigrationSource::Ufs) => "ufs",
+        _ => "?",
+    }
+}
+
+/// A job's migration progress.
+pub fn job_info_json(j: &JobInfo) -> Value {
+    let settled = j.blocks_in_memory + j.blocks_read + j.blocks_failed;
+    json!({
+        "job_id": j.job_id,
+        "submitted_ms": j.submitted_ms,
+        "eviction": eviction_name(j.eviction),
+        "lease_remaining_ms": j.lease_remaining_ms,
+        "blocks": j.blocks,
+        "bytes": j.bytes,
+        "blocks_pending": j.blocks_pending,
+        "blocks_queued": j.blocks_queued,
+        "blocks_in_memory": j.blocks_in_memory,
+        "blocks_read": j.blocks_read,
+        "blocks_failed": j.blocks_failed,
+        "bytes_in_memory": j.bytes_in_memory,
+        "bytes_read": j.bytes_read,
+        "progress": if j.blocks == 0 { 1.0 } else { settled as f64 / j.blocks as f64 },
+    })
+}
+
+pub fn event_json(e: &MigrationEvent) -> Value {
+    json!({
+        "seq": e.seq,
+        "block_id": e.block_id,
+        "worker_id": e.worker_id,
+        "source": source_name(e.source),
+        "start_ms": e.start_ms,
+        "end_ms": e.end_ms,
+        "bytes": e.bytes,
+        "outcome": e.outcome,
     })
 }
 

@@ -131,6 +131,54 @@ impl Client {
         w.close().await
     }
 
+    // ---- jobs and migration ----
+
+    /// Registers `job` with the master and starts moving the blocks of `paths`
+    /// (directories expand recursively) into memory. Returns at once with the
+    /// job's progress; the job lives while its lease is renewed.
+    pub async fn migrate(
+        &self,
+        job: &str,
+        paths: &[String],
+        eviction: EvictionMode,
+        lease: Option<std::time::Duration>,
+    ) -> Result<JobInfo> {
+        let req = MigrateRequest {
+            job_id: job.to_string(),
+            paths: paths.to_vec(),
+            eviction: eviction as i32,
+            lease_ms: lease.map(|l| l.as_millis().max(1) as u64).unwrap_or(0),
+        };
+        let r = self.master.clone().migrate(req).await.map_err(|s| self.rpc_err(s))?.into_inner();
+        r.job.ok_or_else(|| ThawError::internal("migrate answer without job"))
+    }
+
+    /// Releases the job's blocks under `paths`, or all of them (ending the job)
+    /// if `paths` is empty. Returns the job's state if it goes on.
+    pub async fn evict(&self, job: &str, paths: &[String]) -> Result<Option<JobInfo>> {
+        let req = EvictRequest { job_id: job.to_string(), paths: paths.to_vec() };
+        Ok(self.master.clone().evict(req).await.map_err(|s| self.rpc_err(s))?.into_inner().job)
+    }
+
+    /// Renews the jobs' leases; returns those the master does not know (it
+    /// restarted, or the lease ran out): their submitters should migrate again.
+    pub async fn renew_leases(&self, jobs: &[String]) -> Result<Vec<String>> {
+        let req = RenewLeaseRequest { job_ids: jobs.to_vec() };
+        Ok(self.master.clone().renew_lease(req).await.map_err(|s| self.rpc_err(s))?.into_inner().unknown)
+    }
+
+    /// All jobs (or one), with the planner's policy and priority.
+    pub async fn jobs(&self, job: Option<&str>) -> Result<ListJobsResponse> {
+        let req = ListJobsRequest { job_id: job.unwrap_or_default().to_string() };
+        Ok(self.master.clone().list_jobs(req).await.map_err(|s| self.rpc_err(s))?.into_inner())
+    }
+
+    /// Finished and dropped migrations with sequence numbers from `since` on.
+    pub async fn migration_events(&self, since: u64, limit: u32) -> Result<MigrationEventsResponse> {
+        let req = MigrationEventsRequest { since, limit };
+        Ok(self.master.clone().migration_events(req).await.map_err(|s| self.rpc_err(s))?.into_inner())
+    }
+
     /// A worker's tier use and per-job counters, asked of the worker itself.
     pub async fn worker_stats(&self, data_address: &str) -> Result<WorkerStats> {
         data::worker_stats(&self.pool, data_address, &self.config.job_id).await

@@ -49,6 +49,7 @@ impl WorkerEntry {
             alive: self.alive,
             last_heartbeat_ms_ago: now.saturating_duration_since(self.last_heartbeat).as_millis() as u64,
             jobs: self.jobs.clone(),
+            migration: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod journal;
 pub mod master;
+pub mod migration;
 pub mod namespace;
 pub mod service;
 
@@ -38,6 +39,22 @@ pub async fn serve(config: MasterConfig, listener: TcpListener, shutdown: Cancel
             }
         })
     };
+    // The planner: retargets pending migrations off the heartbeat path.
+    let planner = {
+        let master = master.clone();
+        let shutdown = shutdown.clone();
+        let every = master.config().plan_interval.max(std::time::Duration::from_millis(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tick.tick() => master.plan(),
+                }
+            }
+        })
+    };
     let svc = MasterServiceServer::new(service::MasterRpc { master })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -48,5 +65,6 @@ pub async fn serve(config: MasterConfig, listener: TcpListener, shutdown: Cancel
         .await;
     shutdown.cancel();
     let _ = checker.await;
+    let _ = planner.await;
     result.map_err(|e| ThawError::internal(format!("master server: {e}")))
 }

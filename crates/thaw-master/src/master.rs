@@ -13,6 +13,7 @@ use thaw_ufs::UnderStore;
 
 use crate::cluster::Cluster;
 use crate::journal::{Journal, JournalOp};
+use crate::migration::{BlockSpec, Migrations, Policy, Priority};
 use crate::namespace::{Namespace, NewInode, ROOT_ID};
 
 #[derive(Debug, Clone)]
@@ -23,6 +24,13 @@ pub struct MasterConfig {
     pub heartbeat_interval: Duration,
     /// A worker silent this long is declared dead.
     pub worker_timeout: Duration,
+    pub migration_policy: Policy,
+    /// Order of pending and queued migrations (default: the policy's paper's).
+    pub priority: Option<Priority>,
+    /// Lease of a job whose migrate call names none.
+    pub default_lease: Duration,
+    /// How often the planner retargets pending migrations (dyrs).
+    pub plan_interval: Duration,
 }
 
 impl MasterConfig {
@@ -33,6 +41,10 @@ impl MasterConfig {
             default_block_size: DEFAULT_BLOCK_SIZE,
             heartbeat_interval: Duration::from_millis(1000),
             worker_timeout: Duration::from_secs(10),
+            migration_policy: Policy::Dyrs,
+            priority: None,
+            default_lease: Duration::from_secs(60),
+            plan_interval: Duration::from_millis(100),
         }
     }
 }
@@ -40,6 +52,7 @@ impl MasterConfig {
 struct State {
     ns: Namespace,
     cluster: Cluster,
+    migrations: Migrations,
 }
 
 pub struct Master {
@@ -62,8 +75,12 @@ impl Master {
         let ns = Namespace::from_records(records, next_id);
         let ufs = UnderStore::open(&config.ufs_uri)?;
         tracing::info!(inodes = ns.len(), ufs = ufs.uri(), "master namespace loaded from journal");
+        let policy = config.migration_policy;
+        let priority = config.priority.unwrap_or(policy.default_priority());
+        let migrations = Migrations::new(policy, priority, config.default_lease);
+        tracing::info!(policy = policy.name(), priority = priority.name(), "migration planner");
         Ok(Master {
-            state: RwLock::new(State { ns, cluster: Cluster::default() }),
+            state: RwLock::new(State { ns, cluster: Cluster::default(), migrations }),
             journal,
             ufs,
             epoch: rand::random::<u64>() | 1,
@@ -489,7 +506,15 @@ impl Master {
         let st = self.read();
         let now = Instant::now();
         GetClusterStatusResponse {
-            workers: st.cluster.workers().map(|w| w.info(now)).collect(),
+            workers: st
+                .cluster
+                .workers()
+                .map(|w| {
+                    let mut info = w.info(now);
+                    info.migration = st.migrations.worker_load(w.id).map(|l| migration_state(&l.report));
+                    info
+                })
+                .collect(),
             ufs_uri: self.ufs.uri().to_string(),
             default_block_size: self.config.default_block_size,
             files: st.ns.file_count() as u64,
@@ -501,9 +526,12 @@ impl Master {
     /// Whether a stored block fits the namespace: its file exists and, if the file
     /// is complete, the block's index and length match.
     fn block_fits(st: &State, block: u64, length: u64) -> Result<()> {
+        Self::block_fits_ns(&st.ns, block, length)
+    }
+
+    fn block_fits_ns(ns: &Namespace, block: u64, length: u64) -> Result<()> {
         let file = file_of_block(block);
-        let ino = st
-            .ns
+        let ino = ns
             .get(file)
             .filter(|i| !i.is_dir())
             .ok_or_else(|| ThawError::not_found(format!("block {block}: its file ({file}) does not exist")))?;
@@ -541,16 +569,20 @@ impl Master {
             return Err(ThawError::invalid("worker registration without a data address"));
         }
         let mut st = self.write();
+        let st = &mut *st;
         let id = st.cluster.register(&req.data_address, &req.host, &req.rack, req.tiers, Instant::now());
         let mut remove_blocks = Vec::new();
         for b in req.blocks {
             let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
-            if tier != Tier::Unspecified && Self::block_fits(&st, b.block_id, b.length).is_ok() {
+            if tier != Tier::Unspecified && Self::block_fits_ns(&st.ns, b.block_id, b.length).is_ok() {
                 st.cluster.add_replica(b.block_id, id, tier, b.length);
             } else {
                 remove_blocks.push(b.block_id);
             }
         }
+        // A (re)registered worker starts without migration state (it purged its
+        // own): what was bound to it goes elsewhere.
+        st.migrations.worker_lost(&st.cluster, id);
         tracing::info!(worker = id, address = %req.data_address, host = %req.host, rack = %req.rack, stale = remove_blocks.len(), "worker registered");
         Ok(RegisterWorkerResponse {
             worker_id: id,
@@ -562,13 +594,14 @@ impl Master {
     }
 
     pub fn heartbeat(&self, req: HeartbeatRequest) -> HeartbeatResponse {
+        let again = HeartbeatResponse { reregister: true, ..Default::default() };
         if req.master_epoch != self.epoch {
-            return HeartbeatResponse { reregister: true, remove_blocks: Vec::new() };
+            return again;
         }
         let mut st = self.write();
         let st = &mut *st;
         let Some(w) = st.cluster.live_worker_mut(req.worker_id) else {
-            return HeartbeatResponse { reregister: true, remove_blocks: Vec::new() };
+            return again;
         };
         w.last_heartbeat = Instant::now();
         w.tiers = req.tiers;
@@ -578,7 +611,22 @@ impl Master {
             let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
             st.cluster.remove_replica(b.block_id, req.worker_id, tier);
         }
-        HeartbeatResponse { reregister: false, remove_blocks }
+        let orders = st.migrations.heartbeat(
+            &st.cluster,
+            req.worker_id,
+            req.migration,
+            req.reads,
+            self.config.heartbeat_interval,
+        );
+        HeartbeatResponse {
+            reregister: false,
+            remove_blocks,
+            migrations: orders.migrations,
+            references: orders.references,
+            evictions: orders.evictions,
+            migrating_jobs: orders.migrating_jobs,
+            dead_jobs: orders.dead_jobs,
+        }
     }
 
     pub fn commit_block(&self, req: CommitBlockRequest) -> Result<CommitBlockResponse> {
@@ -601,11 +649,169 @@ impl Master {
         Ok(CommitBlockResponse {})
     }
 
-    /// Declares silent workers dead; run every heartbeat interval.
+    /// Declares silent workers dead (their migrations go elsewhere) and ends jobs
+    /// whose lease ran out; run every heartbeat interval.
     pub fn expire_workers(&self) {
-        let dead = self.write().cluster.expire(Instant::now(), self.config.worker_timeout);
+        let mut st = self.write();
+        let st = &mut *st;
+        let now = Instant::now();
+        let dead = st.cluster.expire(now, self.config.worker_timeout);
         for id in dead {
             tracing::warn!(worker = id, "worker missed its heartbeats: declared dead, replicas dropped");
+            st.migrations.worker_lost(&st.cluster, id);
         }
+        let live = live_workers(&st.cluster);
+        st.migrations.expire(now, &live);
+    }
+
+    /// One planning pass (dyrs.txt Algorithm 1), off the heartbeat path.
+    pub fn plan(&self) {
+        let mut st = self.write();
+        let st = &mut *st;
+        st.migrations.plan(&st.cluster);
+    }
+
+    // ---- jobs and migration ----
+
+    /// The blocks of the complete files at or under `paths` (directories expand
+    /// recursively; files still being written inside them are skipped).
+    async fn input_blocks(&self, paths: &[String]) -> Result<Vec<BlockSpec>> {
+        let mut files = Vec::new();
+        let mut stack: Vec<(String, bool)> = paths.iter().map(|p| (p.clone(), true)).collect();
+        while let Some((p, named)) = stack.pop() {
+            let p = path::normalize(&p)?;
+            let id = self.resolve(&p).await?;
+            let is_dir = self.read().ns.get(id).is_some_and(|i| i.is_dir());
+            if is_dir {
+                self.sync_dir(id, &p).await?;
+                let st = self.read();
+                for (name, _) in st.ns.children(id) {
+                    stack.push((if p == "/" { format!("/{name}") } else { format!("{p}/{name}") }, false));
+                }
+                continue;
+            }
+            let st = self.read();
+            let Some(ino) = st.ns.get(id) else { continue };
+            if !ino.rec.complete {
+                if named {
+                    return Err(ThawError::precondition(format!("{p} is incomplete: it is still being written")));
+                }
+                continue;
+            }
+            files.push(id);
+        }
+        files.sort_unstable();
+        files.dedup();
+        let st = self.read();
+        let mut out = Vec::new();
+        for id in files {
+            let Some(ino) = st.ns.get(id) else { continue };
+            let r = &ino.rec;
+            let path = st.ns.path_of(id);
+            for index in 0..block_count(r.length, r.block_size) {
+                let length = block_length(r.length, r.block_size, index);
+                let offset = index * r.block_size;
+                let ufs = r.persisted.then(|| UfsSource { path: path.clone(), offset, length });
+                out.push(BlockSpec { block: block_id(r.id, index), length, ufs });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Registers the job and starts migrating its inputs; returns at once.
+    pub async fn migrate(&self, req: MigrateRequest) -> Result<MigrateResponse> {
+        if req.job_id.is_empty() {
+            return Err(ThawError::invalid("migrate needs a job id"));
+        }
+        if req.job_id.len() > MAX_JOB_ID {
+            return Err(ThawError::invalid(format!("job id is longer than {MAX_JOB_ID} bytes")));
+        }
+        let eviction = EvictionMode::try_from(req.eviction)
+            .map_err(|_| ThawError::invalid(format!("unknown eviction mode {}", req.eviction)))?;
+        let blocks = self.input_blocks(&req.paths).await?;
+        let lease = (req.lease_ms > 0).then(|| Duration::from_millis(req.lease_ms));
+        let mut st = self.write();
+        let st = &mut *st;
+        let n = blocks.len();
+        st.migrations.migrate(&st.cluster, &req.job_id, eviction, lease, blocks, Instant::now())?;
+        tracing::info!(job = %req.job_id, blocks = n, "migrate");
+        let job = st.migrations.job_info(&st.cluster, &req.job_id, Instant::now());
+        Ok(MigrateResponse { job })
+    }
+
+    /// Releases a job's blocks (all of them, ending the job, if no paths).
+    pub async fn evict(&self, req: EvictRequest) -> Result<EvictResponse> {
+        let blocks = if req.paths.is_empty() {
+            None
+        } else {
+            Some(self.input_blocks(&req.paths).await?.into_iter().map(|b| b.block).collect::<Vec<_>>())
+        };
+        let mut st = self.write();
+        let st = &mut *st;
+        let live = live_workers(&st.cluster);
+        st.migrations.evict(&req.job_id, blocks.as_deref(), &live)?;
+        tracing::info!(job = %req.job_id, all = blocks.is_none(), "evict");
+        Ok(EvictResponse { job: st.migrations.job_info(&st.cluster, &req.job_id, Instant::now()) })
+    }
+
+    pub fn renew_lease(&self, req: RenewLeaseRequest) -> RenewLeaseResponse {
+        let unknown = self.write().migrations.renew(&req.job_ids, Instant::now());
+        RenewLeaseResponse { unknown }
+    }
+
+    pub fn list_jobs(&self, req: ListJobsRequest) -> Result<ListJobsResponse> {
+        let st = self.read();
+        let now = Instant::now();
+        let jobs: Vec<JobInfo> = if req.job_id.is_empty() {
+            st.migrations.job_ids().filter_map(|j| st.migrations.job_info(&st.cluster, j, now)).collect()
+        } else {
+            vec![
+                st.migrations
+                    .job_info(&st.cluster, &req.job_id, now)
+                    .ok_or_else(|| ThawError::not_found(format!("no job {:?}", req.job_id)))?,
+            ]
+        };
+        Ok(ListJobsResponse {
+            jobs,
+            policy: st.migrations.policy.name().to_string(),
+            priority: st.migrations.priority.name().to_string(),
+        })
+    }
+
+    pub fn migration_events(&self, req: MigrationEventsRequest) -> MigrationEventsResponse {
+        let (events, next) = self.read().migrations.events(req.since, req.limit as usize);
+        MigrationEventsResponse { events, next }
+    }
+}
+
+/// Longest job id accepted.
+pub const MAX_JOB_ID: usize = 1024;
+
+fn live_workers(c: &Cluster) -> Vec<u64> {
+    c.workers().filter(|w| w.alive).map(|w| w.id).collect()
+}
+
+/// A worker's last migration report, for status.
+fn migration_state(r: &WorkerMigrationReport) -> WorkerMigrationState {
+    WorkerMigrationState {
+        devices: r
+            .sources
+            .iter()
+            .map(|s| DeviceMigrationState {
+                device: match MigrationSource::try_from(s.source) {
+                    Ok(MigrationSource::Disk) => "disk".into(),
+                    Ok(MigrationSource::Ufs) => "ufs".into(),
+                    _ => "?".into(),
+                },
+                ns_per_byte: s.ns_per_byte,
+                queued: s.queued,
+                active: s.active,
+                active_ms: s.active_ms,
+            })
+            .collect(),
+        buffer_used: r.buffer_used,
+        buffer_limit: r.buffer_limit,
+        referenced_blocks: r.referenced_blocks,
+        migrations_done: 0,
     }
 }

@@ -53,4 +53,19 @@ impl MasterService for MasterRpc {
     async fn commit_block(&self, r: Request<CommitBlockRequest>) -> Reply<CommitBlockResponse> {
         reply(self.master.commit_block(r.into_inner()))
     }
+    async fn migrate(&self, r: Request<MigrateRequest>) -> Reply<MigrateResponse> {
+        reply(self.master.migrate(r.into_inner()).await)
+    }
+    async fn evict(&self, r: Request<EvictRequest>) -> Reply<EvictResponse> {
+        reply(self.master.evict(r.into_inner()).await)
+    }
+    async fn renew_lease(&self, r: Request<RenewLeaseRequest>) -> Reply<RenewLeaseResponse> {
+        Ok(Response::new(self.master.renew_lease(r.into_inner())))
+    }
+    async fn list_jobs(&self, r: Request<ListJobsRequest>) -> Reply<ListJobsResponse> {
+        reply(self.master.list_jobs(r.into_inner()))
+    }
+    async fn migration_events(&self, r: Request<MigrationEventsRequest>) -> Reply<MigrationEventsResponse> {
+        Ok(Response::new(self.master.migration_events(r.into_inner())))
+    }
 }

@@ -18,6 +18,8 @@ pub struct WorkerSpec {
     pub mem_capacity: u64,
     pub disk_capacity: u64,
     pub max_connections: usize,
+    /// More `thaw worker` flags (migration buffer, device model, ...).
+    pub extra_args: Vec<String>,
 }
 
 impl WorkerSpec {
@@ -28,6 +30,7 @@ impl WorkerSpec {
             mem_capacity: 256 << 20,
             disk_capacity: 1 << 30,
             max_connections: 1024,
+            extra_args: Vec::new(),
         }
     }
 }
@@ -38,6 +41,8 @@ pub struct ClusterOptions {
     pub block_size: u64,
     pub heartbeat_ms: u64,
     pub worker_timeout_ms: u64,
+    /// More `thaw master` flags (migration policy, priority, lease, ...).
+    pub master_args: Vec<String>,
 }
 
 impl ClusterOptions {
@@ -48,6 +53,7 @@ impl ClusterOptions {
             block_size: 1 << 20,
             heartbeat_ms: 200,
             worker_timeout_ms: 1500,
+            master_args: Vec::new(),
         }
     }
 }
@@ -148,7 +154,7 @@ impl Cluster {
 
     fn spawn_master(&self, port: u16) -> Result<Proc> {
         let o = &self.options;
-        let args: Vec<String> = [
+        let mut args: Vec<String> = [
             "master",
             "--ufs",
             &self.ufs.display().to_string(),
@@ -165,12 +171,13 @@ impl Cluster {
         ]
         .map(String::from)
         .to_vec();
+        args.extend(o.master_args.iter().cloned());
         spawn(&self.bin, &args, &self.root.path().join("master.log"))
     }
 
     fn spawn_worker(&self, i: usize, port: u16) -> Result<Proc> {
         let spec = &self.options.workers[i];
-        let args: Vec<String> = [
+        let mut args: Vec<String> = [
             "worker",
             "--master",
             &self.master.addr,
@@ -193,6 +200,7 @@ impl Cluster {
         ]
         .map(String::from)
         .to_vec();
+        args.extend(spec.extra_args.iter().cloned());
         spawn(&self.bin, &args, &self.root.path().join(format!("worker-{i}.log")))
     }
 

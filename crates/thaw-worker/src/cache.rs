@@ -69,7 +69,7 @@ impl BlockFile {
 
     /// Copies `len` bytes at `offset` of the local file `src` into this block with
     /// sendfile(2), on a blocking thread.
-    async fn copy_from_local(&mut self, src: std::path::PathBuf, offset: u64, len: u64) -> Result<()> {
+    pub(crate) async fn copy_from_local(&mut self, src: std::path::PathBuf, offset: u64, len: u64) -> Result<()> {
         use std::os::fd::AsRawFd;
         let out = self.file.take().expect("open until commit");
         let (out, copied) = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {

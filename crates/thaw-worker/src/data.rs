@@ -179,6 +179,7 @@ async fn serve_stored(
             }
         }
         w.stats.record(job, Access::Read(n));
+        w.note_read(job, block, n);
         tracing::debug!(job, block, bytes = n, tier = store.name(), "read");
         return Ok(true);
     }
@@ -277,6 +278,7 @@ async fn read_through(
         )));
     }
     w.stats.record(job, Access::Read(n));
+    w.note_read(job, block, n);
     tracing::debug!(job, block, bytes = n, "read through from under-store");
     Ok(())
 }
@@ -425,6 +427,7 @@ async fn open_local(
     for store in w.tiers() {
         if let Some(len) = store.get(req.block_id) {
             w.stats.record(job, Access::ShortCircuit(len));
+            w.note_read(job, req.block_id, 0);
             tracing::debug!(job, block = req.block_id, bytes = len, tier = store.name(), "short-circuit open");
             let resp = DataResponse {
                 length: len,

@@ -5,6 +5,7 @@
 mod cache;
 pub mod data;
 pub mod master_link;
+pub mod migration;
 pub mod stats;
 pub mod tier;
 
@@ -21,6 +22,8 @@ use tokio_util::task::TaskTracker;
 use tonic::transport::Channel;
 
 use crate::master_link::Registration;
+pub use crate::migration::MigrationConfig;
+use crate::migration::{Effects, Migrator, Source, Task};
 use crate::stats::JobStats;
 use crate::tier::TierStore;
 
@@ -44,6 +47,7 @@ pub struct WorkerConfig {
     pub remove_mem_on_exit: bool,
     /// Data connections served at once; past it a client is told the worker is busy.
     pub max_connections: usize,
+    pub migration: MigrationConfig,
 }
 
 /// Default of `WorkerConfig::max_connections`.
@@ -61,6 +65,7 @@ pub struct Worker {
     ufs: OnceLock<thaw_ufs::UnderStore>,
     /// Fills from the under-store in progress, by block.
     fills: Mutex<HashMap<u64, cache::FillState>>,
+    pub migrator: Migrator,
     tasks: TaskTracker,
 }
 
@@ -72,7 +77,9 @@ impl Worker {
             .map_err(|e| ThawError::invalid(format!("master address {:?}: {e}", config.master)))?
             .connect_timeout(std::time::Duration::from_secs(2))
             .connect_lazy();
+        let migrator = Migrator::new(config.migration.clone(), config.mem.as_ref().map(|m| m.capacity).unwrap_or(0));
         Ok(Worker {
+            migrator,
             master: MasterServiceClient::new(channel),
             config,
             address,
@@ -100,6 +107,66 @@ impl Worker {
         }
     }
 
+    /// Runs one migration: copies the block into the MEM tier from the DISK tier
+    /// or the under-store. `Ok(true)`: migrated; `Ok(false)`: it was in memory
+    /// already; `Err((true, _))`: no room in the tier yet (retry later).
+    pub(crate) async fn migrate_block(self: &Arc<Self>, task: &Task) -> std::result::Result<bool, (bool, String)> {
+        let Some(mem) = self.mem.clone() else {
+            return Err((false, "this worker has no MEM tier".into()));
+        };
+        if mem.get(task.block).is_some() {
+            return Ok(false);
+        }
+        let r = match (task.source, &task.ufs) {
+            (Source::Disk, _) => self.copy_from_disk(task.block, &mem).await,
+            (Source::Ufs, Some(ufs)) => self.cache_block(task.block, ufs, &mem).await,
+            (Source::Ufs, None) => Err(ThawError::invalid("under-store migration without a source")),
+        };
+        match r {
+            Ok(()) => {
+                tracing::debug!(block = task.block, source = ?task.source, "migrated");
+                Ok(true)
+            }
+            Err(e) if e.kind == thaw_common::ErrorKind::ResourceExhausted => Err((true, e.message)),
+            Err(e) => Err((false, e.to_string())),
+        }
+    }
+
+    /// Copies a DISK-tier block into the MEM tier (sendfile between the files).
+    async fn copy_from_disk(&self, block: u64, mem: &Arc<TierStore>) -> Result<()> {
+        let disk = self.disk.clone().ok_or_else(|| ThawError::not_found("this worker has no DISK tier"))?;
+        let len = disk.get(block).ok_or_else(|| ThawError::not_found(format!("block {block} is not on DISK here")))?;
+        let mut file = cache::BlockFile::create(mem, block, len)?;
+        file.copy_from_local(disk.block_path(block), 0, len).await?;
+        if file.written != len {
+            return Err(ThawError::data_lost(format!(
+                "DISK block {block} ended after {} of {len} bytes",
+                file.written
+            )));
+        }
+        file.commit(self, None).await
+    }
+
+    /// Evicts the migrated blocks the reference lists released.
+    pub(crate) fn carry_out(&self, fx: Effects) {
+        let Some(mem) = &self.mem else {
+            return;
+        };
+        for b in fx.evict {
+            if let Some(len) = mem.remove(b) {
+                tracing::debug!(block = b, "migrated block evicted: no job references it");
+                self.note_removed(b, Tier::Mem, len);
+            }
+        }
+    }
+
+    /// Notes a read by `job` of `bytes` of `block` (0: a short-circuit open) for
+    /// the migration state: implicit eviction, reads the master wants to know.
+    pub(crate) fn note_read(&self, job: &str, block: u64, bytes: u64) {
+        let fx = self.migrator.on_read(job, block, bytes);
+        self.carry_out(fx);
+    }
+
     /// The under-store, known once the master has told us at registration.
     pub fn ufs(&self) -> Result<&thaw_ufs::UnderStore> {
         self.ufs.get().ok_or_else(|| ThawError::unavailable("worker has not registered with the master yet"))
@@ -116,6 +183,9 @@ pub async fn serve(config: WorkerConfig, listener: TcpListener, shutdown: Cancel
     let worker = Arc::new(Worker::new(config, address.clone())?);
     tracing::info!(%address, host = %worker.config.host, rack = %worker.config.rack, "worker data service listening");
     let link = tokio::spawn(worker.clone().run_master_link(shutdown.clone()));
+    for source in Source::ALL {
+        worker.tasks.spawn(migration::run_device(worker.clone(), source, shutdown.clone()));
+    }
     data::serve(worker.clone(), listener, shutdown.clone()).await;
     let _ = link.await;
     worker.tasks.close();

@@ -22,6 +22,10 @@ pub struct Registration {
 impl Worker {
     /// Registers with the master and applies its answer.
     pub async fn register(&self) -> Result<()> {
+        // Soft state: a master that (re)registers us knows nothing of our
+        // migrations, so drop them, and the migrated blocks, before the report.
+        let fx = self.migrator.purge();
+        self.carry_out(fx);
         let mut blocks = Vec::new();
         let mut tiers = Vec::new();
         for t in self.tiers() {
@@ -61,6 +65,7 @@ impl Worker {
 
     /// Deletes a block from every tier (on the master's word).
     fn drop_block(&self, block: u64) {
+        self.migrator.forget(block);
         for t in self.tiers() {
             t.remove(block);
         }
@@ -76,25 +81,36 @@ impl Worker {
     }
 
     async fn heartbeat(&self, reg: Registration) -> Result<bool> {
+        let fx = self.migrator.sweep(std::time::Instant::now());
+        self.carry_out(fx);
         let removed = std::mem::take(&mut *self.removed.lock().unwrap_or_else(|e| e.into_inner()));
+        let (report, reads) = self.migrator.report();
         let req = HeartbeatRequest {
             worker_id: reg.worker_id,
             master_epoch: reg.epoch,
             tiers: self.tiers().map(|t| t.usage()).collect(),
             removed_blocks: removed.clone(),
             jobs: self.stats.snapshot(),
+            migration: Some(report.clone()),
+            reads: reads.clone(),
         };
         match self.master.clone().heartbeat(req).await {
             Ok(resp) => {
                 let resp = resp.into_inner();
-                for b in resp.remove_blocks {
-                    self.drop_block(b);
+                for b in &resp.remove_blocks {
+                    self.drop_block(*b);
+                }
+                if !resp.reregister {
+                    let mem = self.tier(Tier::Mem);
+                    let fx = self.migrator.apply(&resp, |b| mem.as_ref().is_some_and(|m| m.get(b).is_some()));
+                    self.carry_out(fx);
                 }
                 Ok(resp.reregister)
             }
             Err(e) => {
                 // Report these again next time.
                 self.removed.lock().unwrap_or_else(|e| e.into_inner()).extend(removed);
+                self.migrator.unreport(report, reads);
                 Err(e.into())
             }
         }

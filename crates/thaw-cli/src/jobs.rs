@@ -1,0 +1,261 @@
+//! `thaw migrate`, `thaw evict`, `thaw jobs`, `thaw events`: a job submitter's
+//! side of migration (ignem.txt III-B3) from a shell, and what the planner did.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use serde_json::Value;
+use thaw_client::Client;
+use thaw_client::json::{event_json, eviction_name, job_info_json, source_name};
+use thaw_common::proto::{EvictionMode, JobInfo};
+use thaw_common::size::format_size;
+
+#[derive(Args)]
+pub struct MigrateArgs {
+    /// Files or directories the job will read (directories expand recursively).
+    #[arg(required = true)]
+    paths: Vec<String>,
+    /// explicit: blocks stay in memory until `thaw evict` (or the lease runs out);
+    /// implicit: a block leaves memory once the job has read it.
+    #[arg(long, default_value = "explicit", value_parser = ["explicit", "implicit"])]
+    eviction: String,
+    /// How long the job lives without a renewal, e.g. 30s, 10m, 1h.
+    #[arg(long, default_value = "10m", value_parser = duration_arg)]
+    lease: Duration,
+    /// Wait until every block is in memory (or already read, or given up),
+    /// showing progress and renewing the lease meanwhile.
+    #[arg(long)]
+    wait: bool,
+    /// Stop waiting after this long (the migration goes on).
+    #[arg(long, value_parser = duration_arg)]
+    timeout: Option<Duration>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct EvictArgs {
+    /// Release only these files or directories (default: all; the job ends).
+    paths: Vec<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct JobsArgs {
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct EventsArgs {
+    /// First sequence number to show.
+    #[arg(long, default_value_t = 0)]
+    since: u64,
+    /// At most this many (0: all kept).
+    #[arg(long, default_value_t = 0)]
+    limit: u32,
+    /// Keep printing new events until interrupted.
+    #[arg(long)]
+    follow: bool,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Durations like 500ms, 30s, 10m, 1h (a bare number is seconds).
+pub fn duration_arg(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("bad duration {s:?} (e.g. 30s, 10m, 1h)"))?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        u => return Err(format!("bad duration unit {u:?} in {s:?} (ms, s, m or h)")),
+    };
+    if !secs.is_finite() || secs <= 0.0 || secs > 366.0 * 86400.0 {
+        return Err(format!("duration {s:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn need_job(client: &Client) -> anyhow::Result<String> {
+    let job = client.config().job_id.clone();
+    if job.is_empty() {
+        anyhow::bail!("name the job: --job ID (or THAW_JOB_ID)");
+    }
+    Ok(job)
+}
+
+fn settled(j: &JobInfo) -> u64 {
+    j.blocks_in_memory + j.blocks_read + j.blocks_failed
+}
+
+fn summary(j: &JobInfo) -> String {
+    format!(
+        "job {}: {} blocks ({}), {} pending, {} queued, {} in memory, {} read, {} failed",
+        j.job_id,
+        j.blocks,
+        format_size(j.bytes),
+        j.blocks_pending,
+        j.blocks_queued,
+        j.blocks_in_memory,
+        j.blocks_read,
+        j.blocks_failed
+    )
+}
+
+pub async fn migrate(client: Client, args: MigrateArgs) -> anyhow::Result<()> {
+    let job = need_job(&client)?;
+    let eviction = if args.eviction == "implicit" { EvictionMode::Implicit } else { EvictionMode::Explicit };
+    let mut info = client.migrate(&job, &args.paths, eviction, Some(args.lease)).await?;
+    if args.wait {
+        info = wait(&client, &job, &args, eviction, info).await?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&job_info_json(&info))?);
+    } else {
+        println!("{}", summary(&info));
+    }
+    Ok(())
+}
+
+/// Polls the job until no block is pending or queued. A master that forgot the
+/// job (it restarted) is asked again: migration state is soft.
+async fn wait(
+    client: &Client,
+    job: &str,
+    args: &MigrateArgs,
+    eviction: EvictionMode,
+    mut info: JobInfo,
+) -> anyhow::Result<JobInfo> {
+    use std::io::IsTerminal;
+    let bar = indicatif::ProgressBar::new(info.blocks.max(1));
+    if std::io::stderr().is_terminal() && !args.json {
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} blocks, {elapsed}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+    } else {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar.set_message(format!("migrating {job}"));
+    let started = Instant::now();
+    let mut renewed = Instant::now();
+    loop {
+        bar.set_length(info.blocks.max(1));
+        bar.set_position(settled(&info));
+        if info.blocks_pending + info.blocks_queued == 0 {
+            break;
+        }
+        if args.timeout.is_some_and(|t| started.elapsed() >= t) {
+            bar.abandon();
+            eprintln!("thaw: stopped waiting after {:?}; the migration goes on", args.timeout.unwrap_or_default());
+            return Ok(info);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if renewed.elapsed() >= Duration::from_secs(1) {
+            let unknown = client.renew_leases(&[job.to_string()]).await?;
+            renewed = Instant::now();
+            if !unknown.is_empty() {
+                eprintln!("thaw: the master no longer knows job {job} (it restarted?): migrating again");
+                info = client.migrate(job, &args.paths, eviction, Some(args.lease)).await?;
+                continue;
+            }
+        }
+        match client.jobs(Some(job)).await {
+            Ok(r) => info = r.jobs.into_iter().next().context("job list without the job")?,
+            Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {
+                info = client.migrate(job, &args.paths, eviction, Some(args.lease)).await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    bar.finish_and_clear();
+    Ok(info)
+}
+
+pub async fn evict(client: Client, args: EvictArgs) -> anyhow::Result<()> {
+    let job = need_job(&client)?;
+    let left = client.evict(&job, &args.paths).await?;
+    match (left, args.json) {
+        (Some(info), true) => println!("{}", serde_json::to_string_pretty(&job_info_json(&info))?),
+        (Some(info), false) => println!("{}", summary(&info)),
+        (None, true) => println!("{}", serde_json::json!({ "job_id": job, "ended": true })),
+        (None, false) => println!("job {job}: evicted, ended"),
+    }
+    Ok(())
+}
+
+pub async fn jobs(client: Client, args: JobsArgs) -> anyhow::Result<()> {
+    let r = client.jobs(None).await?;
+    if args.json {
+        let v = serde_json::json!({
+            "policy": r.policy,
+            "priority": r.priority,
+            "jobs": r.jobs.iter().map(job_info_json).collect::<Vec<Value>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("policy {}, priority {}", r.policy, r.priority);
+    if r.jobs.is_empty() {
+        println!("no jobs");
+        return Ok(());
+    }
+    println!(
+        "{:<24} {:<8} {:>7} {:>10} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6} {:>8}",
+        "JOB", "EVICT", "BLOCKS", "SIZE", "PEND", "QUEUED", "MEM", "READ", "FAILED", "DONE", "LEASE"
+    );
+    for j in &r.jobs {
+        let done = (settled(j) * 100).checked_div(j.blocks).unwrap_or(100);
+        println!(
+            "{:<24} {:<8} {:>7} {:>10} {:>7} {:>6} {:>6} {:>6} {:>6} {:>5}% {:>7}s",
+            j.job_id,
+            eviction_name(j.eviction),
+            j.blocks,
+            format_size(j.bytes),
+            j.blocks_pending,
+            j.blocks_queued,
+            j.blocks_in_memory,
+            j.blocks_read,
+            j.blocks_failed,
+            done,
+            j.lease_remaining_ms / 1000
+        );
+    }
+    Ok(())
+}
+
+pub async fn events(client: Client, args: EventsArgs) -> anyhow::Result<()> {
+    let mut since = args.since;
+    loop {
+        let r = client.migration_events(since, args.limit).await?;
+        for e in &r.events {
+            if args.json {
+                println!("{}", event_json(e));
+            } else {
+                println!(
+                    "#{:<6} block {:<20} worker {:<3} {:<4} {:>10} {:>7} ms  {}",
+                    e.seq,
+                    e.block_id,
+                    e.worker_id,
+                    source_name(e.source),
+                    format_size(e.bytes),
+                    e.end_ms.saturating_sub(e.start_ms),
+                    e.outcome
+                );
+            }
+        }
+        since = r.next;
+        if !args.follow {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -1,0 +1,298 @@
+//! Job-driven migration on real multi-process clusters: reads after a migrate
+//! come from memory, blocks move from the right device, implicit and explicit
+//! eviction and lease expiry free memory, and migration state survives a master
+//! restart as soft state should.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use thaw_common::proto::{EvictionMode, JobInfo};
+
+/// Puts `len` bytes straight into the under-store: a cold file.
+fn cold_file(c: &Cluster, path: &str, len: usize, seed: u64) -> Vec<u8> {
+    let bytes = data(len, seed);
+    let full = c.ufs.join(path.trim_start_matches('/'));
+    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+    std::fs::write(full, &bytes).unwrap();
+    bytes
+}
+
+async fn job(client: &Client, id: &str) -> Option<JobInfo> {
+    match client.jobs(Some(id)).await {
+        Ok(r) => r.jobs.into_iter().next(),
+        Err(e) if e.kind == ErrorKind::NotFound => None,
+        Err(e) => panic!("jobs: {e}"),
+    }
+}
+
+/// Waits until every block of the job is in memory.
+async fn wait_in_memory(client: &Client, id: &str) -> JobInfo {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let j = job(client, id).await.expect("job exists");
+        if j.blocks_in_memory == j.blocks {
+            return j;
+        }
+        assert!(Instant::now() < deadline, "migration did not finish: {j:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// MEM bytes used per worker, asked of the workers.
+async fn mem_used(c: &Cluster, client: &Client) -> Vec<u64> {
+    let mut out = Vec::new();
+    for i in 0..c.options.workers.len() {
+        let s = client.worker_stats(c.worker_addr(i)).await.unwrap();
+        out.push(s.tiers.iter().find(|t| t.tier == Tier::Mem as i32).unwrap().used);
+    }
+    out
+}
+
+async fn wait_mem_empty(c: &Cluster, client: &Client) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let used = mem_used(c, client).await;
+        if used.iter().all(|u| *u == 0) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "MEM not freed: {used:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn paths(p: &[&str]) -> Vec<String> {
+    p.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_migrate_with_lead_time_every_read_comes_from_memory() {
+    let c = start(ClusterOptions::workers(3)).await;
+    let a = cold_file(&c, "/in/a", 5_500_000, 1);
+    let b = cold_file(&c, "/in/sub/b", 2_000_000, 2);
+    let client = c.remote_client().with_job("q1");
+    let j = client.migrate("q1", &paths(&["/in"]), EvictionMode::Explicit, None).await.unwrap();
+    // Directories expand recursively: 6 + 2 blocks of 1 MiB.
+    assert_eq!((j.blocks, j.bytes), (8, 7_500_000));
+    wait_in_memory(&client, "q1").await;
+    for (p, want) in [("/in/a", &a), ("/in/sub/b", &b)] {
+        let mut r = client.open(p).await.unwrap();
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).await.unwrap();
+        assert_eq!(sha(&got), sha(want));
+        let s = r.stats();
+        assert_eq!((s.remote_mem, s.remote_disk, s.under_store), (want.len() as u64, 0, 0), "{p}: {s:?}");
+    }
+    // The event log has one finished under-store migration per block, spread
+    // over the workers.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut ev = Vec::new();
+    while ev.len() < 8 && Instant::now() < deadline {
+        ev = client.migration_events(0, 0).await.unwrap().events;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let done: Vec<_> = ev.iter().filter(|e| e.outcome == "done").collect();
+    assert_eq!(done.len(), 8, "{ev:?}");
+    assert!(done.iter().all(|e| e.source == thaw_common::proto::MigrationSource::Ufs as i32));
+    let workers: std::collections::HashSet<u64> = done.iter().map(|e| e.worker_id).collect();
+    assert!(workers.len() >= 2, "all migrations on one worker: {workers:?}");
+    // Explicit eviction frees the memory and ends the job.
+    assert!(client.evict("q1", &[]).await.unwrap().is_none());
+    wait_mem_empty(&c, &client).await;
+    assert!(job(&client, "q1").await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disk_replicas_migrate_on_their_holders_and_shared_blocks_once() {
+    let c = start(ClusterOptions::workers(4)).await;
+    let writer = c.client("h0", "r0");
+    let bytes = data(4_000_000, 3);
+    writer.write_all("/d/f", &bytes, WriteOptions { replication: 2, ..opts(WriteType::ReplicatedDisk) }).await.unwrap();
+    let (info, _) = writer.stat_blocks("/d/f", true).await.unwrap();
+    let client = c.remote_client();
+    client.migrate("a", &paths(&["/d/f"]), EvictionMode::Explicit, None).await.unwrap();
+    client.migrate("b", &paths(&["/d"]), EvictionMode::Explicit, None).await.unwrap();
+    wait_in_memory(&client, "a").await;
+    wait_in_memory(&client, "b").await;
+    // Events come with the workers' next heartbeats.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut ev = Vec::new();
+    while ev.len() < 4 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        ev = client.migration_events(0, 0).await.unwrap().events;
+    }
+    assert_eq!(ev.len(), 4, "one migration per block, shared by both jobs: {ev:?}");
+    for e in &ev {
+        assert_eq!(e.source, thaw_common::proto::MigrationSource::Disk as i32);
+        let block = info.blocks.iter().find(|b| b.block_id == e.block_id).unwrap();
+        assert!(block.replicas.iter().any(|r| r.worker_id == e.worker_id), "migrated off a non-holder");
+    }
+    // One job letting go keeps the blocks for the other.
+    client.evict("a", &[]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(job(&client, "b").await.unwrap().blocks_in_memory, 4);
+    client.evict("b", &[]).await.unwrap();
+    wait_mem_empty(&c, &client).await;
+    assert_eq!(sha(&client.read_all("/d/f").await.unwrap()), sha(&bytes));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn implicit_eviction_frees_memory_as_the_job_reads() {
+    let c = start(ClusterOptions::workers(3)).await;
+    let a = cold_file(&c, "/imp/a", 3_000_000, 4);
+    // A client that does not cache what it reads through from the under-store,
+    // so memory holds only what migration put there.
+    let mut cfg = thaw_client::ClientConfig::from_env(Some(c.master_addr().to_string()));
+    cfg.position = thaw_common::proto::Position { host: "elsewhere".into(), rack: "r9".into(), ..Default::default() };
+    cfg.cache_on_read = None;
+    cfg.job_id = "imp".into();
+    let client = Client::new(cfg).unwrap();
+    client.migrate("imp", &paths(&["/imp/a"]), EvictionMode::Implicit, None).await.unwrap();
+    wait_in_memory(&client, "imp").await;
+    let before: u64 = mem_used(&c, &client).await.iter().sum();
+    assert_eq!(before, 3_000_000);
+    // Read the last block only (no read-ahead after it): it alone leaves memory.
+    let mut r = client.open("/imp/a").await.unwrap();
+    let mut last = vec![0u8; 3_000_000 - (2 << 20)];
+    r.read_at(2 << 20, &mut last).await.unwrap();
+    drop(r);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while mem_used(&c, &client).await.iter().sum::<u64>() != 2 << 20 {
+        assert!(Instant::now() < deadline, "the read block stayed in memory");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(&last[..], &a[2 << 20..]);
+    // The whole file (the last block again, from the under-store): all of it
+    // goes, and the job counts every block read.
+    assert_eq!(sha(&client.read_all("/imp/a").await.unwrap()), sha(&a));
+    wait_mem_empty(&c, &client).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let j = job(&client, "imp").await.unwrap();
+        if j.blocks_read == 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{j:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_ends_the_job_and_frees_its_memory() {
+    let c = start(ClusterOptions::workers(2)).await;
+    cold_file(&c, "/l/a", 2_500_000, 5);
+    let client = c.remote_client();
+    client.migrate("short", &paths(&["/l"]), EvictionMode::Explicit, Some(Duration::from_millis(1500))).await.unwrap();
+    client
+        .migrate("renewed", &paths(&["/l/a"]), EvictionMode::Explicit, Some(Duration::from_millis(1500)))
+        .await
+        .unwrap();
+    wait_in_memory(&client, "short").await;
+    // Keep one job alive past the other's lease.
+    for _ in 0..10 {
+        assert!(client.renew_leases(&["renewed".into()]).await.unwrap().is_empty());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(job(&client, "short").await.is_none(), "lease ran out");
+    assert_eq!(client.renew_leases(&["short".into()]).await.unwrap(), vec!["short".to_string()]);
+    assert_eq!(job(&client, "renewed").await.unwrap().blocks_in_memory, 3);
+    // Without renewals the second one goes too, and nothing stays in memory.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(job(&client, "renewed").await.is_none());
+    wait_mem_empty(&c, &client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_master_forgets_jobs_workers_purge_and_migrate_works_again() {
+    let mut c = start(ClusterOptions::workers(3)).await;
+    let a = cold_file(&c, "/r/a", 3_000_000, 6);
+    let client = c.remote_client().with_job("r");
+    client.migrate("r", &paths(&["/r"]), EvictionMode::Explicit, None).await.unwrap();
+    wait_in_memory(&client, "r").await;
+    c.kill_master();
+    c.restart_master().await.unwrap();
+    // Soft state: the new master knows no job; the workers dropped their
+    // migrated blocks when they registered again.
+    assert_eq!(client.renew_leases(&["r".into()]).await.unwrap(), vec!["r".to_string()]);
+    wait_mem_empty(&c, &client).await;
+    // Reads never depend on migration state.
+    assert_eq!(sha(&client.read_all("/r/a").await.unwrap()), sha(&a));
+    // The submitter migrates again and it works.
+    client.migrate("r", &paths(&["/r"]), EvictionMode::Explicit, None).await.unwrap();
+    wait_in_memory(&client, "r").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_migrate_requests_get_clear_errors() {
+    let c = start(ClusterOptions::workers(1)).await;
+    cold_file(&c, "/ok", 10, 7);
+    let client = c.remote_client();
+    let e = client.migrate("", &paths(&["/ok"]), EvictionMode::Explicit, None).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    let e = client.migrate("j", &paths(&["/nope"]), EvictionMode::Explicit, None).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    assert!(e.message.contains("/nope"), "{e}");
+    let e = client.migrate("j", &paths(&["/../etc"]), EvictionMode::Explicit, None).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    let e = client.migrate(&"x".repeat(5000), &paths(&["/ok"]), EvictionMode::Explicit, None).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    let e = client.evict("never", &[]).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    // Nothing was registered by the failed calls.
+    assert!(client.jobs(None).await.unwrap().jobs.is_empty());
+    // CLI: a job id is required, durations are checked.
+    let out = std::process::Command::new(BIN)
+        .args(["--master", c.master_addr(), "migrate", "/ok"])
+        .env_remove("THAW_JOB_ID")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--job"), "{out:?}");
+    let out = std::process::Command::new(BIN)
+        .args(["--master", c.master_addr(), "--job", "j", "migrate", "--lease", "5 parsecs", "/ok"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("duration"), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_migrate_wait_jobs_events_and_evict() {
+    let c = start(ClusterOptions::workers(2)).await;
+    cold_file(&c, "/cli/a", 2_100_000, 8);
+    let thaw = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .args(["--master", c.master_addr(), "--job", "cj"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let v: serde_json::Value = serde_json::from_str(&thaw(&["migrate", "--wait", "--json", "/cli"])).unwrap();
+    assert_eq!((v["blocks"].as_u64(), v["blocks_in_memory"].as_u64()), (Some(3), Some(3)), "{v}");
+    assert_eq!(v["progress"].as_f64(), Some(1.0));
+    let v: serde_json::Value = serde_json::from_str(&thaw(&["jobs", "--json"])).unwrap();
+    assert_eq!(v["policy"], "dyrs");
+    assert_eq!(v["jobs"][0]["job_id"], "cj");
+    let text = thaw(&["jobs"]);
+    assert!(text.contains("cj") && text.contains("100%"), "{text}");
+    // Events arrive with the workers' next heartbeats.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let lines = thaw(&["events", "--json"]);
+        if lines.lines().count() == 3 {
+            let e: serde_json::Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+            assert_eq!((e["source"].as_str(), e["outcome"].as_str()), (Some("ufs"), Some("done")));
+            break;
+        }
+        assert!(Instant::now() < deadline, "{lines}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status: serde_json::Value = serde_json::from_str(&thaw(&["status", "--json"])).unwrap();
+    let used: u64 =
+        status["workers"].as_array().unwrap().iter().map(|w| w["migration"]["buffer_used"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(used, 2_100_000);
+    assert!(thaw(&["evict"]).contains("evicted"));
+    assert!(thaw(&["jobs"]).contains("no jobs"));
+}

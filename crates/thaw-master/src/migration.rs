@@ -1,0 +1,864 @@
+//! Jobs and the migration planner: which cold blocks go up into memory, for whom,
+//! and on which worker (ignem.txt III-A, dyrs.txt III-A/B and IV-A). Pure state and
+//! decisions, like `cluster.rs`: the master's RPC layer feeds it requests,
+//! heartbeats and time. All of it is soft state (dyrs.txt III-C): a restarted
+//! master starts empty, and workers that see it purge theirs.
+//!
+//! A block has at most one migration, shared by every job that asked for it; a
+//! block already in memory only gains the job as a reference. Policies:
+//! - `ignem`: a migration is bound at once to a random holder of a replica (any
+//!   live worker for a block that is only in the under-store); workers order their
+//!   queue by priority.
+//! - `dyrs`: migrations stay pending at the master; [`Migrations::plan`] sets each
+//!   one's target by Algorithm 1 (earliest estimated finish) off the heartbeat path,
+//!   and a heartbeat binds to its worker only blocks targeted at it, just enough
+//!   that its queue does not drain before the next heartbeat. Binding is final.
+//! - `none`: jobs and leases are kept, nothing migrates (the baseline).
+//!
+//! Improvements on the papers, each for a reason:
+//! - Estimates are per byte, not per block, so a file's short last block is not
+//!   charged a whole block's time; and per device (DISK tier, under-store), as a
+//!   worker runs one migration per device at a time.
+//! - The pending order is a choice for both policies (`fifo`, as DYRS used, or
+//!   `smallest-job-first`, which Ignem showed helps), so they can be compared.
+//! - Reads are reported by workers for jobs with migration state, so a pending
+//!   migration whose block the job already read is dropped at the master too, and
+//!   a job's progress counts blocks read.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use rand::seq::IndexedRandom;
+use thaw_common::proto::{
+    BlockReference, EvictCommand, EvictionMode, JobBlockRead, JobInfo, JobRef, MigrationCommand, MigrationEvent,
+    MigrationSource, Tier, UfsSource, WorkerMigrationReport,
+};
+use thaw_common::{Result, ThawError, now_ms};
+
+use crate::cluster::Cluster;
+
+/// How pending migrations are bound to workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    None,
+    Ignem,
+    Dyrs,
+}
+
+impl Policy {
+    pub fn parse(s: &str) -> Result<Policy> {
+        match s {
+            "none" => Ok(Policy::None),
+            "ignem" => Ok(Policy::Ignem),
+            "dyrs" => Ok(Policy::Dyrs),
+            _ => Err(ThawError::invalid(format!("unknown migration policy {s:?} (none, ignem or dyrs)"))),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::None => "none",
+            Policy::Ignem => "ignem",
+            Policy::Dyrs => "dyrs",
+        }
+    }
+    /// The order each paper used: DYRS FIFO, Ignem smallest job first.
+    pub fn default_priority(self) -> Priority {
+        match self {
+            Policy::Dyrs => Priority::Fifo,
+            _ => Priority::SmallestJobFirst,
+        }
+    }
+}
+
+/// The order of migrations, at the master (pending) and at the workers (queued).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    Fifo,
+    /// Smaller total job input first, then earlier submission (ignem.txt III-A1).
+    SmallestJobFirst,
+}
+
+impl Priority {
+    pub fn parse(s: &str) -> Result<Priority> {
+        match s {
+            "fifo" => Ok(Priority::Fifo),
+            "smallest-job-first" | "sjf" => Ok(Priority::SmallestJobFirst),
+            _ => Err(ThawError::invalid(format!("unknown priority {s:?} (fifo or smallest-job-first)"))),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::Fifo => "fifo",
+            Priority::SmallestJobFirst => "smallest-job-first",
+        }
+    }
+}
+
+/// A worker's device a migration reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Device {
+    Disk,
+    Ufs,
+}
+
+impl Device {
+    pub fn source(self) -> MigrationSource {
+        match self {
+            Device::Disk => MigrationSource::Disk,
+            Device::Ufs => MigrationSource::Ufs,
+        }
+    }
+    fn from_source(s: i32) -> Option<Device> {
+        match MigrationSource::try_from(s).ok()? {
+            MigrationSource::Disk => Some(Device::Disk),
+            MigrationSource::Ufs => Some(Device::Ufs),
+            MigrationSource::Unspecified => None,
+        }
+    }
+}
+
+/// Assumed migration time per byte on a device nobody has measured yet
+/// (10 ns/B = 100 MB/s); replaced by the first measurement.
+pub const DEFAULT_NS_PER_BYTE: f64 = 10.0;
+
+/// A migration that failed this many times is given up (its blocks are read from
+/// where they are).
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// Events kept for `MigrationEvents`.
+pub const EVENT_LOG: usize = 100_000;
+
+/// What a migrate call asks for, per block.
+#[derive(Debug, Clone)]
+pub struct BlockSpec {
+    pub block: u64,
+    pub length: u64,
+    /// Where the block is in the under-store, if its file is persisted.
+    pub ufs: Option<UfsSource>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct JobBlock {
+    length: u64,
+    read: bool,
+    failed: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Job {
+    submitted_ms: u64,
+    /// Order of first submission, the last tie-breaker.
+    order: u64,
+    implicit: bool,
+    lease: Duration,
+    lease_until: Instant,
+    blocks: BTreeMap<u64, JobBlock>,
+    bytes: u64,
+}
+
+impl Job {
+    fn job_ref(&self, id: &str) -> JobRef {
+        JobRef {
+            job_id: id.to_string(),
+            implicit: self.implicit,
+            job_bytes: self.bytes,
+            submitted_ms: self.submitted_ms,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    /// At the master; `target` is the planner's latest choice.
+    Pending { target: Option<(u64, Device)> },
+    /// Bound (final) to a worker's device queue.
+    Bound { worker: u64, device: Device },
+}
+
+#[derive(Debug, Clone)]
+struct Migration {
+    length: u64,
+    ufs: Option<UfsSource>,
+    jobs: BTreeSet<String>,
+    /// Creation order (FIFO).
+    seq: u64,
+    state: State,
+    attempts: u32,
+    /// Workers where it failed: not tried again while others can take it.
+    failed_on: Vec<u64>,
+}
+
+/// What the master knows of a worker's executor, from its last heartbeat.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerLoad {
+    pub ns_per_byte: HashMap<Device, f64>,
+    pub queued_bytes: HashMap<Device, u64>,
+    pub queued: HashMap<Device, u32>,
+    pub report: WorkerMigrationReport,
+    /// Commands for the next heartbeat answer.
+    out_migrations: Vec<MigrationCommand>,
+    out_references: Vec<BlockReference>,
+    out_evictions: Vec<EvictCommand>,
+}
+
+/// What a heartbeat answer carries for migration.
+#[derive(Debug, Default)]
+pub struct HeartbeatOrders {
+    pub migrations: Vec<MigrationCommand>,
+    pub references: Vec<BlockReference>,
+    pub evictions: Vec<EvictCommand>,
+    pub migrating_jobs: Vec<String>,
+    pub dead_jobs: Vec<String>,
+}
+
+pub struct Migrations {
+    pub policy: Policy,
+    pub priority: Priority,
+    pub default_lease: Duration,
+    jobs: BTreeMap<String, Job>,
+    migrations: HashMap<u64, Migration>,
+    workers: HashMap<u64, WorkerLoad>,
+    /// The planner's last pass: per device, the blocks targeted at it, in order.
+    targets: HashMap<(u64, Device), VecDeque<u64>>,
+    events: VecDeque<MigrationEvent>,
+    next_event: u64,
+    next_seq: u64,
+    next_job: u64,
+}
+
+impl Migrations {
+    pub fn new(policy: Policy, priority: Priority, default_lease: Duration) -> Self {
+        Migrations {
+            policy,
+            priority,
+            default_lease,
+            jobs: BTreeMap::new(),
+            migrations: HashMap::new(),
+            workers: HashMap::new(),
+            targets: HashMap::new(),
+            events: VecDeque::new(),
+            next_event: 1,
+            next_seq: 0,
+            next_job: 0,
+        }
+    }
+
+    pub fn pending(&self) -> usize {
+        self.migrations.values().filter(|m| matches!(m.state, State::Pending { .. })).count()
+    }
+
+    pub fn worker_load(&self, worker: u64) -> Option<&WorkerLoad> {
+        self.workers.get(&worker)
+    }
+
+    fn load(&mut self, worker: u64) -> &mut WorkerLoad {
+        self.workers.entry(worker).or_default()
+    }
+
+    // ---- jobs ----
+
+    /// Registers `job` (or adds to it) and starts migrating the blocks it does not
+    /// have yet. Returns at once; progress is in [`Migrations::job_info`].
+    pub fn migrate(
+        &mut self,
+        cluster: &Cluster,
+        job_id: &str,
+        eviction: EvictionMode,
+        lease: Option<Duration>,
+        blocks: Vec<BlockSpec>,
+        now: Instant,
+    ) -> Result<()> {
+        if job_id.is_empty() {
+            return Err(ThawError::invalid("migrate needs a job id"));
+        }
+        let lease = lease.unwrap_or(self.default_lease);
+        let order = self.next_job;
+        let job = self.jobs.entry(job_id.to_string()).or_insert_with(|| Job {
+            submitted_ms: now_ms(),
+            order,
+            implicit: eviction == EvictionMode::Implicit,
+            lease,
+            lease_until: now + lease,
+            blocks: BTreeMap::new(),
+            bytes: 0,
+        });
+        if job.order == order {
+            self.next_job += 1;
+        } else if eviction != EvictionMode::Unspecified {
+            job.implicit = eviction == EvictionMode::Implicit;
+        }
+        job.lease = lease;
+        job.lease_until = now + lease;
+        let mut new = Vec::new();
+        for b in blocks {
+            if job.blocks.contains_key(&b.block) {
+                continue;
+            }
+            job.blocks.insert(b.block, JobBlock { length: b.length, ..Default::default() });
+            job.bytes += b.length;
+            new.push(b);
+        }
+        for b in new {
+            self.add_block(cluster, job_id, b);
+        }
+        Ok(())
+    }
+
+    /// One block of a job: a reference if it is in memory, else (a share of) its
+    /// migration.
+    fn add_block(&mut self, cluster: &Cluster, job_id: &str, b: BlockSpec) {
+        let job_ref = self.jobs[job_id].job_ref(job_id);
+        if let Some(w) = mem_holder(cluster, b.block) {
+            self.load(w).out_references.push(BlockReference { block_id: b.block, job: Some(job_ref) });
+            return;
+        }
+        if let Some(m) = self.migrations.get_mut(&b.block) {
+            m.jobs.insert(job_id.to_string());
+            if let State::Bound { worker, .. } = m.state {
+                self.load(worker).out_references.push(BlockReference { block_id: b.block, job: Some(job_ref) });
+            }
+            return;
+        }
+        if self.policy == Policy::None {
+            return;
+        }
+        if candidates(cluster, b.block, b.ufs.is_some(), &[]).is_empty() {
+            if let Some(jb) = self.jobs.get_mut(job_id).and_then(|j| j.blocks.get_mut(&b.block)) {
+                jb.failed = true;
+            }
+            return;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let m = Migration {
+            length: b.length,
+            ufs: b.ufs,
+            jobs: BTreeSet::from([job_id.to_string()]),
+            seq,
+            state: State::Pending { target: None },
+            attempts: 0,
+            failed_on: Vec::new(),
+        };
+        self.migrations.insert(b.block, m);
+        if self.policy == Policy::Ignem {
+            self.bind_at_random(cluster, b.block);
+        }
+    }
+
+    /// Ignem's binding: a random replica holder, at once.
+    fn bind_at_random(&mut self, cluster: &Cluster, block: u64) {
+        let Some(m) = self.migrations.get(&block) else {
+            return;
+        };
+        let cands = candidates(cluster, block, m.ufs.is_some(), &m.failed_on);
+        let Some(&(worker, device)) = cands.choose(&mut rand::rng()) else {
+            self.give_up(block, "no live worker can read it");
+            return;
+        };
+        self.bind(block, worker, device);
+    }
+
+    /// Binds a pending migration to a worker's device: it goes out with the
+    /// worker's next heartbeat answer.
+    fn bind(&mut self, block: u64, worker: u64, device: Device) {
+        let Some(m) = self.migrations.get_mut(&block) else {
+            return;
+        };
+        m.state = State::Bound { worker, device };
+        let jobs: Vec<JobRef> = m.jobs.iter().filter_map(|j| self.jobs.get(j).map(|job| job.job_ref(j))).collect();
+        let cmd = MigrationCommand {
+            block_id: block,
+            length: m.length,
+            source: device.source() as i32,
+            ufs: if device == Device::Ufs { m.ufs.clone() } else { None },
+            jobs,
+            seq: m.seq,
+            smallest_job_first: self.priority == Priority::SmallestJobFirst,
+        };
+        let load = self.load(worker);
+        *load.queued.entry(device).or_default() += 1;
+        *load.queued_bytes.entry(device).or_default() += cmd.length;
+        load.out_migrations.push(cmd);
+    }
+
+    /// Drops a migration for good; its jobs count the block as failed.
+    fn give_up(&mut self, block: u64, why: &str) {
+        let Some(m) = self.migrations.remove(&block) else {
+            return;
+        };
+        tracing::warn!(block, why, "migration given up");
+        for j in &m.jobs {
+            if let Some(jb) = self.jobs.get_mut(j).and_then(|j| j.blocks.get_mut(&block)) {
+                jb.failed = true;
+            }
+        }
+        self.log(MigrationEvent {
+            block_id: block,
+            bytes: m.length,
+            outcome: format!("failed: {why}"),
+            end_ms: now_ms(),
+            ..Default::default()
+        });
+    }
+
+    /// Removes `job` from blocks (all of its blocks if `blocks` is `None`, and then
+    /// the job itself): pending migrations nobody else wants are dropped, workers
+    /// are told to release the job's references.
+    pub fn evict(&mut self, job_id: &str, blocks: Option<&[u64]>, live_workers: &[u64]) -> Result<()> {
+        let Some(job) = self.jobs.get_mut(job_id) else {
+            return Err(ThawError::not_found(format!(
+                "no job {job_id:?} (never migrated, evicted, or its lease ran out)"
+            )));
+        };
+        let which: Vec<u64> = match blocks {
+            Some(b) => b.iter().copied().filter(|b| job.blocks.contains_key(b)).collect(),
+            None => job.blocks.keys().copied().collect(),
+        };
+        for b in &which {
+            job.blocks.remove(b);
+        }
+        job.bytes = job.blocks.values().map(|b| b.length).sum();
+        let ended = blocks.is_none() || job.blocks.is_empty();
+        if ended {
+            self.jobs.remove(job_id);
+        }
+        for b in &which {
+            self.release(*b, job_id);
+        }
+        let cmd = EvictCommand { job_id: job_id.to_string(), blocks: if ended { Vec::new() } else { which } };
+        for w in live_workers {
+            self.load(*w).out_evictions.push(cmd.clone());
+        }
+        Ok(())
+    }
+
+    /// `job` no longer wants `block`'s migration.
+    fn release(&mut self, block: u64, job_id: &str) {
+        let Some(m) = self.migrations.get_mut(&block) else {
+            return;
+        };
+        m.jobs.remove(job_id);
+        if m.jobs.is_empty() && matches!(m.state, State::Pending { .. }) {
+            self.migrations.remove(&block);
+        }
+    }
+
+    /// Renews leases; returns the ids the master does not know.
+    pub fn renew(&mut self, ids: &[String], now: Instant) -> Vec<String> {
+        let mut unknown = Vec::new();
+        for id in ids {
+            match self.jobs.get_mut(id) {
+                Some(j) => j.lease_until = now + j.lease,
+                None => unknown.push(id.clone()),
+            }
+        }
+        unknown
+    }
+
+    /// Ends every job whose lease ran out: it counts as failed, its references go.
+    pub fn expire(&mut self, now: Instant, live_workers: &[u64]) -> Vec<String> {
+        let dead: Vec<String> =
+            self.jobs.iter().filter(|(_, j)| j.lease_until < now).map(|(id, _)| id.clone()).collect();
+        for id in &dead {
+            tracing::info!(job = %id, "job lease expired: its migrations and references are dropped");
+            let _ = self.evict(id, None, live_workers);
+        }
+        dead
+    }
+
+    pub fn is_live(&self, job_id: &str) -> bool {
+        self.jobs.contains_key(job_id)
+    }
+
+    pub fn job_ids(&self) -> impl Iterator<Item = &String> {
+        self.jobs.keys()
+    }
+
+    /// Where each of a job's blocks stands.
+    pub fn job_info(&self, cluster: &Cluster, job_id: &str, now: Instant) -> Option<JobInfo> {
+        let job = self.jobs.get(job_id)?;
+        let mut info = JobInfo {
+            job_id: job_id.to_string(),
+            submitted_ms: job.submitted_ms,
+            eviction: if job.implicit { EvictionMode::Implicit } else { EvictionMode::Explicit } as i32,
+            lease_remaining_ms: job.lease_until.saturating_duration_since(now).as_millis() as u64,
+            blocks: job.blocks.len() as u64,
+            bytes: job.bytes,
+            ..Default::default()
+        };
+        for (b, jb) in &job.blocks {
+            if jb.read {
+                info.blocks_read += 1;
+                info.bytes_read += jb.length;
+            } else if mem_holder(cluster, *b).is_some() {
+                info.blocks_in_memory += 1;
+                info.bytes_in_memory += jb.length;
+            } else if jb.failed {
+                info.blocks_failed += 1;
+            } else if matches!(self.migrations.get(b).map(|m| m.state), Some(State::Bound { .. })) {
+                info.blocks_queued += 1;
+            } else {
+                info.blocks_pending += 1;
+            }
+        }
+        Some(info)
+    }
+
+    // ---- planning (dyrs.txt Algorithm 1) ----
+
+    /// Sets the target of every pending migration: the candidate device where it
+    /// would finish earliest, given each device's estimate and queue, scanning the
+    /// pending list in priority order. Pending blocks that reached memory some
+    /// other way are dropped (their jobs become references).
+    pub fn plan(&mut self, cluster: &Cluster) {
+        if self.policy != Policy::Dyrs {
+            return;
+        }
+        let mut in_mem = Vec::new();
+        let mut pending: Vec<(PendingKey, u64)> = Vec::new();
+        for (&b, m) in &self.migrations {
+            if let State::Pending { .. } = m.state {
+                if mem_holder(cluster, b).is_some() {
+                    in_mem.push(b);
+                } else {
+                    pending.push((self.key(m), b));
+                }
+            }
+        }
+        for b in in_mem {
+            let m = self.migrations.remove(&b).expect("listed");
+            let w = mem_holder(cluster, b).expect("checked");
+            for j in &m.jobs {
+                if let Some(job) = self.jobs.get(j) {
+                    let r = BlockReference { block_id: b, job: Some(job.job_ref(j)) };
+                    self.load(w).out_references.push(r);
+                }
+            }
+        }
+        pending.sort_unstable();
+        let estimates = self.estimates(cluster);
+        let mut finish: HashMap<(u64, Device), f64> = HashMap::new();
+        let mut targets: HashMap<(u64, Device), VecDeque<u64>> = HashMap::new();
+        for (_, b) in pending {
+            let m = &self.migrations[&b];
+            let cands = candidates(cluster, b, m.ufs.is_some(), &m.failed_on);
+            let mut best: Option<((u64, Device), f64)> = None;
+            for c in cands {
+                let spb = estimates.get(&c).copied().unwrap_or(DEFAULT_NS_PER_BYTE);
+                let base = *finish.entry(c).or_insert_with(|| {
+                    let queued = self.workers.get(&c.0).and_then(|w| w.queued_bytes.get(&c.1)).copied().unwrap_or(0);
+                    spb * queued as f64
+                });
+                let done = base + spb * m.length as f64;
+                if best.is_none_or(|(bc, bt)| done < bt || (done == bt && c < bc)) {
+                    best = Some((c, done));
+                }
+            }
+            let m = self.migrations.get_mut(&b).expect("listed");
+            match best {
+                Some((c, done)) => {
+                    m.state = State::Pending { target: Some(c) };
+                    finish.insert(c, done);
+                    targets.entry(c).or_default().push_back(b);
+                }
+                None => m.state = State::Pending { target: None },
+            }
+        }
+        self.targets = targets;
+    }
+
+    /// Per-device estimates (ns per byte); a device never measured gets the mean
+    /// of measured ones of its kind, else [`DEFAULT_NS_PER_BYTE`].
+    fn estimates(&self, cluster: &Cluster) -> HashMap<(u64, Device), f64> {
+        let mut out = HashMap::new();
+        let mut sums: HashMap<Device, (f64, u32)> = HashMap::new();
+        for w in cluster.workers().filter(|w| w.alive) {
+            if let Some(l) = self.workers.get(&w.id) {
+                for (&d, &v) in &l.ns_per_byte {
+                    if v > 0.0 {
+                        out.insert((w.id, d), v);
+                        let s = sums.entry(d).or_default();
+                        s.0 += v;
+                        s.1 += 1;
+                    }
+                }
+            }
+        }
+        for w in cluster.workers().filter(|w| w.alive) {
+            for d in [Device::Disk, Device::Ufs] {
+                out.entry((w.id, d)).or_insert_with(|| match sums.get(&d) {
+                    Some((s, n)) if *n > 0 => s / *n as f64,
+                    _ => DEFAULT_NS_PER_BYTE,
+                });
+            }
+        }
+        out
+    }
+
+    fn key(&self, m: &Migration) -> PendingKey {
+        match self.priority {
+            Priority::Fifo => (0, 0, 0, m.seq),
+            Priority::SmallestJobFirst => {
+                let best = m
+                    .jobs
+                    .iter()
+                    .filter_map(|j| self.jobs.get(j))
+                    .map(|j| (j.bytes, j.submitted_ms, j.order))
+                    .min()
+                    .unwrap_or((u64::MAX, u64::MAX, u64::MAX));
+                (best.0, best.1, best.2, m.seq)
+            }
+        }
+    }
+
+    // ---- the worker protocol ----
+
+    /// Takes a worker's heartbeat report (estimates, queue, finished migrations,
+    /// reads) and answers with its orders: under `dyrs`, the blocks targeted at
+    /// it, just enough that no device queue drains before the next heartbeat.
+    pub fn heartbeat(
+        &mut self,
+        cluster: &Cluster,
+        worker: u64,
+        report: Option<WorkerMigrationReport>,
+        reads: Vec<JobBlockRead>,
+        interval: Duration,
+    ) -> HeartbeatOrders {
+        let mut dead_jobs = Vec::new();
+        if let Some(r) = report {
+            let load = self.load(worker);
+            load.ns_per_byte.clear();
+            load.queued.clear();
+            load.queued_bytes.clear();
+            for s in &r.sources {
+                if let Some(d) = Device::from_source(s.source) {
+                    load.ns_per_byte.insert(d, s.ns_per_byte);
+                    load.queued.insert(d, s.queued + s.active);
+                    load.queued_bytes.insert(d, s.queued_bytes);
+                }
+            }
+            dead_jobs = r.referenced_jobs.iter().filter(|j| !self.jobs.contains_key(*j)).cloned().collect();
+            for e in &r.events {
+                self.finished(cluster, worker, e.clone());
+            }
+            let mut kept = r;
+            kept.events.clear();
+            kept.referenced_jobs.clear();
+            self.load(worker).report = kept;
+        }
+        for read in reads {
+            self.read(&read.job_id, read.block_id);
+        }
+        if self.policy == Policy::Dyrs {
+            self.feed(worker, interval);
+        }
+        let load = self.load(worker);
+        HeartbeatOrders {
+            migrations: std::mem::take(&mut load.out_migrations),
+            references: std::mem::take(&mut load.out_references),
+            evictions: std::mem::take(&mut load.out_evictions),
+            migrating_jobs: self.jobs.keys().cloned().collect(),
+            dead_jobs,
+        }
+    }
+
+    /// Binds blocks targeted at `worker` until each of its device queues holds a
+    /// heartbeat interval's worth of work at its estimate, plus one block.
+    fn feed(&mut self, worker: u64, interval: Duration) {
+        for device in [Device::Disk, Device::Ufs] {
+            let Some(mut queue) = self.targets.remove(&(worker, device)) else {
+                continue;
+            };
+            let (spb, mut queued_bytes, mut queued) = {
+                let load = self.load(worker);
+                (
+                    load.ns_per_byte.get(&device).copied().filter(|v| *v > 0.0).unwrap_or(DEFAULT_NS_PER_BYTE),
+                    load.queued_bytes.get(&device).copied().unwrap_or(0),
+                    load.queued.get(&device).copied().unwrap_or(0),
+                )
+            };
+            // Bytes the device migrates in one interval at its estimate.
+            let interval_bytes = interval.as_nanos() as f64 / spb;
+            while let Some(&b) = queue.front() {
+                let still = self
+                    .migrations
+                    .get(&b)
+                    .is_some_and(|m| m.state == State::Pending { target: Some((worker, device)) });
+                if !still {
+                    queue.pop_front();
+                    continue;
+                }
+                // The running block plus one queued, then enough for an interval.
+                if queued >= 2 && queued_bytes as f64 >= interval_bytes {
+                    break;
+                }
+                queue.pop_front();
+                let len = self.migrations[&b].length;
+                self.bind(b, worker, device);
+                queued += 1;
+                queued_bytes += len;
+            }
+            if !queue.is_empty() {
+                self.targets.insert((worker, device), queue);
+            }
+        }
+    }
+
+    /// A worker says a migration ended.
+    fn finished(&mut self, cluster: &Cluster, worker: u64, mut e: MigrationEvent) {
+        e.worker_id = worker;
+        let block = e.block_id;
+        let bound_here = matches!(
+            self.migrations.get(&block).map(|m| m.state),
+            Some(State::Bound { worker: w, .. }) if w == worker
+        );
+        if bound_here {
+            if e.outcome.starts_with("failed") {
+                let m = self.migrations.get_mut(&block).expect("checked");
+                m.attempts += 1;
+                m.failed_on.push(worker);
+                m.state = State::Pending { target: None };
+                if m.attempts >= MAX_ATTEMPTS {
+                    let why = e.outcome.clone();
+                    self.log(e);
+                    self.give_up(block, &why);
+                    return;
+                }
+                if self.policy == Policy::Ignem {
+                    self.bind_at_random(cluster, block);
+                }
+            } else {
+                self.migrations.remove(&block);
+            }
+        }
+        self.log(e);
+    }
+
+    /// `job` read `block`: it no longer needs migrating for it.
+    fn read(&mut self, job_id: &str, block: u64) {
+        let Some(jb) = self.jobs.get_mut(job_id).and_then(|j| j.blocks.get_mut(&block)) else {
+            return;
+        };
+        jb.read = true;
+        let pending_only_for_it = self
+            .migrations
+            .get(&block)
+            .is_some_and(|m| matches!(m.state, State::Pending { .. }) && m.jobs.len() == 1 && m.jobs.contains(job_id));
+        if pending_only_for_it {
+            let m = self.migrations.remove(&block).expect("checked");
+            self.log(MigrationEvent {
+                block_id: block,
+                bytes: m.length,
+                outcome: "read-first".into(),
+                end_ms: now_ms(),
+                ..Default::default()
+            });
+        } else if let Some(m) = self.migrations.get_mut(&block)
+            && matches!(m.state, State::Pending { .. })
+        {
+            m.jobs.remove(job_id);
+        }
+    }
+
+    /// A worker died or restarted: what was bound to it goes back to pending (and
+    /// elsewhere), its reports are forgotten.
+    pub fn worker_lost(&mut self, cluster: &Cluster, worker: u64) {
+        self.workers.remove(&worker);
+        self.targets.retain(|(w, _), _| *w != worker);
+        let back: Vec<u64> = self
+            .migrations
+            .iter()
+            .filter(|(_, m)| matches!(m.state, State::Bound { worker: w, .. } if w == worker))
+            .map(|(b, _)| *b)
+            .collect();
+        for b in &back {
+            if let Some(m) = self.migrations.get_mut(b) {
+                m.state = State::Pending { target: None };
+            }
+        }
+        if !back.is_empty() {
+            tracing::info!(worker, migrations = back.len(), "worker lost: its migrations return to pending");
+        }
+        if self.policy == Policy::Ignem {
+            for b in back {
+                self.bind_at_random(cluster, b);
+            }
+        }
+    }
+
+    fn log(&mut self, mut e: MigrationEvent) {
+        e.seq = self.next_event;
+        self.next_event += 1;
+        self.events.push_back(e);
+        while self.events.len() > EVENT_LOG {
+            self.events.pop_front();
+        }
+    }
+
+    /// Events with `seq >= since` (at most `limit`, 0 = all kept), and the next seq.
+    pub fn events(&self, since: u64, limit: usize) -> (Vec<MigrationEvent>, u64) {
+        let first = self.events.front().map(|e| e.seq).unwrap_or(self.next_event);
+        let skip = since.saturating_sub(first) as usize;
+        let it = self.events.iter().skip(skip);
+        let out: Vec<MigrationEvent> =
+            if limit == 0 { it.cloned().collect() } else { it.take(limit).cloned().collect() };
+        let next = out.last().map(|e| e.seq + 1).unwrap_or(since.max(first).min(self.next_event));
+        (out, next)
+    }
+
+    /// The migration each pending block is targeted at (for tests and status).
+    pub fn target_of(&self, block: u64) -> Option<(u64, Device)> {
+        match self.migrations.get(&block)?.state {
+            State::Pending { target } => target,
+            State::Bound { worker, device } => Some((worker, device)),
+        }
+    }
+
+    pub fn is_bound(&self, block: u64) -> bool {
+        matches!(self.migrations.get(&block).map(|m| m.state), Some(State::Bound { .. }))
+    }
+}
+
+/// (job bytes, job submission, job order, migration seq): smaller first.
+type PendingKey = (u64, u64, u64, u64);
+
+/// A live worker holding the block in memory.
+fn mem_holder(cluster: &Cluster, block: u64) -> Option<u64> {
+    let e = cluster.block(block)?;
+    e.replicas
+        .iter()
+        .find(|r| r.tier == Tier::Mem && cluster.worker(r.worker).is_some_and(|w| w.alive))
+        .map(|r| r.worker)
+}
+
+/// The devices that could migrate `block`: live holders of a DISK replica (with a
+/// MEM tier to migrate into); for a block only in the under-store, every live
+/// worker with a MEM tier. Workers in `avoid` only if nothing else is left.
+fn candidates(cluster: &Cluster, block: u64, in_ufs: bool, avoid: &[u64]) -> Vec<(u64, Device)> {
+    let has_mem =
+        |w: u64| cluster.worker(w).is_some_and(|w| w.alive && w.tier(Tier::Mem).is_some_and(|t| t.capacity > 0));
+    let mut disk: Vec<(u64, Device)> = cluster
+        .block(block)
+        .map(|e| {
+            e.replicas
+                .iter()
+                .filter(|r| r.tier == Tier::Disk && has_mem(r.worker))
+                .map(|r| (r.worker, Device::Disk))
+                .collect()
+        })
+        .unwrap_or_default();
+    disk.sort();
+    disk.dedup();
+    let mut out = if !disk.is_empty() || !in_ufs {
+        disk
+    } else {
+        cluster.workers().filter(|w| has_mem(w.id)).map(|w| (w.id, Device::Ufs)).collect()
+    };
+    if out.iter().any(|(w, _)| !avoid.contains(w)) {
+        out.retain(|(w, _)| !avoid.contains(w));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

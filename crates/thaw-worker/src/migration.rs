@@ -1,0 +1,630 @@
+//! The migration executor and the migration buffer's reference lists (ignem.txt
+//! III-A1/A3/A4 and III-B2, dyrs.txt III-B, III-C3 and IV-A).
+//!
+//! - One migration at a time per device (the DISK tier, the under-store), highest
+//!   priority first, never preempting the running one, never idle while a block
+//!   is queued and fits in the buffer.
+//! - Each finished migration updates the device's EWMA estimate (per byte); while
+//!   one runs past its estimate, the estimate is raised at every heartbeat.
+//! - A migrated block is held in memory while its reference list (the jobs that
+//!   will read it) is not empty. References go on an explicit evict, on an
+//!   implicit read, when the master says the job is dead (asked only once buffer
+//!   use passes a threshold), and all at once when the master restarts.
+//! - When the buffer is full, migrations wait: a referenced block is never evicted
+//!   to make room (do-not-harm). A queued migration whose jobs have all read the
+//!   block already is dropped.
+//!
+//! Improvement on the papers: implicit eviction waits until the job has read the
+//! whole block, or has not touched it for a short delay. Readers of columnar
+//! files (Parquet footers, then column chunks) visit a block several times; the
+//! papers' "as soon as the job reads the block" would evict it after the first
+//! small read and send the rest of the reads back to disk.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use thaw_common::now_ms;
+use thaw_common::proto::{
+    HeartbeatResponse, JobBlockRead, JobRef, MigrationCommand, MigrationEvent, MigrationSource, SourceEstimate,
+    UfsSource, WorkerMigrationReport,
+};
+
+/// Weight of the newest duration in the estimate's moving average.
+pub const EWMA_WEIGHT: f64 = 0.3;
+
+#[derive(Debug, Clone)]
+pub struct MigrationConfig {
+    /// Bytes of migrated blocks (held and in flight) the MEM tier may hold.
+    /// `None`: 80% of the MEM tier.
+    pub buffer_limit: Option<u64>,
+    /// An implicitly evicted job lets go of a block it read partly after this long
+    /// without touching it.
+    pub implicit_delay: Duration,
+    /// Past this share of the buffer, ask the master which referencing jobs are dead.
+    pub dead_job_threshold: f64,
+}
+
+impl Default for MigrationConfig {
+    fn default() -> Self {
+        MigrationConfig { buffer_limit: None, implicit_delay: Duration::from_secs(2), dead_job_threshold: 0.8 }
+    }
+}
+
+/// A device a migration reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    Disk,
+    Ufs,
+}
+
+impl Source {
+    pub const ALL: [Source; 2] = [Source::Disk, Source::Ufs];
+
+    fn proto(self) -> MigrationSource {
+        match self {
+            Source::Disk => MigrationSource::Disk,
+            Source::Ufs => MigrationSource::Ufs,
+        }
+    }
+}
+
+/// Queue order: smaller first.
+type Key = (u64, u64, u64, u64);
+
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub block: u64,
+    pub length: u64,
+    pub source: Source,
+    pub ufs: Option<UfsSource>,
+    jobs: Vec<JobRef>,
+    key: Key,
+    /// Jobs that read the block while it was being migrated.
+    read_by: HashSet<String>,
+    /// Purge generation it was queued in.
+    generation: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Ref {
+    implicit: bool,
+    bytes_read: u64,
+    last_read: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Held {
+    length: u64,
+    refs: HashMap<String, Ref>,
+}
+
+#[derive(Debug)]
+struct Active {
+    task: Task,
+    started: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    queues: HashMap<Source, BTreeMap<Key, Task>>,
+    /// Where each queued block is.
+    queued: HashMap<u64, (Source, Key)>,
+    active: HashMap<Source, Active>,
+    ns_per_byte: HashMap<Source, f64>,
+    held: HashMap<u64, Held>,
+    /// Bytes of held blocks plus running migrations.
+    used: u64,
+    events: Vec<MigrationEvent>,
+    reads: HashSet<(String, u64)>,
+    migrating_jobs: HashSet<String>,
+    generation: u64,
+    done: u64,
+}
+
+/// What the executor and the reference lists decided; the worker carries it out.
+#[derive(Debug, Default, PartialEq)]
+pub struct Effects {
+    /// Migrated blocks no job references any more: delete them from MEM.
+    pub evict: Vec<u64>,
+}
+
+pub struct Migrator {
+    state: Mutex<State>,
+    pub config: MigrationConfig,
+    limit: u64,
+    /// Wakes the device executors when work arrives or room frees up.
+    pub wake: tokio::sync::Notify,
+}
+
+fn key(cmd: &MigrationCommand) -> Key {
+    if cmd.smallest_job_first {
+        let best = cmd.jobs.iter().map(|j| (j.job_bytes, j.submitted_ms)).min().unwrap_or((u64::MAX, u64::MAX));
+        (best.0, best.1, cmd.seq, cmd.block_id)
+    } else {
+        (0, 0, cmd.seq, cmd.block_id)
+    }
+}
+
+impl Migrator {
+    pub fn new(config: MigrationConfig, mem_capacity: u64) -> Self {
+        let limit = config.buffer_limit.unwrap_or(mem_capacity / 10 * 8).min(mem_capacity);
+        Migrator { state: Mutex::new(State::default()), config, limit, wake: tokio::sync::Notify::new() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn buffer_limit(&self) -> u64 {
+        self.limit
+    }
+
+    pub fn buffer_used(&self) -> u64 {
+        self.lock().used
+    }
+
+    // ---- orders from the master ----
+
+    /// Applies a heartbeat answer's migration orders.
+    pub fn apply(&self, resp: &HeartbeatResponse, in_mem: impl Fn(u64) -> bool) -> Effects {
+        let mut fx = Effects::default();
+        let mut st = self.lock();
+        st.migrating_jobs = resp.migrating_jobs.iter().cloned().collect();
+        for cmd in &resp.migrations {
+            self.enqueue(&mut st, cmd, &in_mem);
+        }
+        for r in &resp.references {
+            if let Some(job) = &r.job {
+                add_reference(&mut st, r.block_id, job);
+            }
+        }
+        for e in &resp.evictions {
+            let blocks = (!e.blocks.is_empty()).then_some(&e.blocks[..]);
+            release(&mut st, &e.job_id, blocks, &mut fx);
+        }
+        for j in &resp.dead_jobs {
+            tracing::info!(job = %j, "master reports the job dead: its references are dropped");
+            release(&mut st, j, None, &mut fx);
+        }
+        drop(st);
+        self.wake.notify_waiters();
+        fx
+    }
+
+    fn enqueue(&self, st: &mut State, cmd: &MigrationCommand, in_mem: &impl Fn(u64) -> bool) {
+        let block = cmd.block_id;
+        let source = match MigrationSource::try_from(cmd.source) {
+            Ok(MigrationSource::Disk) => Source::Disk,
+            Ok(MigrationSource::Ufs) if cmd.ufs.is_some() => Source::Ufs,
+            _ => {
+                st.events.push(event(block, cmd.source, cmd.length, "failed: bad migration command"));
+                return;
+            }
+        };
+        let merged = st.queued.contains_key(&block)
+            || st.active.values().any(|a| a.task.block == block)
+            || st.held.contains_key(&block);
+        if merged {
+            for j in &cmd.jobs {
+                add_reference(st, block, j);
+            }
+            return;
+        }
+        if in_mem(block) {
+            // Already in memory (written or cached there): nothing to move.
+            st.events.push(event(block, cmd.source, 0, "done"));
+            return;
+        }
+        let k = key(cmd);
+        let task = Task {
+            block,
+            length: cmd.length,
+            source,
+            ufs: cmd.ufs.clone(),
+            jobs: cmd.jobs.clone(),
+            key: k,
+            read_by: HashSet::new(),
+            generation: st.generation,
+        };
+        st.queues.entry(source).or_default().insert(k, task);
+        st.queued.insert(block, (source, k));
+    }
+
+    // ---- the executor ----
+
+    /// The next migration for `source`, if one is queued, none runs on the
+    /// device, and the head of the queue fits in the buffer. The caller runs it
+    /// and calls [`Migrator::finish`].
+    pub fn next(&self, source: Source) -> Option<Task> {
+        let mut st = self.lock();
+        if st.active.contains_key(&source) {
+            return None;
+        }
+        let (&k, head) = st.queues.get(&source)?.iter().next()?;
+        if st.used + head.length > self.limit {
+            return None; // wait for room: never evict a referenced block (do-not-harm)
+        }
+        let task = st.queues.get_mut(&source).expect("present").remove(&k).expect("present");
+        st.queued.remove(&task.block);
+        st.used += task.length;
+        st.active.insert(source, Active { task: task.clone(), started: Instant::now() });
+        Some(task)
+    }
+
+    /// Records the end of a running migration. `Ok(true)`: the block is now in
+    /// memory by this migration; `Ok(false)`: it was there already; `Err(retry)`:
+    /// it failed, and `retry` says whether it goes back in the queue (no room in
+    /// the tier yet) or is reported failed.
+    pub fn finish(&self, source: Source, outcome: Result<bool, (bool, String)>) -> Effects {
+        let mut fx = Effects::default();
+        let mut st = self.lock();
+        let Some(Active { task, started }) = st.active.remove(&source) else {
+            return fx;
+        };
+        st.used = st.used.saturating_sub(task.length);
+        let took = started.elapsed();
+        let start_ms = now_ms().saturating_sub(took.as_millis() as u64);
+        match outcome {
+            Err((true, _)) if task.generation == st.generation => {
+                st.queued.insert(task.block, (source, task.key));
+                st.queues.entry(source).or_default().insert(task.key, task);
+            }
+            Err((_, why)) => {
+                let mut e = event(task.block, source.proto() as i32, task.length, &format!("failed: {why}"));
+                e.start_ms = start_ms;
+                st.events.push(e);
+            }
+            Ok(migrated) => {
+                if task.length > 0 && migrated {
+                    let sample = took.as_nanos() as f64 / task.length as f64;
+                    let est = st.ns_per_byte.entry(source).or_insert(sample);
+                    *est = EWMA_WEIGHT * sample + (1.0 - EWMA_WEIGHT) * *est;
+                }
+                st.done += 1;
+                let mut e = event(task.block, source.proto() as i32, task.length, "done");
+                e.start_ms = start_ms;
+                st.events.push(e);
+                if migrated {
+                    let current = task.generation == st.generation;
+                    let refs: HashMap<String, Ref> = task
+                        .jobs
+                        .iter()
+                        .filter(|j| current && !task.read_by.contains(&j.job_id))
+                        .map(|j| (j.job_id.clone(), Ref { implicit: j.implicit, bytes_read: 0, last_read: None }))
+                        .collect();
+                    if refs.is_empty() {
+                        fx.evict.push(task.block);
+                    } else {
+                        st.used += task.length;
+                        st.held.insert(task.block, Held { length: task.length, refs });
+                    }
+                }
+            }
+        }
+        drop(st);
+        self.wake.notify_waiters();
+        fx
+    }
+
+    // ---- reads ----
+
+    /// A job read `bytes` of `block` (0 for a short-circuit open, which hands the
+    /// whole file over). Drops a queued migration only this job wanted, releases
+    /// an implicit reference once the job has read the whole block.
+    pub fn on_read(&self, job: &str, block: u64, bytes: u64) -> Effects {
+        let mut fx = Effects::default();
+        if job.is_empty() {
+            return fx;
+        }
+        let mut st = self.lock();
+        if st.migrating_jobs.contains(job) {
+            st.reads.insert((job.to_string(), block));
+        }
+        if let Some(&(source, k)) = st.queued.get(&block) {
+            let q = st.queues.get_mut(&source).expect("indexed");
+            let task = q.get_mut(&k).expect("indexed");
+            task.jobs.retain(|j| j.job_id != job);
+            if task.jobs.is_empty() {
+                let task = q.remove(&k).expect("indexed");
+                st.queued.remove(&block);
+                st.events.push(event(block, source.proto() as i32, task.length, "read-first"));
+            }
+        }
+        for a in st.active.values_mut() {
+            if a.task.block == block {
+                a.task.read_by.insert(job.to_string());
+            }
+        }
+        let now = Instant::now();
+        let mut release_now = false;
+        if let Some(h) = st.held.get_mut(&block)
+            && let Some(r) = h.refs.get_mut(job)
+            && r.implicit
+        {
+            r.bytes_read += bytes;
+            r.last_read = Some(now);
+            release_now = r.bytes_read >= h.length;
+        }
+        if release_now {
+            drop_ref(&mut st, block, job, &mut fx);
+        }
+        fx
+    }
+
+    /// Releases implicit references whose job has left the block alone for the
+    /// configured delay.
+    pub fn sweep(&self, now: Instant) -> Effects {
+        let mut fx = Effects::default();
+        let mut st = self.lock();
+        let delay = self.config.implicit_delay;
+        let idle: Vec<(u64, String)> = st
+            .held
+            .iter()
+            .flat_map(|(b, h)| {
+                h.refs
+                    .iter()
+                    .filter(|(_, r)| {
+                        r.implicit && r.last_read.is_some_and(|t| now.saturating_duration_since(t) >= delay)
+                    })
+                    .map(|(j, _)| (*b, j.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (b, j) in idle {
+            drop_ref(&mut st, b, &j, &mut fx);
+        }
+        fx
+    }
+
+    // ---- reports ----
+
+    /// What goes to the master with a heartbeat: estimates (raised for a migration
+    /// running past its estimate, dyrs.txt IV-A), queues, buffer, the migrations
+    /// that ended, and reads of jobs with migration state.
+    pub fn report(&self) -> (WorkerMigrationReport, Vec<JobBlockRead>) {
+        let mut st = self.lock();
+        let now = Instant::now();
+        let raised: Vec<(Source, f64)> = st
+            .active
+            .iter()
+            .filter(|(_, a)| a.task.length > 0)
+            .filter_map(|(s, a)| {
+                let elapsed = now.saturating_duration_since(a.started).as_nanos() as f64;
+                let est = st.ns_per_byte.get(s).copied().unwrap_or(0.0);
+                let so_far = elapsed / a.task.length as f64;
+                (so_far > est).then_some((*s, so_far))
+            })
+            .collect();
+        for (s, v) in raised {
+            st.ns_per_byte.insert(s, v);
+        }
+        let sources = Source::ALL
+            .iter()
+            .map(|s| {
+                let q = st.queues.get(s);
+                let a = st.active.get(s);
+                SourceEstimate {
+                    source: s.proto() as i32,
+                    ns_per_byte: st.ns_per_byte.get(s).copied().unwrap_or(0.0),
+                    queued: q.map(|q| q.len() as u32).unwrap_or(0),
+                    active: a.is_some() as u32,
+                    active_ms: a.map(|a| now.saturating_duration_since(a.started).as_millis() as u64).unwrap_or(0),
+                    queued_bytes: q.map(|q| q.values().map(|t| t.length).sum()).unwrap_or(0)
+                        + a.map(|a| a.task.length).unwrap_or(0),
+                }
+            })
+            .collect();
+        let over = self.limit > 0 && st.used as f64 >= self.config.dead_job_threshold * self.limit as f64;
+        let referenced_jobs = if over {
+            let jobs: HashSet<&String> = st.held.values().flat_map(|h| h.refs.keys()).collect();
+            let mut v: Vec<String> = jobs.into_iter().cloned().collect();
+            v.sort();
+            v
+        } else {
+            Vec::new()
+        };
+        let report = WorkerMigrationReport {
+            sources,
+            buffer_used: st.used,
+            buffer_limit: self.limit,
+            events: std::mem::take(&mut st.events),
+            referenced_jobs,
+            referenced_blocks: st.held.len() as u64,
+        };
+        let reads = std::mem::take(&mut st.reads)
+            .into_iter()
+            .map(|(job_id, block_id)| JobBlockRead { job_id, block_id })
+            .collect();
+        (report, reads)
+    }
+
+    /// Gives back a report that could not be sent, to go with the next heartbeat.
+    pub fn unreport(&self, report: WorkerMigrationReport, reads: Vec<JobBlockRead>) {
+        let mut st = self.lock();
+        let mut events = report.events;
+        events.append(&mut st.events);
+        st.events = events;
+        st.reads.extend(reads.into_iter().map(|r| (r.job_id, r.block_id)));
+    }
+
+    /// Forgets all migration state (the master restarted or forgot this worker):
+    /// queued migrations go, every held block is released.
+    pub fn purge(&self) -> Effects {
+        let mut st = self.lock();
+        st.generation += 1;
+        st.queues.clear();
+        st.queued.clear();
+        st.events.clear();
+        st.reads.clear();
+        st.migrating_jobs.clear();
+        let evict: Vec<u64> = st.held.keys().copied().collect();
+        let held: u64 = st.held.values().map(|h| h.length).sum();
+        st.held.clear();
+        st.used = st.used.saturating_sub(held);
+        if !evict.is_empty() {
+            tracing::info!(blocks = evict.len(), "new master: reference lists purged, migrated blocks released");
+        }
+        Effects { evict }
+    }
+
+    /// A block left the MEM tier for another reason (its file was deleted).
+    pub fn forget(&self, block: u64) {
+        let mut st = self.lock();
+        if let Some(h) = st.held.remove(&block) {
+            st.used = st.used.saturating_sub(h.length);
+        }
+        if let Some((s, k)) = st.queued.remove(&block)
+            && let Some(q) = st.queues.get_mut(&s)
+        {
+            q.remove(&k);
+        }
+    }
+
+    /// Held migrated blocks and the jobs referencing each (for tests and status).
+    pub fn held(&self) -> BTreeMap<u64, Vec<String>> {
+        let st = self.lock();
+        st.held
+            .iter()
+            .map(|(b, h)| {
+                let mut j: Vec<String> = h.refs.keys().cloned().collect();
+                j.sort();
+                (*b, j)
+            })
+            .collect()
+    }
+
+    /// Queued blocks of a device, in the order they will run.
+    pub fn queue(&self, source: Source) -> Vec<u64> {
+        self.lock().queues.get(&source).map(|q| q.values().map(|t| t.block).collect()).unwrap_or_default()
+    }
+
+    pub fn active(&self, source: Source) -> Option<u64> {
+        self.lock().active.get(&source).map(|a| a.task.block)
+    }
+
+    pub fn estimate(&self, source: Source) -> Option<f64> {
+        self.lock().ns_per_byte.get(&source).copied()
+    }
+}
+
+fn event(block: u64, source: i32, bytes: u64, outcome: &str) -> MigrationEvent {
+    let now = now_ms();
+    MigrationEvent {
+        block_id: block,
+        source,
+        start_ms: now,
+        end_ms: now,
+        bytes,
+        outcome: outcome.to_string(),
+        ..Default::default()
+    }
+}
+
+/// Adds `job` to a block's queued migration, running migration, or reference list.
+fn add_reference(st: &mut State, block: u64, job: &JobRef) {
+    if let Some(&(s, k)) = st.queued.get(&block) {
+        let task = st.queues.get_mut(&s).and_then(|q| q.get_mut(&k)).expect("indexed");
+        if !task.jobs.iter().any(|j| j.job_id == job.job_id) {
+            task.jobs.push(job.clone());
+        }
+        return;
+    }
+    for a in st.active.values_mut() {
+        if a.task.block == block {
+            if !a.task.jobs.iter().any(|j| j.job_id == job.job_id) {
+                a.task.jobs.push(job.clone());
+            }
+            a.task.read_by.remove(&job.job_id);
+            return;
+        }
+    }
+    if let Some(h) = st.held.get_mut(&block) {
+        h.refs.entry(job.job_id.clone()).or_insert(Ref { implicit: job.implicit, bytes_read: 0, last_read: None });
+    }
+}
+
+/// Removes `job` from the given blocks (all it is on if `None`): queued
+/// migrations nobody wants any more are dropped, released blocks evicted.
+fn release(st: &mut State, job: &str, blocks: Option<&[u64]>, fx: &mut Effects) {
+    let held: Vec<u64> = match blocks {
+        Some(b) => b.to_vec(),
+        None => st.held.iter().filter(|(_, h)| h.refs.contains_key(job)).map(|(b, _)| *b).collect(),
+    };
+    for b in held {
+        drop_ref(st, b, job, fx);
+    }
+    let queued: Vec<(u64, Source, Key)> = st
+        .queued
+        .iter()
+        .filter(|(b, _)| blocks.is_none_or(|bs| bs.contains(b)))
+        .map(|(b, (s, k))| (*b, *s, *k))
+        .collect();
+    for (b, s, k) in queued {
+        let q = st.queues.get_mut(&s).expect("indexed");
+        let task = q.get_mut(&k).expect("indexed");
+        task.jobs.retain(|j| j.job_id != job);
+        if task.jobs.is_empty() {
+            let t = q.remove(&k).expect("indexed");
+            st.queued.remove(&b);
+            st.events.push(event(b, s.proto() as i32, t.length, "evicted"));
+        }
+    }
+    for a in st.active.values_mut() {
+        if blocks.is_none_or(|bs| bs.contains(&a.task.block)) {
+            a.task.jobs.retain(|j| j.job_id != job);
+        }
+    }
+}
+
+fn drop_ref(st: &mut State, block: u64, job: &str, fx: &mut Effects) {
+    let Some(h) = st.held.get_mut(&block) else {
+        return;
+    };
+    h.refs.remove(job);
+    if h.refs.is_empty() {
+        let h = st.held.remove(&block).expect("present");
+        st.used = st.used.saturating_sub(h.length);
+        fx.evict.push(block);
+    }
+}
+
+/// Runs one device's migrations until shutdown: whenever the device is free and
+/// the head of its queue fits, the head runs.
+pub(crate) async fn run_device(
+    worker: Arc<crate::Worker>,
+    source: Source,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let m = &worker.migrator;
+    loop {
+        let woken = m.wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if let Some(task) = m.next(source) {
+            let outcome = worker.migrate_block(&task).await;
+            if let Err((true, why)) = &outcome {
+                tracing::debug!(block = task.block, why, "no room in MEM yet: migration waits");
+            }
+            let retry_later = matches!(outcome, Err((true, _)));
+            let fx = m.finish(source, outcome);
+            worker.carry_out(fx);
+            if retry_later {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
+            }
+            continue;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = &mut woken => {}
+            // A safety net: room can also free up without a wake (a deleted file).
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,399 @@
+//! Decisions of the executor and the reference lists: queue order, one migration
+//! per device, do-not-harm, implicit and explicit eviction, dead jobs, purges,
+//! estimates.
+
+use std::collections::{HashMap, HashSet};
+
+use proptest::prelude::*;
+use thaw_common::proto::{BlockReference, EvictCommand};
+
+use super::*;
+
+const LEN: u64 = 100;
+
+fn job(id: &str, bytes: u64, submitted_ms: u64, implicit: bool) -> JobRef {
+    JobRef { job_id: id.into(), implicit, job_bytes: bytes, submitted_ms }
+}
+
+fn cmd(block: u64, seq: u64, jobs: Vec<JobRef>, sjf: bool) -> MigrationCommand {
+    MigrationCommand {
+        block_id: block,
+        length: LEN,
+        source: MigrationSource::Disk as i32,
+        jobs,
+        seq,
+        smallest_job_first: sjf,
+        ..Default::default()
+    }
+}
+
+fn orders(migrations: Vec<MigrationCommand>) -> HeartbeatResponse {
+    HeartbeatResponse { migrations, ..Default::default() }
+}
+
+fn migrator(limit: u64) -> Migrator {
+    let config =
+        MigrationConfig { buffer_limit: Some(limit), implicit_delay: Duration::from_secs(2), ..Default::default() };
+    Migrator::new(config, limit)
+}
+
+fn none_in_mem(_: u64) -> bool {
+    false
+}
+
+/// Runs the next migration of the DISK device to a successful end.
+fn run_one(m: &Migrator) -> Option<(u64, Effects)> {
+    let t = m.next(Source::Disk)?;
+    Some((t.block, m.finish(Source::Disk, Ok(true))))
+}
+
+#[test]
+fn smallest_job_first_then_submission_then_order() {
+    let m = migrator(10 * LEN);
+    let big = job("big", 3000, 1, false);
+    let small_late = job("small-late", 100, 5, false);
+    let small_early = job("small-early", 100, 2, false);
+    m.apply(
+        &orders(vec![
+            cmd(1, 0, vec![big.clone()], true),
+            cmd(2, 1, vec![small_late], true),
+            cmd(3, 2, vec![small_early], true),
+        ]),
+        none_in_mem,
+    );
+    assert_eq!(m.queue(Source::Disk), vec![3, 2, 1]);
+    // A block shared by a big and a small job goes at the small job's place.
+    let m = migrator(10 * LEN);
+    m.apply(
+        &orders(vec![cmd(1, 0, vec![big.clone()], true), cmd(2, 1, vec![big, job("tiny", 10, 9, false)], true)]),
+        none_in_mem,
+    );
+    assert_eq!(m.queue(Source::Disk), vec![2, 1]);
+    // FIFO: the master's order.
+    let m = migrator(10 * LEN);
+    m.apply(
+        &orders(vec![cmd(7, 2, vec![job("a", 1, 1, false)], false), cmd(8, 1, vec![job("b", 9, 9, false)], false)]),
+        none_in_mem,
+    );
+    assert_eq!(m.queue(Source::Disk), vec![8, 7]);
+}
+
+#[test]
+fn one_migration_per_device_and_no_preemption() {
+    let m = migrator(10 * LEN);
+    m.apply(&orders(vec![cmd(1, 5, vec![job("big", 900, 1, false)], true)]), none_in_mem);
+    let first = m.next(Source::Disk).unwrap();
+    assert_eq!(first.block, 1);
+    // A smaller job's block arrives: it waits for the running one.
+    m.apply(&orders(vec![cmd(2, 6, vec![job("small", 1, 2, false)], true)]), none_in_mem);
+    assert!(m.next(Source::Disk).is_none());
+    assert_eq!(m.active(Source::Disk), Some(1));
+    // The other device is independent.
+    let mut ufs = cmd(3, 7, vec![job("small", 1, 2, false)], true);
+    ufs.source = MigrationSource::Ufs as i32;
+    ufs.ufs = Some(UfsSource { path: "/f".into(), offset: 0, length: LEN });
+    m.apply(&orders(vec![ufs]), none_in_mem);
+    assert_eq!(m.next(Source::Ufs).unwrap().block, 3);
+    m.finish(Source::Disk, Ok(true));
+    assert_eq!(m.next(Source::Disk).unwrap().block, 2);
+}
+
+#[test]
+fn a_full_buffer_makes_migrations_wait_instead_of_evicting() {
+    let m = migrator(2 * LEN);
+    let j = job("j", 300, 1, false);
+    m.apply(&orders((1..=3).map(|b| cmd(b, b, vec![j.clone()], true)).collect()), none_in_mem);
+    assert_eq!(run_one(&m).unwrap().1, Effects::default());
+    assert_eq!(run_one(&m).unwrap().1, Effects::default());
+    // Both held blocks are referenced: the third waits, nothing is evicted.
+    assert!(m.next(Source::Disk).is_none());
+    assert_eq!(m.held().len(), 2);
+    // The job lets go of block 1 explicitly: room, and the third runs.
+    let r = HeartbeatResponse {
+        evictions: vec![EvictCommand { job_id: "j".into(), blocks: vec![1] }],
+        ..Default::default()
+    };
+    assert_eq!(m.apply(&r, none_in_mem).evict, vec![1]);
+    assert_eq!(run_one(&m).unwrap().0, 3);
+}
+
+#[test]
+fn implicit_references_go_when_the_block_is_read_explicit_ones_stay() {
+    let m = migrator(10 * LEN);
+    let imp = job("imp", 200, 1, true);
+    let exp = job("exp", 200, 1, false);
+    m.apply(&orders(vec![cmd(1, 1, vec![imp.clone()], true), cmd(2, 2, vec![imp, exp.clone()], true)]), none_in_mem);
+    run_one(&m);
+    run_one(&m);
+    // Half a block: still held.
+    assert!(m.on_read("imp", 1, LEN / 2).evict.is_empty());
+    // The rest: released and evicted.
+    assert_eq!(m.on_read("imp", 1, LEN / 2).evict, vec![1]);
+    // Block 2 is also the explicit job's: a full read by imp only drops imp.
+    assert!(m.on_read("imp", 2, LEN).evict.is_empty());
+    assert_eq!(m.held()[&2], vec!["exp".to_string()]);
+    // Reads by an explicit job release nothing.
+    assert!(m.on_read("exp", 2, LEN).evict.is_empty());
+    let r = HeartbeatResponse {
+        evictions: vec![EvictCommand { job_id: "exp".into(), blocks: vec![] }],
+        ..Default::default()
+    };
+    assert_eq!(m.apply(&r, none_in_mem).evict, vec![2]);
+    assert_eq!(m.buffer_used(), 0);
+}
+
+#[test]
+fn a_partly_read_implicit_block_goes_after_the_idle_delay() {
+    let m = migrator(10 * LEN);
+    m.apply(&orders(vec![cmd(1, 1, vec![job("imp", 100, 1, true)], true)]), none_in_mem);
+    run_one(&m);
+    // A short-circuit open (0 bytes): the client holds the file.
+    assert!(m.on_read("imp", 1, 0).evict.is_empty());
+    assert!(m.sweep(Instant::now()).evict.is_empty());
+    assert_eq!(m.sweep(Instant::now() + Duration::from_secs(3)).evict, vec![1]);
+}
+
+#[test]
+fn a_queued_migration_read_first_is_dropped_and_a_running_one_not_referenced() {
+    let m = migrator(10 * LEN);
+    m.apply(
+        &orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false), cmd(2, 2, vec![job("a", 1, 1, false)], false)]),
+        none_in_mem,
+    );
+    let running = m.next(Source::Disk).unwrap();
+    assert_eq!(running.block, 1);
+    m.on_read("a", 2, LEN);
+    assert!(m.queue(Source::Disk).is_empty(), "block 2 was read first: not migrated");
+    // Block 1 was read while it was migrating: the job needs it no more.
+    m.on_read("a", 1, LEN);
+    assert_eq!(m.finish(Source::Disk, Ok(true)).evict, vec![1]);
+    let (report, _) = m.report();
+    let outcomes: Vec<&str> = report.events.iter().map(|e| e.outcome.as_str()).collect();
+    assert_eq!(outcomes, vec!["read-first", "done"]);
+}
+
+#[test]
+fn references_join_queued_running_and_held_blocks_once() {
+    let m = migrator(10 * LEN);
+    m.apply(&orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)]), none_in_mem);
+    // The same block for a second job arrives as a command (ignem) or a reference.
+    m.apply(&orders(vec![cmd(1, 3, vec![job("b", 1, 1, false)], false)]), none_in_mem);
+    let r = HeartbeatResponse {
+        references: vec![BlockReference { block_id: 1, job: Some(job("c", 1, 1, false)) }],
+        ..Default::default()
+    };
+    m.apply(&r, none_in_mem);
+    assert_eq!(m.queue(Source::Disk), vec![1]);
+    run_one(&m);
+    assert_eq!(m.held()[&1], vec!["a".to_string(), "b".to_string(), "c".to_string()]);
+    // A command for a block already in memory (not migrated here) is done at once.
+    m.apply(&orders(vec![cmd(9, 4, vec![job("a", 1, 1, false)], false)]), |b| b == 9);
+    assert!(m.queue(Source::Disk).is_empty());
+}
+
+#[test]
+fn dead_jobs_lose_their_references_once_the_buffer_is_past_the_threshold() {
+    let m = migrator(3 * LEN + 20);
+    for (b, j) in [(1, "live"), (2, "dead"), (3, "dead")] {
+        m.apply(&orders(vec![cmd(b, b, vec![job(j, 1, 1, false)], false)]), none_in_mem);
+        run_one(&m);
+    }
+    // 300 of 320 bytes used: past 80%, so the report names the referencing jobs.
+    let (report, _) = m.report();
+    assert_eq!(report.referenced_jobs, vec!["dead".to_string(), "live".to_string()]);
+    let r = HeartbeatResponse { dead_jobs: vec!["dead".into()], ..Default::default() };
+    let mut evicted = m.apply(&r, none_in_mem).evict;
+    evicted.sort();
+    assert_eq!(evicted, vec![2, 3]);
+    assert_eq!(m.held().keys().copied().collect::<Vec<_>>(), vec![1]);
+    assert!(m.report().0.referenced_jobs.is_empty(), "below the threshold: no question");
+}
+
+#[test]
+fn a_purge_drops_everything_and_a_migration_running_across_it_is_not_kept() {
+    let m = migrator(10 * LEN);
+    m.apply(&orders((1..=3).map(|b| cmd(b, b, vec![job("a", 1, 1, false)], false)).collect()), none_in_mem);
+    run_one(&m);
+    let _running = m.next(Source::Disk).unwrap();
+    assert_eq!(m.purge().evict, vec![1]);
+    assert!(m.queue(Source::Disk).is_empty());
+    assert_eq!(m.finish(Source::Disk, Ok(true)).evict, vec![2]);
+    assert!(m.held().is_empty());
+    assert_eq!(m.buffer_used(), 0);
+}
+
+#[test]
+fn estimates_average_and_rise_while_a_migration_overruns() {
+    let m = migrator(10 * LEN);
+    m.apply(&orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)]), none_in_mem);
+    let _t = m.next(Source::Disk).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    m.finish(Source::Disk, Ok(true));
+    let first = m.estimate(Source::Disk).unwrap();
+    assert!(first >= 20e6 / LEN as f64, "{first}");
+    // The next one runs long: each report raises the estimate to at least its age.
+    m.apply(&orders(vec![cmd(2, 2, vec![job("a", 1, 1, false)], false)]), none_in_mem);
+    let _t = m.next(Source::Disk).unwrap();
+    std::thread::sleep(Duration::from_millis(60));
+    let (r, _) = m.report();
+    let raised = r.sources[0].ns_per_byte;
+    assert!(raised >= 60e6 / LEN as f64 && raised > first, "{raised} vs {first}");
+    assert_eq!((r.sources[0].active, r.sources[0].queued_bytes), (1, LEN));
+}
+
+#[test]
+fn no_room_in_the_tier_requeues_without_a_failure() {
+    let m = migrator(10 * LEN);
+    m.apply(&orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)]), none_in_mem);
+    m.next(Source::Disk).unwrap();
+    m.finish(Source::Disk, Err((true, "MEM tier is full".into())));
+    assert_eq!(m.queue(Source::Disk), vec![1]);
+    m.next(Source::Disk).unwrap();
+    m.finish(Source::Disk, Err((false, "disk gone".into())));
+    let (r, _) = m.report();
+    assert_eq!(r.events.len(), 1);
+    assert!(r.events[0].outcome.starts_with("failed: disk gone"));
+}
+
+#[test]
+fn reads_of_migrating_jobs_are_reported_once() {
+    let m = migrator(10 * LEN);
+    m.apply(&HeartbeatResponse { migrating_jobs: vec!["a".into()], ..Default::default() }, none_in_mem);
+    m.on_read("a", 5, 10);
+    m.on_read("a", 5, 10);
+    m.on_read("other", 6, 10);
+    let (_, reads) = m.report();
+    assert_eq!(reads, vec![JobBlockRead { job_id: "a".into(), block_id: 5 }]);
+    assert!(m.report().1.is_empty());
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Migrate { block: u64, job: usize },
+    Run,
+    Read { block: u64, job: usize, bytes: u64 },
+    Evict { job: usize, block: Option<u64> },
+    Dead { job: usize },
+    Sweep,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u64..8, 0usize..3).prop_map(|(block, job)| Op::Migrate { block, job }),
+        Just(Op::Run),
+        Just(Op::Run),
+        (0u64..8, 0usize..3, prop_oneof![Just(0u64), Just(LEN / 2), Just(LEN)])
+            .prop_map(|(block, job, bytes)| Op::Read { block, job, bytes }),
+        (0usize..3, prop::option::of(0u64..8)).prop_map(|(job, block)| Op::Evict { job, block }),
+        (0usize..3).prop_map(|job| Op::Dead { job }),
+        Just(Op::Sweep),
+    ]
+}
+
+/// The model's side of implicit eviction: a reference the worker dropped is a
+/// finished claim only if the job is implicit and has read the block.
+fn release_read_implicit(
+    before: &std::collections::BTreeMap<u64, Vec<String>>,
+    after: &std::collections::BTreeMap<u64, Vec<String>>,
+    jobs: &[JobRef],
+    read: &HashSet<(String, u64)>,
+    expect: &mut HashMap<u64, HashSet<String>>,
+) {
+    for (b, was) in before {
+        for j in was {
+            let gone = !after.get(b).is_some_and(|now| now.contains(j));
+            let implicit = jobs.iter().any(|x| &x.job_id == j && x.implicit);
+            if gone
+                && implicit
+                && read.contains(&(j.clone(), *b))
+                && let Some(s) = expect.get_mut(b)
+            {
+                s.remove(j);
+            }
+        }
+    }
+}
+
+proptest! {
+    /// Do-not-harm under random interleavings: a migrated block is evicted only
+    /// when no job still expects to read it (by the model), the buffer limit is
+    /// never exceeded, and once every job is dead nothing is held (no reference
+    /// leaks).
+    #[test]
+    fn do_not_harm_and_no_leaks(ops in prop::collection::vec(op(), 1..120)) {
+        let m = migrator(4 * LEN);
+        let jobs = [job("a", 1, 1, true), job("b", 2, 2, false), job("c", 3, 3, true)];
+        // The model: which jobs still expect to read each block.
+        let mut expect: HashMap<u64, HashSet<String>> = HashMap::new();
+        let mut read: HashSet<(String, u64)> = HashSet::new();
+        let mut seq = 0;
+        let check = |fx: Effects, expect: &HashMap<u64, HashSet<String>>| -> Result<(), TestCaseError> {
+            for b in fx.evict {
+                let left = expect.get(&b).map(|s| s.len()).unwrap_or(0);
+                prop_assert_eq!(left, 0, "block {} evicted while jobs still expect it", b);
+            }
+            Ok(())
+        };
+        for op in ops {
+            match op {
+                Op::Migrate { block, job } => {
+                    seq += 1;
+                    let j = &jobs[job];
+                    expect.entry(block).or_default().insert(j.job_id.clone());
+                    let fx = m.apply(&orders(vec![cmd(block, seq, vec![j.clone()], true)]), none_in_mem);
+                    check(fx, &expect)?;
+                }
+                Op::Run => {
+                    if m.next(Source::Disk).is_some() {
+                        check(m.finish(Source::Disk, Ok(true)), &expect)?;
+                    }
+                }
+                Op::Read { block, job, bytes } => {
+                    let j = &jobs[job];
+                    let before = m.held();
+                    let fx = m.on_read(&j.job_id, block, bytes);
+                    read.insert((j.job_id.clone(), block));
+                    if !before.contains_key(&block) {
+                        // Not in memory yet: the read ends the job's claim.
+                        if let Some(s) = expect.get_mut(&block) { s.remove(&j.job_id); }
+                    }
+                    release_read_implicit(&before, &m.held(), &jobs, &read, &mut expect);
+                    check(fx, &expect)?;
+                }
+                Op::Evict { job, block } => {
+                    let id = jobs[job].job_id.clone();
+                    match block {
+                        Some(b) => { if let Some(s) = expect.get_mut(&b) { s.remove(&id); } }
+                        None => expect.values_mut().for_each(|s| { s.remove(&id); }),
+                    }
+                    let r = HeartbeatResponse {
+                        evictions: vec![EvictCommand { job_id: id, blocks: block.into_iter().collect() }],
+                        ..Default::default()
+                    };
+                    check(m.apply(&r, none_in_mem), &expect)?;
+                }
+                Op::Dead { job } => {
+                    let id = jobs[job].job_id.clone();
+                    expect.values_mut().for_each(|s| { s.remove(&id); });
+                    let r = HeartbeatResponse { dead_jobs: vec![id], ..Default::default() };
+                    check(m.apply(&r, none_in_mem), &expect)?;
+                }
+                Op::Sweep => {
+                    let before = m.held();
+                    let fx = m.sweep(Instant::now() + Duration::from_secs(10));
+                    release_read_implicit(&before, &m.held(), &jobs, &read, &mut expect);
+                    check(fx, &expect)?;
+                }
+            }
+            prop_assert!(m.buffer_used() <= 4 * LEN, "buffer overcommitted: {}", m.buffer_used());
+        }
+        for j in &jobs {
+            m.apply(&HeartbeatResponse { dead_jobs: vec![j.job_id.clone()], ..Default::default() }, none_in_mem);
+        }
+        while m.next(Source::Disk).is_some() {
+            m.finish(Source::Disk, Ok(true));
+        }
+        prop_assert!(m.held().is_empty(), "references leaked: {:?}", m.held());
+        prop_assert_eq!(m.buffer_used(), 0);
+    }
+}
