@@ -12,6 +12,7 @@ import io
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
@@ -153,6 +154,83 @@ class Client:
                         total[k] += j[k]
         return total
 
+    # -- jobs and migration ---------------------------------------------------
+
+    def migrate(
+        self,
+        paths: str | list[str],
+        job: str | None = None,
+        *,
+        eviction: str = "explicit",
+        lease: float | None = None,
+    ) -> dict[str, Any]:
+        """Tells the master that ``job`` (default: :attr:`job_id`) will read
+        ``paths`` (files or directories, recursively), so their cold blocks move
+        into memory before it does. Returns at once with the job's progress.
+
+        ``eviction="implicit"``: a block leaves memory once the job has read it;
+        ``"explicit"``: on :meth:`evict`. The job lives ``lease`` seconds (default:
+        the master's) unless renewed (:meth:`renew`; :func:`thaw.job` does it).
+        """
+        job = job or self.job_id
+        if not job:
+            raise ValueError("migrate needs a job id: pass job=, or use thaw.job(...)")
+        paths = [paths] if isinstance(paths, str) else list(paths)
+        lease_ms = 0 if lease is None else max(1, int(lease * 1000))
+        return self.native(job).migrate(job, [_strip(p) for p in paths], eviction, lease_ms)
+
+    def evict(self, job: str | None = None, paths: str | list[str] | None = None) -> dict[str, Any] | None:
+        """Releases ``job``'s blocks under ``paths`` from memory, or all of them
+        (ending the job) when ``paths`` is None. Returns the job's progress if it
+        goes on."""
+        job = job or self.job_id
+        paths = [] if paths is None else [paths] if isinstance(paths, str) else list(paths)
+        return self.native(job).evict(job, [_strip(p) for p in paths])
+
+    def renew(self, jobs: str | list[str]) -> list[str]:
+        """Renews job leases; returns the ids the master does not know (it
+        restarted, or the lease ran out), whose inputs must be migrated again."""
+        return self.native().renew_leases([jobs] if isinstance(jobs, str) else list(jobs))
+
+    def jobs(self) -> dict[str, Any]:
+        """Every job with migration state: ``policy``, ``priority`` and ``jobs``,
+        each with blocks pending, queued, in memory, read and failed, bytes and
+        ``progress`` (0-1)."""
+        return self.native().jobs()
+
+    def job(self, job: str | None = None) -> dict[str, Any] | None:
+        """One job's migration progress, or None if the master does not know it."""
+        from .errors import NotFound
+
+        try:
+            return self.native().jobs(job or self.job_id)["jobs"][0]
+        except NotFound:
+            return None
+
+    def wait_migrated(self, job: str | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """Waits until no block of ``job`` is pending or queued (each is in
+        memory, already read, or given up); returns its progress.
+        ``TimeoutError`` after ``timeout`` seconds."""
+        from .errors import NotFound
+
+        job = job or self.job_id
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            info = self.job(job)
+            if info is None:
+                raise NotFound(f"no job {job!r} (never migrated, evicted, or its lease ran out)")
+            if info["blocks_pending"] + info["blocks_queued"] == 0:
+                return info
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"job {job!r} still migrating after {timeout}s: {info}")
+            time.sleep(0.05)
+
+    def migration_events(self, since: int = 0, limit: int = 0) -> dict[str, Any]:
+        """The log of ended migrations from sequence number ``since`` on:
+        ``events`` (block_id, worker_id, source, start_ms, end_ms, bytes,
+        outcome) and ``next``, the ``since`` of the next call."""
+        return self.native().migration_events(since, limit)
+
     # -- data -----------------------------------------------------------------
 
     def open(
@@ -240,6 +318,14 @@ class Client:
         os.makedirs(local, exist_ok=True)
         for e in self.ls(path):
             yield from self._remote_tree(e["path"], os.path.join(local, e["name"]))
+
+
+def _strip(path: str) -> str:
+    """A path in the cluster: ``thaw://host:port/p`` and ``thaw:///p`` become ``/p``."""
+    if path.startswith("thaw://"):
+        rest = path[len("thaw://") :]
+        return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+    return path
 
 
 def _make_client(master: str, job_id: str | None, kwargs: dict[str, Any]) -> Client:

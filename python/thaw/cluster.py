@@ -59,6 +59,12 @@ class LocalCluster:
 
     ``master`` is its address; ``thaw.Client()`` with no address connects to the
     latest cluster started in this process.
+
+    Migration: ``migration_policy`` "dyrs" (late binding to the replica expected
+    to finish first), "ignem" (random replica, bound at once) or "none";
+    ``priority`` "fifo" or "smallest-job-first" (default: the policy's paper's);
+    ``migration_buffer``: memory per worker for migrated blocks (default 80% of
+    ``mem_capacity``).
     """
 
     def __init__(
@@ -75,6 +81,10 @@ class LocalCluster:
         worker_timeout_ms: int = 5000,
         binary: str | None = None,
         startup_timeout: float = 60.0,
+        migration_policy: str = "dyrs",
+        priority: str | None = None,
+        migration_buffer: int | str | None = None,
+        implicit_eviction_delay_ms: int = 2000,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -106,7 +116,13 @@ class LocalCluster:
             "--worker-timeout-ms", str(worker_timeout_ms),
             "--exit-with-stdin",
             "--remove-on-exit", self._tmp,
+            "--migration-policy", migration_policy,
+            "--implicit-eviction-delay-ms", str(implicit_eviction_delay_ms),
         ]  # fmt: skip
+        if priority is not None:
+            cmd += ["--priority", priority]
+        if migration_buffer is not None:
+            cmd += ["--migration-buffer", str(migration_buffer)]
         try:
             self._start(cmd, startup_timeout)
         except BaseException:

@@ -1,6 +1,12 @@
 """Job context: ``with thaw.job("name"):`` names the job that every Thaw read and
-write inside the block carries, so workers count accesses per job (and, with the
-migration features, move a job's inputs into memory before it reads them).
+write inside the block carries, so workers count accesses per job.
+
+With ``inputs=[...]`` the context is also the job submitter of ignem.txt III-B3:
+on enter it tells the master what the job will read (a migrate call, which
+returns at once, so the migration overlaps whatever the job waits for), renews
+the job's lease in the background while the block runs (an expired lease means a
+failed job, whose blocks the workers drop), migrates again if the master
+restarted, and evicts the job's blocks on exit.
 
 A client or filesystem given a job id explicitly (``Client(job_id=...)``,
 ``ThawFileSystem(job_id=...)``, Dask's ``storage_options``) always uses it. For the
@@ -15,6 +21,7 @@ in this process if all active jobs were entered by one thread; else
 from __future__ import annotations
 
 import contextvars
+import logging
 import threading
 import uuid
 from types import TracebackType
@@ -22,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .client import Client
+
+_log = logging.getLogger("thaw.jobs")
 
 _current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("thaw_job", default=None)
 _active: list[Job] = []
@@ -44,28 +53,64 @@ def current_job_id() -> str | None:
 class Job:
     """A named unit of work whose reads and writes Thaw can tell apart.
 
-    ``id`` is the name, made unique with a suffix when ``unique=True``.
+    ``id`` is the name, made unique with a suffix when ``unique=True``. With
+    ``inputs``, entering migrates them (``eviction``: "explicit", blocks stay
+    until the job ends; "implicit", each leaves memory once the job has read it)
+    under a lease of ``lease`` seconds renewed in the background, and leaving
+    evicts them. ``wait=True`` (or a number of seconds) waits on enter until the
+    migration is done.
     """
 
-    def __init__(self, name: str, *, unique: bool = False, client: Client | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        unique: bool = False,
+        client: Client | None = None,
+        inputs: str | list[str] | None = None,
+        eviction: str = "explicit",
+        lease: float = 30.0,
+        wait: bool | float = False,
+    ) -> None:
         if not name or any(c.isspace() for c in name) or len(name) > 200:
             raise ValueError(f"job name {name!r}: 1-200 characters, no spaces")
+        if eviction not in ("explicit", "implicit"):
+            raise ValueError(f"eviction {eviction!r}: explicit or implicit")
+        if lease <= 0:
+            raise ValueError("lease must be positive")
         self.name = name
         self.id = f"{name}-{uuid.uuid4().hex[:8]}" if unique else name
+        self.inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
+        self.eviction = eviction
+        self.lease = lease
+        self._wait = wait
         self._client = client
         self._token: contextvars.Token[Job | None] | None = None
         self._thread = 0
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self.remigrations = 0
 
     def __repr__(self) -> str:
         return f"Job({self.id!r})"
 
+    def client(self) -> Client:
+        from .client import Client
+
+        return self._client or Client()
+
     def __enter__(self) -> Job:
         if self._token is not None:
             raise RuntimeError(f"{self!r} is already entered")
+        if self.inputs:
+            self.migrate()
         self._token = _current.set(self)
         self._thread = threading.get_ident()
         with _active_lock:
             _active.append(self)
+        if self.inputs and self._wait is not False:
+            timeout = None if self._wait is True else float(self._wait)
+            self.client().wait_migrated(self.id, timeout)
         return self
 
     def __exit__(
@@ -77,17 +122,75 @@ class Job:
         with _active_lock:
             if self in _active:
                 _active.remove(self)
+        if self.inputs:
+            self._stop.set()
+            if self._renewer is not None:
+                self._renewer.join()
+                self._renewer = None
+            self._end()
+
+    def migrate(self) -> dict[str, Any]:
+        """Tells the master this job's inputs (again) and starts renewing its
+        lease; returns its progress."""
+        info = self.client().migrate(self.inputs, self.id, eviction=self.eviction, lease=self.lease)
+        if self._renewer is None:
+            self._stop.clear()
+            self._renewer = threading.Thread(target=self._renew, name=f"thaw-lease-{self.id}", daemon=True)
+            self._renewer.start()
+        return info
+
+    def _renew(self) -> None:
+        """Renews the lease every third of it; a master that does not know the job
+        (it restarted: migration state is soft) is told again."""
+        client = self.client()
+        while not self._stop.wait(self.lease / 3):
+            try:
+                if client.renew(self.id):
+                    _log.info("master no longer knows job %s: migrating its inputs again", self.id)
+                    client.migrate(self.inputs, self.id, eviction=self.eviction, lease=self.lease)
+                    self.remigrations += 1
+            except Exception as e:
+                _log.warning("lease renewal of job %s failed: %s", self.id, e)
+
+    def _end(self) -> None:
+        from .errors import NotFound, Unavailable
+
+        try:
+            self.client().evict(self.id)
+        except NotFound:
+            pass  # already gone: its lease ran out, or the master restarted
+        except Unavailable as e:
+            _log.warning("could not evict job %s (its lease will run out): %s", self.id, e)
+
+    def progress(self) -> dict[str, Any] | None:
+        """The job's migration progress (blocks pending, queued, in memory,
+        read, failed; ``progress`` 0-1), or None if the master does not know it."""
+        return self.client().job(self.id)
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        """Waits until none of the job's blocks is pending or queued."""
+        return self.client().wait_migrated(self.id, timeout)
 
     def stats(self) -> dict[str, Any]:
         """This job's accesses summed over the workers, asked of each worker now:
         reads, bytes_read, writes, bytes_written, short_circuit_opens, and the
         same per worker address under ``workers``."""
-        from .client import Client
-
-        client = self._client or Client()
-        return client.job_stats(self.id)
+        return self.client().job_stats(self.id)
 
 
-def job(name: str, *, unique: bool = False, client: Client | None = None) -> Job:
-    """A job context: ``with thaw.job("etl") as j: ...``; ``j.stats()`` afterwards."""
-    return Job(name, unique=unique, client=client)
+def job(
+    name: str,
+    *,
+    unique: bool = False,
+    client: Client | None = None,
+    inputs: str | list[str] | None = None,
+    eviction: str = "explicit",
+    lease: float = 30.0,
+    wait: bool | float = False,
+) -> Job:
+    """A job context: ``with thaw.job("etl", inputs=["/tables/sales"]) as j: ...``.
+
+    Without ``inputs`` it only names the job of every read and write inside.
+    With them, it migrates them on enter and evicts them on exit (see :class:`Job`).
+    """
+    return Job(name, unique=unique, client=client, inputs=inputs, eviction=eviction, lease=lease, wait=wait)

@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use thaw_client::{Client, ClientConfig, FileWriter, WriteOptions};
 use thaw_common::ThawError;
-use thaw_common::proto::Tier;
+use thaw_common::proto::{EvictionMode, Tier};
 
 use crate::buffer::RawView;
 use crate::convert::{json_to_py, thaw_err};
@@ -155,6 +155,74 @@ impl NativeClient {
         let c = self.c()?;
         let s = wait(py, async move { c.worker_stats(&address).await })?;
         json_to_py(py, &thaw_client::json::worker_stats_json(&s))
+    }
+
+    /// Registers a job and starts moving the blocks of `paths` into memory;
+    /// returns at once with the job's progress. `lease_ms` 0: the master's default.
+    #[pyo3(signature = (job, paths, eviction="explicit", lease_ms=0))]
+    fn migrate(
+        &self,
+        py: Python<'_>,
+        job: String,
+        paths: Vec<String>,
+        eviction: &str,
+        lease_ms: u64,
+    ) -> PyResult<Py<PyAny>> {
+        let eviction = match eviction {
+            "explicit" => EvictionMode::Explicit,
+            "implicit" => EvictionMode::Implicit,
+            other => {
+                return Err(thaw_err(ThawError::invalid(format!("eviction {other:?}: explicit or implicit"))));
+            }
+        };
+        let lease = (lease_ms > 0).then(|| std::time::Duration::from_millis(lease_ms));
+        let c = self.c()?;
+        let info = wait(py, async move { c.migrate(&job, &paths, eviction, lease).await })?;
+        json_to_py(py, &thaw_client::json::job_info_json(&info))
+    }
+
+    /// Releases a job's blocks under `paths` (all, ending the job, if empty);
+    /// the job's progress if it goes on, else None.
+    #[pyo3(signature = (job, paths=Vec::new()))]
+    fn evict(&self, py: Python<'_>, job: String, paths: Vec<String>) -> PyResult<Py<PyAny>> {
+        let c = self.c()?;
+        let left = wait(py, async move { c.evict(&job, &paths).await })?;
+        match left {
+            Some(info) => json_to_py(py, &thaw_client::json::job_info_json(&info)),
+            None => Ok(py.None()),
+        }
+    }
+
+    /// Renews leases; returns the job ids the master does not know.
+    fn renew_leases(&self, py: Python<'_>, jobs: Vec<String>) -> PyResult<Vec<String>> {
+        let c = self.c()?;
+        wait(py, async move { c.renew_leases(&jobs).await })
+    }
+
+    /// Jobs with migration state (all, or one), with the planner's settings.
+    #[pyo3(signature = (job=None))]
+    fn jobs(&self, py: Python<'_>, job: Option<String>) -> PyResult<Py<PyAny>> {
+        let c = self.c()?;
+        let r = wait(py, async move { c.jobs(job.as_deref()).await })?;
+        let v = serde_json::json!({
+            "policy": r.policy,
+            "priority": r.priority,
+            "jobs": r.jobs.iter().map(thaw_client::json::job_info_json).collect::<Vec<_>>(),
+        });
+        json_to_py(py, &v)
+    }
+
+    /// Migrations that ended (block, worker, source, start/end ms, outcome), from
+    /// sequence number `since` on, and the next one to ask for.
+    #[pyo3(signature = (since=0, limit=0))]
+    fn migration_events(&self, py: Python<'_>, since: u64, limit: u32) -> PyResult<Py<PyAny>> {
+        let c = self.c()?;
+        let r = wait(py, async move { c.migration_events(since, limit).await })?;
+        let v = serde_json::json!({
+            "events": r.events.iter().map(thaw_client::json::event_json).collect::<Vec<_>>(),
+            "next": r.next,
+        });
+        json_to_py(py, &v)
     }
 
     /// Opens a complete file for reading.

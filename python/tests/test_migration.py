@@ -1,0 +1,128 @@
+"""Migration from Python: ``thaw.job(..., inputs=...)`` moves cold inputs into
+memory on enter, keeps the job alive, and evicts on exit; implicit eviction, the
+``none`` baseline, and clear errors."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import thaw
+from thaw.errors import InvalidArgument, NotFound
+
+from .conftest import BLOCK
+
+
+def mem_used(client: thaw.Client) -> int:
+    total = 0
+    for w in client.status()["workers"]:
+        stats = client.native().worker_stats(w["address"])
+        total += sum(t["used"] for t in stats["tiers"] if t["tier"] == "MEM")
+    return total
+
+
+def wait_for(cond: object, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def cold(ufs_dir: Path, name: str, size: int) -> bytes:
+    data = os.urandom(size)
+    ufs_dir.mkdir(parents=True, exist_ok=True)
+    (ufs_dir / name).write_bytes(data)
+    return data
+
+
+def test_a_job_with_inputs_reads_them_from_memory_and_evicts_on_exit(
+    client: thaw.Client, root: str, ufs_dir: Path
+) -> None:
+    data = cold(ufs_dir, "a.bin", 3 * BLOCK + 123)
+    base = mem_used(client)
+    name = f"mig-{uuid.uuid4().hex[:6]}"
+    with thaw.job(name, inputs=[f"thaw://{root}"], client=client, wait=20) as j:
+        p = j.progress()
+        assert p is not None and p["blocks"] == 4 and p["blocks_in_memory"] == 4 and p["progress"] == 1.0
+        with client.open(f"{root}/a.bin") as f:
+            assert f.read() == data
+            stats = f.stats()
+        # Every byte from memory: mapped from the local MEM replica, none from
+        # the under-store.
+        assert stats["under_store"] == 0 and stats["remote_disk"] == 0, stats
+        assert stats["short_circuit"] + stats["remote_mem"] == len(data), stats
+        assert any(x["job_id"] == name for x in client.jobs()["jobs"])
+    # Explicit eviction on exit: the job is gone and so are its blocks.
+    assert client.job(name) is None
+    wait_for(lambda: mem_used(client) <= base)
+
+
+def test_the_lease_is_renewed_while_the_job_runs(client: thaw.Client, root: str, ufs_dir: Path) -> None:
+    cold(ufs_dir, "l.bin", BLOCK)
+    name = f"lease-{uuid.uuid4().hex[:6]}"
+    with thaw.job(name, inputs=root, client=client, lease=0.6, wait=20):
+        time.sleep(2.0)  # three leases long
+        info = client.job(name)
+        assert info is not None and info["blocks_in_memory"] == 1
+    assert client.job(name) is None
+    # Without a renewer, a lease runs out.
+    client.migrate(root, f"{name}-bare", lease=0.5)
+    wait_for(lambda: client.job(f"{name}-bare") is None)
+    assert client.renew(f"{name}-bare") == [f"{name}-bare"]
+
+
+def test_implicit_eviction_frees_memory_as_pandas_reads(
+    client: thaw.Client, root: str, ufs_dir: Path
+) -> None:
+    df = pd.DataFrame({"x": range(400_000), "y": [float(i) / 3 for i in range(400_000)]})
+    ufs_dir.mkdir(parents=True, exist_ok=True)
+    df.to_csv(ufs_dir / "t.csv", index=False)
+    size = (ufs_dir / "t.csv").stat().st_size
+    assert size > 3 * BLOCK
+    base = mem_used(client)
+    name = f"imp-{uuid.uuid4().hex[:6]}"
+    with thaw.job(name, inputs=[root], client=client, eviction="implicit", wait=20):
+        assert mem_used(client) >= base + size
+        got = pd.read_csv(f"thaw://{root}/t.csv", storage_options={"master": client.master})
+        assert got.equals(df)
+        # Read blocks leave memory while the job still runs (whole reads at
+        # once; a block read only in part after the idle delay).
+        wait_for(lambda: mem_used(client) <= base)
+        info = client.job(name)
+        assert info is not None and info["blocks_read"] == info["blocks"], info
+
+
+def test_migrate_errors_are_clear(client: thaw.Client, root: str) -> None:
+    with pytest.raises(ValueError, match="job id"):
+        thaw.Client(client.master).migrate(root)
+    with pytest.raises(NotFound):
+        client.migrate(f"{root}/missing", "j-missing")
+    with pytest.raises(InvalidArgument):
+        client.migrate(root, "j-bad", eviction="sometimes")
+    with pytest.raises(NotFound):
+        client.evict("never-migrated")
+    with pytest.raises(ValueError):
+        thaw.job("x", inputs=root, eviction="sometimes")
+    with pytest.raises(NotFound), thaw.job("j-enter", inputs=[f"{root}/missing"], client=client):
+        pass
+    assert thaw.current_job_id() is None
+
+
+def test_policy_none_is_the_baseline(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_bytes(os.urandom(2 * BLOCK))
+    with thaw.LocalCluster(ufs=tmp_path, workers=1, block_size=BLOCK, migration_policy="none") as c:
+        client = c.client()
+        info = client.migrate("/d", "base")
+        assert info["blocks"] == 2
+        time.sleep(1.0)
+        info = client.job("base")
+        assert info is not None and info["blocks_in_memory"] == 0 and info["blocks_pending"] == 2
+        assert client.jobs()["policy"] == "none"
+        with pytest.raises(TimeoutError):
+            client.wait_migrated("base", timeout=0.3)
