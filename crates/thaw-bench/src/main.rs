@@ -3,12 +3,13 @@
 //! metadata lookups. Every figure is the median of alternating repeats. Results go
 //! to stdout and to a JSON summary (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|planner] [--size 1GiB] [--repeats 5]`
 
 mod cold;
 mod measure;
 mod metadata;
 mod payload;
+mod planner;
 mod remote;
 mod setup;
 mod short_circuit;
@@ -52,6 +53,7 @@ enum Which {
     Remote,
     Cold,
     Metadata,
+    Planner,
 }
 
 /// What every benchmark is given.
@@ -112,6 +114,9 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     }
     if wants(Which::Metadata) {
         metadata::run(cfg).await?.into_iter().for_each(&mut done);
+    }
+    if wants(Which::Planner) {
+        done(planner::run(cfg)?);
     }
     Ok(results)
 }

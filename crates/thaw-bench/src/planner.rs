@@ -1,0 +1,93 @@
+//! The dyrs planner's cost (dyrs.txt III-D): one pass of Algorithm 1 over 10,000
+//! pending blocks on 7 workers, each block with 3 DISK replicas and the workers
+//! with different estimates and queues. The paper claims "under a millisecond
+//! for 50GB of pending migrations", i.e. about 200 blocks of 256 MB (the block
+//! size of its mappers, dyrs.txt II-C): 200 blocks per millisecond is the baseline.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use thaw_common::ids::block_id;
+use thaw_common::proto::{EvictionMode, MigrationSource, SourceEstimate, Tier, TierUsage, WorkerMigrationReport};
+use thaw_master::cluster::Cluster;
+use thaw_master::migration::{BlockSpec, Migrations, Policy, Priority};
+
+use crate::Config;
+use crate::measure::{Comparison, median};
+
+const WORKERS: usize = 7;
+const PENDING: u64 = 10_000;
+const BLOCK: u64 = 64 << 20;
+/// dyrs.txt III-D: 50 GB in under 1 ms, in 256 MB blocks.
+const PAPER_BLOCKS_PER_MS: f64 = 200.0;
+
+pub fn run(cfg: &Config) -> Result<Comparison> {
+    let now = Instant::now();
+    let mut cluster = Cluster::default();
+    let tiers = vec![
+        TierUsage { tier: Tier::Mem as i32, capacity: 1 << 40, ..Default::default() },
+        TierUsage { tier: Tier::Disk as i32, capacity: 1 << 40, ..Default::default() },
+    ];
+    let ids: Vec<u64> = (0..WORKERS)
+        .map(|i| cluster.register(&format!("w{i}:1"), &format!("h{i}"), "r0", tiers.clone(), now))
+        .collect();
+    for b in 0..PENDING {
+        for r in 0..3 {
+            let w = ids[((b * 7 + r * 3) % WORKERS as u64) as usize];
+            cluster.add_replica(block_id(1 + b / 1000, b % 1000), w, Tier::Disk, BLOCK);
+        }
+    }
+    let mut m = Migrations::new(Policy::Dyrs, Priority::SmallestJobFirst, Duration::from_secs(3600));
+    for (i, &w) in ids.iter().enumerate() {
+        let report = WorkerMigrationReport {
+            sources: vec![SourceEstimate {
+                source: MigrationSource::Disk as i32,
+                ns_per_byte: 5.0 + 3.0 * i as f64,
+                queued: i as u32 % 3,
+                queued_bytes: (i as u64 % 3) * BLOCK,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        m.heartbeat(&cluster, w, Some(report), Vec::new(), Duration::from_secs(1));
+    }
+    // Ten jobs of different sizes, so the smallest-job-first key has work to do.
+    for j in 0..10u64 {
+        let blocks: Vec<BlockSpec> = (0..PENDING)
+            .filter(|b| b % 10 == j)
+            .map(|b| BlockSpec { block: block_id(1 + b / 1000, b % 1000), length: BLOCK, ufs: None })
+            .take(((j + 1) * 200) as usize)
+            .collect();
+        m.migrate(&cluster, &format!("job{j}"), EvictionMode::Explicit, None, blocks, now)?;
+    }
+    // The rest of the blocks as one big job.
+    let rest: Vec<BlockSpec> =
+        (0..PENDING).map(|b| BlockSpec { block: block_id(1 + b / 1000, b % 1000), length: BLOCK, ufs: None }).collect();
+    m.migrate(&cluster, "big", EvictionMode::Explicit, None, rest, now)?;
+    anyhow::ensure!(m.pending() == PENDING as usize, "expected {PENDING} pending, got {}", m.pending());
+    let runs = (cfg.repeats * 10).max(20);
+    m.plan(&cluster); // warm-up
+    let mut per_ms = Vec::new();
+    let mut millis = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        m.plan(&cluster);
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        millis.push(ms);
+        per_ms.push(PENDING as f64 / ms);
+    }
+    let thaw = median(&per_ms);
+    Ok(Comparison {
+        name: "planner".into(),
+        thaw_label: format!("Algorithm 1 over {PENDING} pending blocks, {WORKERS} workers x 3 replicas"),
+        baseline_label: "dyrs.txt III-D: 50 GB (200 blocks of 256 MB) in under 1 ms".into(),
+        unit: "blocks/ms",
+        thaw,
+        baseline: PAPER_BLOCKS_PER_MS,
+        ratio: thaw / PAPER_BLOCKS_PER_MS,
+        target: Some(1.0),
+        thaw_runs: per_ms,
+        baseline_runs: vec![PAPER_BLOCKS_PER_MS],
+        notes: format!("one pass over {PENDING} blocks: median {:.2} ms of {runs}", median(&millis)),
+    })
+}
