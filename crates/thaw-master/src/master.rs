@@ -662,6 +662,7 @@ impl Master {
         }
         let live = live_workers(&st.cluster);
         st.migrations.expire(now, &live);
+        st.migrations.repair(&st.cluster);
     }
 
     /// One planning pass (dyrs.txt Algorithm 1), off the heartbeat path.

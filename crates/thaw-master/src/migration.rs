@@ -140,6 +140,7 @@ pub struct BlockSpec {
 #[derive(Debug, Clone, Default)]
 struct JobBlock {
     length: u64,
+    ufs: Option<UfsSource>,
     read: bool,
     failed: bool,
 }
@@ -294,7 +295,7 @@ impl Migrations {
             if job.blocks.contains_key(&b.block) {
                 continue;
             }
-            job.blocks.insert(b.block, JobBlock { length: b.length, ..Default::default() });
+            job.blocks.insert(b.block, JobBlock { length: b.length, ufs: b.ufs.clone(), ..Default::default() });
             job.bytes += b.length;
             new.push(b);
         }
@@ -342,6 +343,29 @@ impl Migrations {
         self.migrations.insert(b.block, m);
         if self.policy == Policy::Ignem {
             self.bind_at_random(cluster, b.block);
+        }
+    }
+
+    /// Migrates again the blocks that jobs still expect but that are neither in
+    /// memory nor on their way: their memory copy went with a dead or restarted
+    /// worker. Run with the liveness check.
+    pub fn repair(&mut self, cluster: &Cluster) {
+        if self.policy == Policy::None {
+            return;
+        }
+        let mut lost = Vec::new();
+        for (id, job) in &self.jobs {
+            for (&b, jb) in &job.blocks {
+                if !jb.read && !jb.failed && !self.migrations.contains_key(&b) && mem_holder(cluster, b).is_none() {
+                    lost.push((id.clone(), BlockSpec { block: b, length: jb.length, ufs: jb.ufs.clone() }));
+                }
+            }
+        }
+        if !lost.is_empty() {
+            tracing::info!(blocks = lost.len(), "blocks jobs still expect left memory: migrating them again");
+        }
+        for (job, spec) in lost {
+            self.add_block(cluster, &job, spec);
         }
     }
 
@@ -672,13 +696,15 @@ impl Migrations {
             let (spb, mut queued_bytes, mut queued) = {
                 let load = self.load(worker);
                 (
-                    load.ns_per_byte.get(&device).copied().filter(|v| *v > 0.0).unwrap_or(DEFAULT_NS_PER_BYTE),
+                    load.ns_per_byte.get(&device).copied().filter(|v| *v > 0.0),
                     load.queued_bytes.get(&device).copied().unwrap_or(0),
                     load.queued.get(&device).copied().unwrap_or(0),
                 )
             };
-            // Bytes the device migrates in one interval at its estimate.
-            let interval_bytes = interval.as_nanos() as f64 / spb;
+            // Bytes the device migrates in one interval at its estimate. A device
+            // not measured yet gets only the minimum: binding is final, so wait
+            // for its first measurement before trusting it with more.
+            let interval_bytes = spb.map(|spb| interval.as_nanos() as f64 / spb).unwrap_or(0.0);
             while let Some(&b) = queue.front() {
                 let still = self
                     .migrations

@@ -357,3 +357,51 @@ proptest! {
         prop_assert_eq!(m.pending(), 0);
     }
 }
+
+#[test]
+fn an_unmeasured_device_gets_one_running_and_one_queued_until_measured() {
+    let (c, w) = cluster(1, 50);
+    let mut m = dyrs();
+    m.migrate(&c, "j", EvictionMode::Explicit, None, specs(1, 0..50), Instant::now()).unwrap();
+    m.plan(&c);
+    let o = m.heartbeat(&c, w[0], None, vec![], Duration::from_secs(1));
+    assert_eq!(o.migrations.len(), 2);
+    // Measured at 1000 ns/B (1 ms per block): a 10 ms interval needs 10 blocks.
+    m.plan(&c);
+    let o = m.heartbeat(&c, w[0], Some(report(Device::Disk, 1000.0, 2)), vec![], Duration::from_millis(10));
+    assert_eq!(o.migrations.len(), 8);
+}
+
+#[test]
+fn blocks_lost_from_memory_are_migrated_again_for_jobs_that_still_need_them() {
+    let (mut c, w) = cluster(2, 2);
+    let mut m = dyrs();
+    m.migrate(&c, "j", EvictionMode::Explicit, None, specs(1, 0..2), Instant::now()).unwrap();
+    m.plan(&c);
+    let o = m.heartbeat(&c, w[0], Some(report(Device::Disk, 1.0, 0)), vec![], Duration::from_secs(1));
+    let o2 = m.heartbeat(&c, w[1], Some(report(Device::Disk, 1.0, 0)), vec![], Duration::from_secs(1));
+    assert_eq!(o.migrations.len() + o2.migrations.len(), 2);
+    // Both finish on worker 0 (say); block 1 is then read by the job.
+    for b in 0..2 {
+        c.add_replica(block_id(1, b), w[0], Tier::Mem, LEN);
+        let ev = MigrationEvent { block_id: block_id(1, b), outcome: "done".into(), ..Default::default() };
+        let holder = m.target_of(block_id(1, b)).unwrap().0;
+        m.heartbeat(&c, holder, Some(WorkerMigrationReport { events: vec![ev], ..Default::default() }), vec![], HB);
+    }
+    let read = JobBlockRead { job_id: "j".into(), block_id: block_id(1, 1) };
+    m.heartbeat(&c, w[1], None, vec![read], HB);
+    assert_eq!(m.pending(), 0);
+    m.repair(&c);
+    assert_eq!(m.pending(), 0, "nothing lost yet");
+    // Worker 0 dies with both memory copies: only the unread block comes back.
+    c.expire(Instant::now() + Duration::from_secs(100), Duration::from_secs(1));
+    c.register("w1:1", "h1", "r", tiers(), Instant::now());
+    for b in 0..2 {
+        c.add_replica(block_id(1, b), w[1], Tier::Disk, LEN);
+    }
+    m.worker_lost(&c, w[0]);
+    m.repair(&c);
+    assert_eq!(m.pending(), 1);
+    m.plan(&c);
+    assert_eq!(m.target_of(block_id(1, 0)), Some((w[1], Device::Disk)));
+}
