@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use thaw_common::size::format_size;
 use thaw_master::MasterConfig;
+use thaw_worker::device::DeviceModels;
 use thaw_worker::{TierConfig, WorkerConfig};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -53,6 +54,14 @@ pub struct LocalArgs {
     /// the cluster stops, however it stops.
     #[arg(long, value_parser = dir_arg)]
     pub remove_on_exit: Option<PathBuf>,
+    /// Emulated devices of every worker (evaluation), e.g.
+    /// disk=40MiB/s,ufs=20MiB/s,penalty=0.3: see `thaw worker --device-model`.
+    #[arg(long, value_parser = device_model_arg)]
+    pub device_model: Option<DeviceModels>,
+    /// I:SPEC: worker I's (0-based) device model instead of --device-model's.
+    /// Repeatable.
+    #[arg(long, value_parser = worker_device_model_arg)]
+    pub worker_device_model: Vec<(usize, DeviceModels)>,
     #[command(flatten)]
     pub timing: Timing,
 }
@@ -112,6 +121,24 @@ pub struct WorkerArgs {
     /// Data connections served at once; past it clients are told the worker is busy.
     #[arg(long, default_value_t = thaw_worker::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Emulated devices (evaluation only; default none): reads of the DISK tier
+    /// and of the under-store are paced as on a slow disk that loses throughput
+    /// to concurrent streams, e.g. disk=40MiB/s,ufs=20MiB/s,penalty=0.3 (either
+    /// device optional; penalty default 0.3; n streams share
+    /// bandwidth / (1 + penalty * (n - 1))). `thaw interfere` adds synthetic load.
+    #[arg(long, value_parser = device_model_arg)]
+    device_model: Option<DeviceModels>,
+}
+
+fn device_model_arg(s: &str) -> Result<DeviceModels, String> {
+    DeviceModels::parse(s).map_err(|e| e.message)
+}
+
+/// `I:SPEC`, a worker index and its device model.
+fn worker_device_model_arg(s: &str) -> Result<(usize, DeviceModels), String> {
+    let (i, spec) = s.split_once(':').ok_or_else(|| format!("{s:?}: expected I:SPEC, e.g. 0:disk=40MiB/s"))?;
+    let i = i.trim().parse().map_err(|_| format!("{s:?}: worker index {i:?} is not a number"))?;
+    Ok((i, device_model_arg(spec)?))
 }
 
 async fn listen(bind: &str, port: u16) -> anyhow::Result<TcpListener> {
@@ -178,6 +205,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         advertise: args.advertise,
         remove_mem_on_exit: false,
         max_connections: args.max_connections,
+        device_models: args.device_model.unwrap_or_default(),
     };
     say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
     let shutdown = stop_on_signal();
@@ -205,6 +233,13 @@ impl LocalCluster {
         let state = std::fs::canonicalize(&state)?;
         std::fs::create_dir_all(&args.ufs).with_context(|| format!("under-store directory {}", args.ufs.display()))?;
         let ufs = std::fs::canonicalize(&args.ufs)?;
+        if let Some((i, _)) = args.worker_device_model.iter().find(|(i, _)| *i >= args.workers) {
+            anyhow::bail!(
+                "--worker-device-model {i}: there are {} worker(s), indices 0 to {}",
+                args.workers,
+                args.workers - 1
+            );
+        }
         let mem_root = args.mem_root.join(format!("thaw-local-{}-{}", args.port, std::process::id()));
         let master_listener = listen(&args.bind, args.port).await?;
         let master_addr = master_listener.local_addr()?;
@@ -223,6 +258,15 @@ impl LocalCluster {
                 advertise: None,
                 remove_mem_on_exit: true,
                 max_connections: thaw_worker::DEFAULT_MAX_CONNECTIONS,
+                // The last model given for this worker, else the one of all workers.
+                device_models: args
+                    .worker_device_model
+                    .iter()
+                    .rev()
+                    .find(|(w, _)| *w == i)
+                    .map(|(_, m)| m.clone())
+                    .or_else(|| args.device_model.clone())
+                    .unwrap_or_default(),
             };
             tasks.spawn(thaw_worker::serve(config, listener, shutdown.clone()));
         }

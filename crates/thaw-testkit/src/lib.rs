@@ -18,6 +18,8 @@ pub struct WorkerSpec {
     pub mem_capacity: u64,
     pub disk_capacity: u64,
     pub max_connections: usize,
+    /// `thaw worker --device-model` (an emulated device), if any.
+    pub device_model: Option<String>,
 }
 
 impl WorkerSpec {
@@ -28,6 +30,7 @@ impl WorkerSpec {
             mem_capacity: 256 << 20,
             disk_capacity: 1 << 30,
             max_connections: 1024,
+            device_model: None,
         }
     }
 }
@@ -170,7 +173,7 @@ impl Cluster {
 
     fn spawn_worker(&self, i: usize, port: u16) -> Result<Proc> {
         let spec = &self.options.workers[i];
-        let args: Vec<String> = [
+        let mut args: Vec<String> = [
             "worker",
             "--master",
             &self.master.addr,
@@ -193,6 +196,9 @@ impl Cluster {
         ]
         .map(String::from)
         .to_vec();
+        if let Some(model) = &spec.device_model {
+            args.extend(["--device-model".to_string(), model.clone()]);
+        }
         spawn(&self.bin, &args, &self.root.path().join(format!("worker-{i}.log")))
     }
 

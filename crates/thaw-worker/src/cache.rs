@@ -17,6 +17,7 @@ use thaw_common::{Result, ThawError};
 use tokio::sync::watch;
 
 use crate::Worker;
+use crate::device::DeviceKind;
 use crate::tier::{Reservation, TierStore};
 
 /// A block being written into a tier: a temp file plus its reserved space.
@@ -104,6 +105,9 @@ impl Drop for BlockFile {
     }
 }
 
+/// Bytes per step of a fill from a local under-store through a device model.
+const FILL_CHUNK: u64 = 4 << 20;
+
 /// The outcome of a fill, shared with every reader waiting on it.
 pub(crate) type FillState = watch::Receiver<Option<Result<()>>>;
 
@@ -151,15 +155,33 @@ impl Worker {
     async fn fill_from(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>) -> Result<()> {
         let mut file = BlockFile::create(tier, block, ufs.length)?;
         let store = self.ufs()?;
-        match store.local_path(&ufs.path)? {
-            Some(src) => file.copy_from_local(src, ufs.offset, ufs.length).await?,
-            None => {
+        // An emulated under-store device, if modelled, paces the copy.
+        let mut device = self.device_stream(DeviceKind::Ufs);
+        match (store.local_path(&ufs.path)?, device.as_mut()) {
+            (Some(src), None) => file.copy_from_local(src, ufs.offset, ufs.length).await?,
+            (Some(src), Some(d)) => {
+                // In chunks, each waiting for its device time.
+                while file.written < ufs.length {
+                    let (before, k) = (file.written, (ufs.length - file.written).min(FILL_CHUNK));
+                    d.consume(k).await;
+                    file.copy_from_local(src.clone(), ufs.offset + before, k).await?;
+                    if file.written - before < k {
+                        break; // the file ended early: reported below
+                    }
+                }
+            }
+            (None, _) => {
                 let mut stream = store.read_range(&ufs.path, ufs.offset..ufs.offset + ufs.length).await?;
                 while let Some(chunk) = stream.next().await {
-                    file.write(&chunk?)?;
+                    let chunk = chunk?;
+                    if let Some(d) = device.as_mut() {
+                        d.consume(chunk.len() as u64).await;
+                    }
+                    file.write(&chunk)?;
                 }
             }
         }
+        drop(device);
         if file.written != ufs.length {
             return Err(ThawError::data_lost(format!(
                 "under-store file {} ended {} bytes short of block {block} (changed underneath?)",

@@ -4,6 +4,7 @@
 
 mod cache;
 pub mod data;
+pub mod device;
 pub mod master_link;
 pub mod stats;
 pub mod tier;
@@ -20,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::transport::Channel;
 
+use crate::device::{Device, DeviceKind, DeviceModels};
 use crate::master_link::Registration;
 use crate::stats::JobStats;
 use crate::tier::TierStore;
@@ -44,6 +46,9 @@ pub struct WorkerConfig {
     pub remove_mem_on_exit: bool,
     /// Data connections served at once; past it a client is told the worker is busy.
     pub max_connections: usize,
+    /// Emulated devices in front of DISK-tier and under-store reads (evaluation
+    /// only; default none: reads run at the machine's speed).
+    pub device_models: DeviceModels,
 }
 
 /// Default of `WorkerConfig::max_connections`.
@@ -62,6 +67,8 @@ pub struct Worker {
     /// Fills from the under-store in progress, by block.
     fills: Mutex<HashMap<u64, cache::FillState>>,
     tasks: TaskTracker,
+    disk_device: Option<Arc<Device>>,
+    ufs_device: Option<Arc<Device>>,
 }
 
 impl Worker {
@@ -72,6 +79,8 @@ impl Worker {
             .map_err(|e| ThawError::invalid(format!("master address {:?}: {e}", config.master)))?
             .connect_timeout(std::time::Duration::from_secs(2))
             .connect_lazy();
+        let device = |kind| config.device_models.get(kind).map(|m| Device::new(kind, m));
+        let (disk_device, ufs_device) = (device(DeviceKind::Disk), device(DeviceKind::Ufs));
         Ok(Worker {
             master: MasterServiceClient::new(channel),
             config,
@@ -84,6 +93,8 @@ impl Worker {
             ufs: OnceLock::new(),
             fills: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
+            disk_device,
+            ufs_device,
         })
     }
 
@@ -98,6 +109,25 @@ impl Worker {
             Tier::Disk => self.disk.clone(),
             Tier::Unspecified => None,
         }
+    }
+
+    /// The emulated device of `kind`; `None` when it is not modelled.
+    pub fn device(&self, kind: DeviceKind) -> Option<&Arc<Device>> {
+        match kind {
+            DeviceKind::Disk => self.disk_device.as_ref(),
+            DeviceKind::Ufs => self.ufs_device.as_ref(),
+        }
+    }
+
+    /// The modelled devices' states, for stats and heartbeats.
+    pub fn device_states(&self) -> Vec<thaw_common::proto::DeviceState> {
+        DeviceKind::ALL.iter().filter_map(|&k| self.device(k)).map(|d| d.state()).collect()
+    }
+
+    /// A stream on the device of `kind`, if it is modelled: a read of it waits
+    /// for the device time each chunk costs.
+    pub(crate) fn device_stream(&self, kind: DeviceKind) -> Option<device::DeviceStream> {
+        self.device(kind).map(|d| d.open_stream())
     }
 
     /// The under-store, known once the master has told us at registration.
@@ -115,11 +145,17 @@ pub async fn serve(config: WorkerConfig, listener: TcpListener, shutdown: Cancel
     };
     let worker = Arc::new(Worker::new(config, address.clone())?);
     tracing::info!(%address, host = %worker.config.host, rack = %worker.config.rack, "worker data service listening");
+    if !worker.config.device_models.is_empty() {
+        tracing::info!(models = ?worker.config.device_models, "emulated devices: reads are throttled");
+    }
     let link = tokio::spawn(worker.clone().run_master_link(shutdown.clone()));
     data::serve(worker.clone(), listener, shutdown.clone()).await;
     let _ = link.await;
     worker.tasks.close();
     worker.tasks.wait().await;
+    for d in DeviceKind::ALL.iter().filter_map(|&k| worker.device(k)) {
+        d.set_interference(0);
+    }
     if worker.config.remove_mem_on_exit
         && let Some(m) = &worker.mem
     {

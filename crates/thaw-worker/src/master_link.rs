@@ -83,6 +83,7 @@ impl Worker {
             tiers: self.tiers().map(|t| t.usage()).collect(),
             removed_blocks: removed.clone(),
             jobs: self.stats.snapshot(),
+            devices: self.device_states(),
         };
         match self.master.clone().heartbeat(req).await {
             Ok(resp) => {
