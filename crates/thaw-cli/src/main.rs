@@ -2,6 +2,7 @@
 
 mod demo;
 mod fs;
+mod interfere;
 mod output;
 mod servers;
 
@@ -43,6 +44,9 @@ enum Command {
     Fs(fs::FsCommand),
     /// Workers, their tiers and liveness.
     Status(StatusArgs),
+    /// Synthetic load on a worker's emulated device (evaluation; the worker needs
+    /// --device-model): `thaw interfere --worker 1 --device disk on --streams 2`.
+    Interfere(interfere::InterfereArgs),
     /// The main demo: a cold data set read through Thaw, then from memory, on an
     /// embedded local cluster.
     Demo(demo::DemoArgs),
@@ -124,6 +128,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Worker(args) => servers::run_worker(args, cli.master).await,
         Command::Fs(cmd) => fs::run(client()?, cmd).await,
         Command::Demo(args) => demo::run(args).await,
+        Command::Interfere(args) => interfere::run(client()?, args).await,
         Command::Status(args) => {
             let status = client()?.cluster_status().await?;
             output::print_status(&status, args.json);
