@@ -227,12 +227,6 @@ impl LocalCluster {
         if args.workers == 0 {
             anyhow::bail!("--workers must be at least 1");
         }
-        let state =
-            args.state_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("thaw-local-{}", args.port)));
-        std::fs::create_dir_all(&state).with_context(|| format!("state directory {}", state.display()))?;
-        let state = std::fs::canonicalize(&state)?;
-        std::fs::create_dir_all(&args.ufs).with_context(|| format!("under-store directory {}", args.ufs.display()))?;
-        let ufs = std::fs::canonicalize(&args.ufs)?;
         if let Some((i, _)) = args.worker_device_model.iter().find(|(i, _)| *i >= args.workers) {
             anyhow::bail!(
                 "--worker-device-model {i}: there are {} worker(s), indices 0 to {}",
@@ -240,6 +234,12 @@ impl LocalCluster {
                 args.workers - 1
             );
         }
+        let state =
+            args.state_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("thaw-local-{}", args.port)));
+        std::fs::create_dir_all(&state).with_context(|| format!("state directory {}", state.display()))?;
+        let state = std::fs::canonicalize(&state)?;
+        std::fs::create_dir_all(&args.ufs).with_context(|| format!("under-store directory {}", args.ufs.display()))?;
+        let ufs = std::fs::canonicalize(&args.ufs)?;
         let mem_root = args.mem_root.join(format!("thaw-local-{}-{}", args.port, std::process::id()));
         let master_listener = listen(&args.bind, args.port).await?;
         let master_addr = master_listener.local_addr()?;
