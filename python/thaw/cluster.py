@@ -59,6 +59,13 @@ class LocalCluster:
 
     ``master`` is its address; ``thaw.Client()`` with no address connects to the
     latest cluster started in this process.
+
+    For evaluations, ``device_model`` puts an emulated device in front of every
+    worker's DISK-tier and under-store reads, e.g.
+    ``"disk=40MiB/s,ufs=20MiB/s,penalty=0.3"`` (slow, and slower still under
+    concurrent streams, as the papers' hard disks); ``worker_device_models``
+    gives worker ``i`` (0-based) its own instead. :meth:`Client.interfere` adds
+    synthetic load.
     """
 
     def __init__(
@@ -75,6 +82,8 @@ class LocalCluster:
         worker_timeout_ms: int = 5000,
         binary: str | None = None,
         startup_timeout: float = 60.0,
+        device_model: str | None = None,
+        worker_device_models: dict[int, str] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -107,6 +116,10 @@ class LocalCluster:
             "--exit-with-stdin",
             "--remove-on-exit", self._tmp,
         ]  # fmt: skip
+        if device_model is not None:
+            cmd += ["--device-model", device_model]
+        for index, spec in sorted((worker_device_models or {}).items()):
+            cmd += ["--worker-device-model", f"{index}:{spec}"]
         try:
             self._start(cmd, startup_timeout)
         except BaseException:
