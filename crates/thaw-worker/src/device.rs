@@ -41,6 +41,9 @@ const SLACK: Duration = Duration::from_millis(2);
 
 /// The penalty when a spec names none (a hard disk with a few streams).
 pub const DEFAULT_PENALTY: f64 = 0.3;
+/// The largest penalty a spec may give (each extra stream costing 100 times a
+/// stream's own time is already a stalled device).
+pub const MAX_PENALTY: f64 = 100.0;
 
 /// Which device of a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,8 +90,10 @@ pub struct DeviceModel {
 impl DeviceModel {
     /// The device time `bytes` take while `streams` streams are open.
     pub fn cost(&self, bytes: u64, streams: u32) -> Duration {
-        let factor = 1.0 + self.penalty * f64::from(streams.max(1) - 1);
-        Duration::from_secs_f64(bytes as f64 * factor / self.bandwidth.max(1) as f64)
+        let factor = 1.0 + self.penalty.max(0.0) * f64::from(streams.max(1) - 1);
+        let secs = bytes as f64 * factor / self.bandwidth.max(1) as f64;
+        // Only a model made in code, not by `DeviceModels::parse`, can overflow.
+        Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(86_400))
     }
 }
 
@@ -119,8 +124,8 @@ impl DeviceModels {
                 "ufs" => &mut ufs,
                 "penalty" => {
                     let p: f64 = value.parse().map_err(|_| bad(format!("penalty {value:?} is not a number")))?;
-                    if !p.is_finite() || p < 0.0 {
-                        return Err(bad(format!("penalty {value:?} must be a number >= 0")));
+                    if !(0.0..=MAX_PENALTY).contains(&p) {
+                        return Err(bad(format!("penalty {value:?} must be a number from 0 to {MAX_PENALTY}")));
                     }
                     if penalty.replace(p).is_some() {
                         return Err(bad("penalty is given twice".into()));
@@ -426,9 +431,10 @@ mod tests {
             ("disk=40MiB", "needs a /s suffix"),
             ("disk=0/s", "disk bandwidth must be more than 0"),
             ("ufs=fast/s", "ufs bandwidth: invalid size"),
-            ("disk=1MiB/s,penalty=-0.1", "must be a number >= 0"),
+            ("disk=1MiB/s,penalty=-0.1", "must be a number from 0 to 100"),
             ("disk=1MiB/s,penalty=lots", "penalty \"lots\" is not a number"),
-            ("disk=1MiB/s,penalty=NaN", "must be a number >= 0"),
+            ("disk=1MiB/s,penalty=NaN", "must be a number from 0 to 100"),
+            ("disk=1MiB/s,penalty=1e300", "must be a number from 0 to 100"),
             ("penalty=0.3", "names no device"),
             ("disk=1MiB/s,disk=2MiB/s", "disk is given twice"),
         ] {
