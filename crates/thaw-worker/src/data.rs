@@ -140,8 +140,7 @@ fn device_control(w: &Arc<Worker>, job: &str, req: DeviceControlRequest) -> Resu
     let kind = DeviceKind::parse(&req.device)?;
     let device = w.device(kind).ok_or_else(|| {
         ThawError::precondition(format!(
-            "worker {} has no {kind} device model (start it with --device-model {kind}=RATE/s)",
-            w.address
+            "this worker has no {kind} device model (start it with --device-model {kind}=RATE/s)"
         ))
     })?;
     if req.interference_streams > MAX_INTERFERENCE_STREAMS {

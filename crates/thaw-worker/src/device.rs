@@ -245,8 +245,10 @@ impl Device {
         while jammers.len() < streams as usize {
             jammers.push(tokio::spawn(jam(Arc::downgrade(self))));
         }
-        self.lock().interference = streams;
-        tracing::info!(device = %self.kind, streams, "device interference set");
+        let before = std::mem::replace(&mut self.lock().interference, streams);
+        if before != streams {
+            tracing::info!(device = %self.kind, streams, "device interference set");
+        }
     }
 
     pub fn state(&self) -> DeviceState {
