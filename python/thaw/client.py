@@ -19,6 +19,7 @@ from typing import Any
 
 from . import _native, jobs
 from ._progress import Progress
+from .errors import InvalidArgument
 
 DEFAULT_MASTER: str = _native.DEFAULT_MASTER
 
@@ -134,9 +135,32 @@ class Client:
 
     def status(self) -> dict[str, Any]:
         """The cluster: under-store, file and in-memory block counts, and each
-        worker's address, host, rack, liveness, tiers (used/capacity) and
-        per-job counters (as of its last heartbeat)."""
+        worker's address, host, rack, liveness, tiers (used/capacity), per-job
+        counters and emulated devices (as of its last heartbeat)."""
         return self.native().status()
+
+    def interfere(
+        self, worker: int | str, device: str = "disk", on: bool = True, streams: int = 1
+    ) -> dict[str, Any]:
+        """Starts (``on``) or stops synthetic interference on a worker's emulated
+        ``device`` ("disk": its DISK tier; "ufs": the under-store as it reads it):
+        ``streams`` readers that keep the device busy, as the dd jobs of the DYRS
+        evaluation. For evaluations only: the worker must run with a device model
+        (``LocalCluster(device_model=...)``). ``worker``: its id (as in
+        :meth:`status`) or its data address. Returns the worker's tiers, jobs and
+        devices, asked of the worker."""
+        if on and streams < 1:
+            raise InvalidArgument("streams must be at least 1 with on=True (on=False stops the interference)")
+        if isinstance(worker, int):
+            workers = self.status()["workers"]
+            match = [w["address"] for w in workers if w["id"] == worker]
+            if not match:
+                known = ", ".join(str(w["id"]) for w in workers) or "none"
+                raise InvalidArgument(f"no worker with id {worker} (workers: {known})")
+            address = match[0]
+        else:
+            address = worker
+        return self.native().device_control(address, device, streams if on else 0)
 
     def job_stats(self, job_id: str | None = None) -> dict[str, Any]:
         """One job's accesses summed over the live workers, asked of each worker

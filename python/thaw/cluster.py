@@ -65,6 +65,13 @@ class LocalCluster:
     ``priority`` "fifo" or "smallest-job-first" (default: the policy's paper's);
     ``migration_buffer``: memory per worker for migrated blocks (default 80% of
     ``mem_capacity``).
+
+    For evaluations, ``device_model`` puts an emulated device in front of every
+    worker's DISK-tier and under-store reads, e.g.
+    ``"disk=40MiB/s,ufs=20MiB/s,penalty=0.3"`` (slow, and slower still under
+    concurrent streams, as the papers' hard disks); ``worker_device_models``
+    gives worker ``i`` (0-based) its own instead. :meth:`Client.interfere` adds
+    synthetic load.
     """
 
     def __init__(
@@ -85,6 +92,8 @@ class LocalCluster:
         priority: str | None = None,
         migration_buffer: int | str | None = None,
         implicit_eviction_delay_ms: int = 2000,
+        device_model: str | None = None,
+        worker_device_models: dict[int, str] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -123,6 +132,10 @@ class LocalCluster:
             cmd += ["--priority", priority]
         if migration_buffer is not None:
             cmd += ["--migration-buffer", str(migration_buffer)]
+        if device_model is not None:
+            cmd += ["--device-model", device_model]
+        for index, spec in sorted((worker_device_models or {}).items()):
+            cmd += ["--worker-device-model", f"{index}:{spec}"]
         try:
             self._start(cmd, startup_timeout)
         except BaseException:

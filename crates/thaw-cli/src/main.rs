@@ -2,6 +2,7 @@
 
 mod demo;
 mod fs;
+mod interfere;
 mod jobs;
 mod output;
 mod servers;
@@ -53,6 +54,9 @@ enum Command {
     Jobs(jobs::JobsArgs),
     /// The log of finished and dropped migrations (block, worker, source, times).
     Events(jobs::EventsArgs),
+    /// Synthetic load on a worker's emulated device (evaluation; the worker needs
+    /// --device-model): `thaw interfere --worker 1 --device disk on --streams 2`.
+    Interfere(interfere::InterfereArgs),
     /// The main demo: a cold data set read through Thaw, then from memory, on an
     /// embedded local cluster.
     Demo(demo::DemoArgs),
@@ -138,6 +142,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Evict(args) => jobs::evict(client()?, args).await,
         Command::Jobs(args) => jobs::jobs(client()?, args).await,
         Command::Events(args) => jobs::events(client()?, args).await,
+        Command::Interfere(args) => interfere::run(client()?, args).await,
         Command::Status(args) => {
             let status = client()?.cluster_status().await?;
             output::print_status(&status, args.json);

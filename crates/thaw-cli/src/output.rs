@@ -104,5 +104,21 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
             tier(Tier::Mem),
             tier(Tier::Disk)
         );
+        for d in &w.devices {
+            println!("     {}", device_line(d));
+        }
     }
+}
+
+/// One emulated device: "disk: 40.0 MiB/s, penalty 0.3, 1 stream(s), interference 2, 1.0 GiB read".
+pub fn device_line(d: &DeviceState) -> String {
+    format!(
+        "{}: {}/s, penalty {}, {} stream(s), interference {}, {} read",
+        d.device,
+        format_size(d.bandwidth),
+        d.penalty,
+        d.active_streams,
+        d.interference_streams,
+        format_size(d.bytes_read)
+    )
 }

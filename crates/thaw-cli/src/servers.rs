@@ -10,6 +10,7 @@ use clap::Args;
 use thaw_common::size::format_size;
 use thaw_master::MasterConfig;
 use thaw_master::migration::{Policy, Priority};
+use thaw_worker::device::DeviceModels;
 use thaw_worker::{MigrationConfig, TierConfig, WorkerConfig};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -54,6 +55,14 @@ pub struct LocalArgs {
     /// the cluster stops, however it stops.
     #[arg(long, value_parser = dir_arg)]
     pub remove_on_exit: Option<PathBuf>,
+    /// Emulated devices of every worker (evaluation), e.g.
+    /// disk=40MiB/s,ufs=20MiB/s,penalty=0.3: see `thaw worker --device-model`.
+    #[arg(long, value_parser = device_model_arg)]
+    pub device_model: Option<DeviceModels>,
+    /// I:SPEC: worker I's (0-based) device model instead of --device-model's.
+    /// Repeatable.
+    #[arg(long, value_parser = worker_device_model_arg)]
+    pub worker_device_model: Vec<(usize, DeviceModels)>,
     #[command(flatten)]
     pub timing: Timing,
     #[command(flatten)]
@@ -182,6 +191,24 @@ pub struct WorkerArgs {
     max_connections: usize,
     #[command(flatten)]
     buffer: BufferArgs,
+    /// Emulated devices (evaluation only; default none): reads of the DISK tier
+    /// and of the under-store are paced as on a slow disk that loses throughput
+    /// to concurrent streams, e.g. disk=40MiB/s,ufs=20MiB/s,penalty=0.3 (either
+    /// device optional; penalty default 0.3; n streams share
+    /// bandwidth / (1 + penalty * (n - 1))). `thaw interfere` adds synthetic load.
+    #[arg(long, value_parser = device_model_arg)]
+    device_model: Option<DeviceModels>,
+}
+
+fn device_model_arg(s: &str) -> Result<DeviceModels, String> {
+    DeviceModels::parse(s).map_err(|e| e.message)
+}
+
+/// `I:SPEC`, a worker index and its device model.
+fn worker_device_model_arg(s: &str) -> Result<(usize, DeviceModels), String> {
+    let (i, spec) = s.split_once(':').ok_or_else(|| format!("{s:?}: expected I:SPEC, e.g. 0:disk=40MiB/s"))?;
+    let i = i.trim().parse().map_err(|_| format!("{s:?}: worker index {i:?} is not a number"))?;
+    Ok((i, device_model_arg(spec)?))
 }
 
 async fn listen(bind: &str, port: u16) -> anyhow::Result<TcpListener> {
@@ -253,6 +280,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         remove_mem_on_exit: false,
         max_connections: args.max_connections,
         migration: args.buffer.config(),
+        device_models: args.device_model.unwrap_or_default(),
     };
     say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
     let shutdown = stop_on_signal();
@@ -273,6 +301,13 @@ impl LocalCluster {
     pub async fn start(args: &LocalArgs, shutdown: CancellationToken) -> anyhow::Result<Self> {
         if args.workers == 0 {
             anyhow::bail!("--workers must be at least 1");
+        }
+        if let Some((i, _)) = args.worker_device_model.iter().find(|(i, _)| *i >= args.workers) {
+            anyhow::bail!(
+                "--worker-device-model {i}: there are {} worker(s), indices 0 to {}",
+                args.workers,
+                args.workers - 1
+            );
         }
         let state =
             args.state_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("thaw-local-{}", args.port)));
@@ -305,6 +340,15 @@ impl LocalCluster {
                 remove_mem_on_exit: true,
                 max_connections: thaw_worker::DEFAULT_MAX_CONNECTIONS,
                 migration: args.buffer.config(),
+                // The last model given for this worker, else the one of all workers.
+                device_models: args
+                    .worker_device_model
+                    .iter()
+                    .rev()
+                    .find(|(w, _)| *w == i)
+                    .map(|(_, m)| m.clone())
+                    .or_else(|| args.device_model.clone())
+                    .unwrap_or_default(),
             };
             tasks.spawn(thaw_worker::serve(config, listener, shutdown.clone()));
         }

@@ -87,6 +87,15 @@ impl Pool {
     }
 }
 
+/// Sets the synthetic interference on a worker's emulated device.
+pub async fn device_control(pool: &Pool, addr: &str, job: &str, device: &str, streams: u32) -> Result<WorkerStats> {
+    let control = DeviceControlRequest { device: device.to_string(), interference_streams: streams };
+    let req = request(job, data_request::Request::DeviceControl(control));
+    let (sock, resp) = pool.call(addr, &req).await?;
+    pool.put(addr, sock);
+    Ok(resp.stats.unwrap_or_default())
+}
+
 pub async fn worker_stats(pool: &Pool, addr: &str, job: &str) -> Result<WorkerStats> {
     let req = request(job, data_request::Request::Stats(WorkerStatsRequest {}));
     let (sock, resp) = pool.call(addr, &req).await?;

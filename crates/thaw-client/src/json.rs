@@ -80,6 +80,17 @@ fn job_json(j: &JobAccess) -> Value {
     })
 }
 
+fn device_json(d: &DeviceState) -> Value {
+    json!({
+        "device": d.device,
+        "bandwidth": d.bandwidth,
+        "penalty": d.penalty,
+        "active_streams": d.active_streams,
+        "interference_streams": d.interference_streams,
+        "bytes_read": d.bytes_read,
+    })
+}
+
 pub fn worker_json(w: &WorkerInfo) -> Value {
     json!({
         "id": w.id,
@@ -90,6 +101,7 @@ pub fn worker_json(w: &WorkerInfo) -> Value {
         "last_heartbeat_ms_ago": w.last_heartbeat_ms_ago,
         "tiers": w.tiers.iter().map(tier_json).collect::<Vec<_>>(),
         "jobs": w.jobs.iter().map(job_json).collect::<Vec<_>>(),
+        "devices": w.devices.iter().map(device_json).collect::<Vec<_>>(),
         "migration": w.migration.as_ref().map(worker_migration_json),
     })
 }
@@ -160,15 +172,17 @@ pub fn event_json(e: &MigrationEvent) -> Value {
     })
 }
 
-/// What a worker says of itself: tiers and per-job counters.
+/// What a worker says of itself: tiers, per-job counters and emulated devices.
 pub fn worker_stats_json(s: &WorkerStats) -> Value {
     json!({
         "tiers": s.tiers.iter().map(tier_json).collect::<Vec<_>>(),
         "jobs": s.jobs.iter().map(job_json).collect::<Vec<_>>(),
+        "devices": s.devices.iter().map(device_json).collect::<Vec<_>>(),
     })
 }
 
-/// The whole cluster: under-store, counts, and every worker with its tiers and jobs.
+/// The whole cluster: under-store, counts, and every worker with its tiers, jobs
+/// and emulated devices.
 pub fn status_json(s: &GetClusterStatusResponse) -> Value {
     json!({
         "ufs": s.ufs_uri,

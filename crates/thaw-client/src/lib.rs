@@ -184,6 +184,13 @@ impl Client {
         data::worker_stats(&self.pool, data_address, &self.config.job_id).await
     }
 
+    /// Runs `streams` synthetic readers on a worker's emulated `device` ("disk" or
+    /// "ufs"; 0 stops them), as the dd jobs of dyrs.txt V-C; evaluation only, and
+    /// the worker must model that device. Returns the worker's stats after.
+    pub async fn device_control(&self, data_address: &str, device: &str, streams: u32) -> Result<WorkerStats> {
+        data::device_control(&self.pool, data_address, &self.config.job_id, device, streams).await
+    }
+
     pub(crate) fn pool(&self) -> &data::Pool {
         &self.pool
     }

@@ -74,6 +74,10 @@ pub struct FileReader {
     source: Option<Source>,
     /// Worker addresses that failed us since the last refresh from the master.
     failed: HashSet<String>,
+    /// Workers on this host that refused a short-circuit open of a DISK block
+    /// (their disk is an emulated device, read through the worker): their DISK
+    /// replicas are streamed without asking again.
+    stream_disk: HashSet<String>,
     stats: ReadStats,
     /// The next block's stream, opened while the current one is read (read-ahead),
     /// so block boundaries cost no round trip and the worker never idles.
@@ -101,6 +105,7 @@ impl FileReader {
             pos: 0,
             source: None,
             failed: HashSet::new(),
+            stream_disk: HashSet::new(),
             stats: ReadStats::default(),
             ahead: None,
         })
@@ -287,10 +292,9 @@ impl FileReader {
             task.abort();
         }
         let Some(block) = self.info.blocks.get(index).cloned() else { return };
-        let cfg = self.client.config();
         let remote = block.replicas.iter().find(|r| !self.failed.contains(&r.data_address));
         let (addr, ufs, kind) = match remote {
-            Some(r) if cfg.short_circuit && !cfg.position.host.is_empty() && r.host == cfg.position.host => return,
+            Some(r) if self.short_circuit(r) => return,
             Some(r) => {
                 let kind = if r.tier == Tier::Mem as i32 { StreamKind::Mem } else { StreamKind::Disk };
                 (r.data_address.clone(), None, kind)
@@ -328,6 +332,7 @@ impl FileReader {
             .ufs_workers
             .iter()
             .filter(|w| w.host == cfg.position.host && !self.failed.contains(&w.data_address))
+            .filter(|w| !(tier == Tier::Disk && self.stream_disk.contains(&w.data_address)))
             .collect();
         let block_id = self.info.blocks.get(index)?.block_id;
         // File id plus block index: neighbouring blocks, and single-block files,
@@ -337,6 +342,15 @@ impl FileReader {
         Some((w.data_address.clone(), tier))
     }
 
+    /// Whether replica `r` is read from its file here (short-circuit).
+    fn short_circuit(&self, r: &BlockReplica) -> bool {
+        let cfg = self.client.config();
+        cfg.short_circuit
+            && !cfg.position.host.is_empty()
+            && r.host == cfg.position.host
+            && !(r.tier == Tier::Disk as i32 && self.stream_disk.contains(&r.data_address))
+    }
+
     /// Opens the best working source for block `index` at the current position.
     async fn open_source(&mut self, index: usize) -> Result<Source> {
         let deadline = Instant::now() + self.client.config().retry_for;
@@ -344,16 +358,17 @@ impl FileReader {
             let block = self.info.blocks[index].clone();
             let offset = self.pos - block.offset;
             let mut last_err = None;
-            let cfg = self.client.config();
             for r in &block.replicas {
                 if self.failed.contains(&r.data_address) {
                     continue;
                 }
-                let local = cfg.short_circuit && !cfg.position.host.is_empty() && r.host == cfg.position.host;
-                if local {
+                if self.short_circuit(r) {
                     match open_local(&self.client, &r.data_address, &block, index).await {
                         Ok(src) => return Ok(src),
                         Err(e) => {
+                            if e.kind == ErrorKind::FailedPrecondition && r.tier == Tier::Disk as i32 {
+                                self.stream_disk.insert(r.data_address.clone());
+                            }
                             tracing::debug!(worker = %r.data_address, error = %e, "short-circuit failed; streaming")
                         }
                     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_id};
 use thaw_common::locality::{ReplicaPlace, level, rank};
-use thaw_common::proto::{BlockReplica, JobAccess, Position, Tier, TierUsage, WorkerInfo, WriteType};
+use thaw_common::proto::{BlockReplica, DeviceState, JobAccess, Position, Tier, TierUsage, WorkerInfo, WriteType};
 use thaw_common::{Result, ThawError};
 
 #[derive(Debug, Clone)]
@@ -24,6 +24,8 @@ pub struct WorkerEntry {
     /// Blocks the worker must delete, sent with the next heartbeat answer.
     pub pending_removals: Vec<u64>,
     pub jobs: Vec<JobAccess>,
+    /// The worker's emulated devices (evaluation only), as of its last heartbeat.
+    pub devices: Vec<DeviceState>,
 }
 
 impl WorkerEntry {
@@ -50,6 +52,7 @@ impl WorkerEntry {
             last_heartbeat_ms_ago: now.saturating_duration_since(self.last_heartbeat).as_millis() as u64,
             jobs: self.jobs.clone(),
             migration: None,
+            devices: self.devices.clone(),
         }
     }
 }
@@ -115,6 +118,7 @@ impl Cluster {
                 blocks: HashSet::new(),
                 pending_removals: Vec::new(),
                 jobs: Vec::new(),
+                devices: Vec::new(),
             },
         );
         id

@@ -606,6 +606,7 @@ impl Master {
         w.last_heartbeat = Instant::now();
         w.tiers = req.tiers;
         w.jobs = req.jobs;
+        w.devices = req.devices;
         let remove_blocks = std::mem::take(&mut w.pending_removals);
         for b in req.removed_blocks {
             let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);

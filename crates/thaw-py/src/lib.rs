@@ -225,6 +225,15 @@ impl NativeClient {
         json_to_py(py, &v)
     }
 
+    /// Runs `streams` synthetic readers on the emulated `device` ("disk" or "ufs")
+    /// of the worker at `address` (0 stops them); returns that worker's stats,
+    /// devices included. The worker must have been started with a device model.
+    fn device_control(&self, py: Python<'_>, address: String, device: String, streams: u32) -> PyResult<Py<PyAny>> {
+        let c = self.c()?;
+        let s = wait(py, async move { c.device_control(&address, &device, streams).await })?;
+        json_to_py(py, &thaw_client::json::worker_stats_json(&s))
+    }
+
     /// Opens a complete file for reading.
     fn open(&self, py: Python<'_>, path: String) -> PyResult<reader::NativeReader> {
         let c = self.c()?;

@@ -20,6 +20,8 @@ pub struct WorkerSpec {
     pub max_connections: usize,
     /// More `thaw worker` flags (migration buffer, device model, ...).
     pub extra_args: Vec<String>,
+    /// `thaw worker --device-model` (an emulated device), if any.
+    pub device_model: Option<String>,
 }
 
 impl WorkerSpec {
@@ -31,6 +33,7 @@ impl WorkerSpec {
             disk_capacity: 1 << 30,
             max_connections: 1024,
             extra_args: Vec::new(),
+            device_model: None,
         }
     }
 }
@@ -201,6 +204,9 @@ impl Cluster {
         .map(String::from)
         .to_vec();
         args.extend(spec.extra_args.iter().cloned());
+        if let Some(model) = &spec.device_model {
+            args.extend(["--device-model".to_string(), model.clone()]);
+        }
         spawn(&self.bin, &args, &self.root.path().join(format!("worker-{i}.log")))
     }
 

@@ -17,6 +17,7 @@ use thaw_common::{Result, ThawError};
 use tokio::sync::watch;
 
 use crate::Worker;
+use crate::device::DeviceKind;
 use crate::tier::{Reservation, TierStore};
 
 /// A block being written into a tier: a temp file plus its reserved space.
@@ -104,6 +105,36 @@ impl Drop for BlockFile {
     }
 }
 
+/// Bytes per step of a copy from a local file through a device model.
+const FILL_CHUNK: u64 = 4 << 20;
+
+impl BlockFile {
+    /// Copies `len` bytes at `offset` of the local file `src` into this block;
+    /// through an emulated device, in chunks that each wait for their device time.
+    /// Stops early (without error) if the file ends: callers check `written`.
+    pub(crate) async fn copy_paced(
+        &mut self,
+        src: std::path::PathBuf,
+        offset: u64,
+        len: u64,
+        device: Option<&mut crate::device::DeviceStream>,
+    ) -> Result<()> {
+        let Some(d) = device else {
+            return self.copy_from_local(src, offset, len).await;
+        };
+        let start = self.written;
+        while self.written - start < len {
+            let (before, k) = (self.written, (len - (self.written - start)).min(FILL_CHUNK));
+            d.consume(k).await;
+            self.copy_from_local(src.clone(), offset + (before - start), k).await?;
+            if self.written - before < k {
+                break; // the file ended early
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The outcome of a fill, shared with every reader waiting on it.
 pub(crate) type FillState = watch::Receiver<Option<Result<()>>>;
 
@@ -151,15 +182,22 @@ impl Worker {
     async fn fill_from(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>) -> Result<()> {
         let mut file = BlockFile::create(tier, block, ufs.length)?;
         let store = self.ufs()?;
+        // An emulated under-store device, if modelled, paces the copy.
+        let mut device = self.device_stream(DeviceKind::Ufs);
         match store.local_path(&ufs.path)? {
-            Some(src) => file.copy_from_local(src, ufs.offset, ufs.length).await?,
+            Some(src) => file.copy_paced(src, ufs.offset, ufs.length, device.as_mut()).await?,
             None => {
                 let mut stream = store.read_range(&ufs.path, ufs.offset..ufs.offset + ufs.length).await?;
                 while let Some(chunk) = stream.next().await {
-                    file.write(&chunk?)?;
+                    let chunk = chunk?;
+                    if let Some(d) = device.as_mut() {
+                        d.consume(chunk.len() as u64).await;
+                    }
+                    file.write(&chunk)?;
                 }
             }
         }
+        drop(device);
         if file.written != ufs.length {
             return Err(ThawError::data_lost(format!(
                 "under-store file {} ended {} bytes short of block {block} (changed underneath?)",

@@ -24,11 +24,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Worker;
 use crate::cache::{BlockFile, gone_is_lost};
+use crate::device::DeviceKind;
 use crate::stats::Access;
 use crate::tier::TierStore;
 
 /// Bytes per socket write and per disk read of the read path.
 const IO_CHUNK: usize = 4 << 20;
+
+/// Most synthetic readers one device takes (each is a task).
+pub const MAX_INTERFERENCE_STREAMS: u32 = 64;
 
 /// A connection with no request for this long is closed (clients keep idle
 /// connections for less, see the client's pool).
@@ -111,14 +115,43 @@ async fn dispatch(w: &Arc<Worker>, sock: &mut TcpStream, req: DataRequest, sent:
         Some(data_request::Request::WriteFile(r)) => write_file(w, sock, &job, r, sent).await,
         Some(data_request::Request::OpenLocal(r)) => open_local(w, sock, &job, r, sent).await,
         Some(data_request::Request::CacheBlock(r)) => cache_block(w, sock, &job, r, sent).await,
-        Some(data_request::Request::Stats(_)) => {
-            let stats = WorkerStats { tiers: w.tiers().map(|t| t.usage()).collect(), jobs: w.stats.snapshot() };
-            *sent = true;
-            frame::write_msg(sock, &DataResponse { stats: Some(stats), ..Default::default() }).await?;
-            Ok(())
+        Some(data_request::Request::Stats(_)) => send_stats(w, sock, sent).await,
+        Some(data_request::Request::DeviceControl(r)) => {
+            device_control(w, &job, r)?;
+            send_stats(w, sock, sent).await
         }
         None => Err(ThawError::invalid("empty data request")),
     }
+}
+
+async fn send_stats(w: &Arc<Worker>, sock: &mut TcpStream, sent: &mut bool) -> Result<()> {
+    let stats = WorkerStats {
+        tiers: w.tiers().map(|t| t.usage()).collect(),
+        jobs: w.stats.snapshot(),
+        devices: w.device_states(),
+    };
+    *sent = true;
+    frame::write_msg(sock, &DataResponse { stats: Some(stats), ..Default::default() }).await?;
+    Ok(())
+}
+
+/// Starts or stops synthetic interference on one of this worker's emulated devices.
+fn device_control(w: &Arc<Worker>, job: &str, req: DeviceControlRequest) -> Result<()> {
+    let kind = DeviceKind::parse(&req.device)?;
+    let device = w.device(kind).ok_or_else(|| {
+        ThawError::precondition(format!(
+            "this worker has no {kind} device model (start it with --device-model {kind}=RATE/s)"
+        ))
+    })?;
+    if req.interference_streams > MAX_INTERFERENCE_STREAMS {
+        return Err(ThawError::invalid(format!(
+            "{} interference streams: at most {MAX_INTERFERENCE_STREAMS}",
+            req.interference_streams
+        )));
+    }
+    device.set_interference(req.interference_streams);
+    tracing::debug!(job, device = %kind, streams = req.interference_streams, "interference set on request");
+    Ok(())
 }
 
 /// The byte range `[offset, offset + n)` of a block of `len` bytes (`length` 0: to the end).
@@ -173,9 +206,15 @@ async fn serve_stored(
             // A tmpfs file: the kernel copies page cache to the socket directly.
             send_file(sock, &file, off, n).await?;
         } else {
+            // A DISK read: through the disk's device model, if there is one.
+            let mut device = w.device_stream(DeviceKind::Disk);
             let mut chunks = spawn_file_reader(file, off, n);
             while let Some(chunk) = chunks.recv().await {
-                sock.write_all(&chunk?).await?;
+                let chunk = chunk?;
+                if let Some(d) = device.as_mut() {
+                    d.consume(chunk.len() as u64).await;
+                }
+                sock.write_all(&chunk).await?;
             }
         }
         w.stats.record(job, Access::Read(n));
@@ -265,9 +304,13 @@ async fn read_through(
     let mut stream = w.ufs()?.read_range(&ufs.path, range).await.map_err(|e| gone_is_lost(e, &ufs.path))?;
     *sent = true;
     frame::write_msg(sock, &DataResponse { length: n, from_ufs: true, ..Default::default() }).await?;
+    let mut device = w.device_stream(DeviceKind::Ufs);
     let mut got = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
+        if let Some(d) = device.as_mut() {
+            d.consume(chunk.len() as u64).await;
+        }
         sock.write_all(&chunk).await?;
         got += chunk.len() as u64;
     }
@@ -426,6 +469,14 @@ async fn open_local(
 ) -> Result<()> {
     for store in w.tiers() {
         if let Some(len) = store.get(req.block_id) {
+            if store.tier == Tier::Disk && w.device(DeviceKind::Disk).is_some() {
+                // A direct read of the file would bypass the emulated disk: the
+                // client streams the block through this worker instead.
+                return Err(ThawError::precondition(format!(
+                    "block {} is on worker {}'s DISK tier, and DISK reads go through the worker's device model: stream it",
+                    req.block_id, w.address
+                )));
+            }
             w.stats.record(job, Access::ShortCircuit(len));
             w.note_read(job, req.block_id, 0);
             tracing::debug!(job, block = req.block_id, bytes = len, tier = store.name(), "short-circuit open");

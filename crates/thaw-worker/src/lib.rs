@@ -4,6 +4,7 @@
 
 mod cache;
 pub mod data;
+pub mod device;
 pub mod master_link;
 pub mod migration;
 pub mod stats;
@@ -21,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::transport::Channel;
 
+use crate::device::{Device, DeviceKind, DeviceModels};
 use crate::master_link::Registration;
 pub use crate::migration::MigrationConfig;
 use crate::migration::{Effects, Migrator, Source, Task};
@@ -48,6 +50,9 @@ pub struct WorkerConfig {
     /// Data connections served at once; past it a client is told the worker is busy.
     pub max_connections: usize,
     pub migration: MigrationConfig,
+    /// Emulated devices in front of DISK-tier and under-store reads (evaluation
+    /// only; default none: reads run at the machine's speed).
+    pub device_models: DeviceModels,
 }
 
 /// Default of `WorkerConfig::max_connections`.
@@ -67,6 +72,8 @@ pub struct Worker {
     fills: Mutex<HashMap<u64, cache::FillState>>,
     pub migrator: Migrator,
     tasks: TaskTracker,
+    disk_device: Option<Arc<Device>>,
+    ufs_device: Option<Arc<Device>>,
 }
 
 impl Worker {
@@ -78,6 +85,8 @@ impl Worker {
             .connect_timeout(std::time::Duration::from_secs(2))
             .connect_lazy();
         let migrator = Migrator::new(config.migration.clone(), config.mem.as_ref().map(|m| m.capacity).unwrap_or(0));
+        let device = |kind| config.device_models.get(kind).map(|m| Device::new(kind, m));
+        let (disk_device, ufs_device) = (device(DeviceKind::Disk), device(DeviceKind::Ufs));
         Ok(Worker {
             migrator,
             master: MasterServiceClient::new(channel),
@@ -91,6 +100,8 @@ impl Worker {
             ufs: OnceLock::new(),
             fills: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
+            disk_device,
+            ufs_device,
         })
     }
 
@@ -137,7 +148,10 @@ impl Worker {
         let disk = self.disk.clone().ok_or_else(|| ThawError::not_found("this worker has no DISK tier"))?;
         let len = disk.get(block).ok_or_else(|| ThawError::not_found(format!("block {block} is not on DISK here")))?;
         let mut file = cache::BlockFile::create(mem, block, len)?;
-        file.copy_from_local(disk.block_path(block), 0, len).await?;
+        // The DISK device, if modelled, paces the copy like any DISK read.
+        let mut device = self.device_stream(DeviceKind::Disk);
+        file.copy_paced(disk.block_path(block), 0, len, device.as_mut()).await?;
+        drop(device);
         if file.written != len {
             return Err(ThawError::data_lost(format!(
                 "DISK block {block} ended after {} of {len} bytes",
@@ -167,6 +181,25 @@ impl Worker {
         self.carry_out(fx);
     }
 
+    /// The emulated device of `kind`; `None` when it is not modelled.
+    pub fn device(&self, kind: DeviceKind) -> Option<&Arc<Device>> {
+        match kind {
+            DeviceKind::Disk => self.disk_device.as_ref(),
+            DeviceKind::Ufs => self.ufs_device.as_ref(),
+        }
+    }
+
+    /// The modelled devices' states, for stats and heartbeats.
+    pub fn device_states(&self) -> Vec<thaw_common::proto::DeviceState> {
+        DeviceKind::ALL.iter().filter_map(|&k| self.device(k)).map(|d| d.state()).collect()
+    }
+
+    /// A stream on the device of `kind`, if it is modelled: a read of it waits
+    /// for the device time each chunk costs.
+    pub(crate) fn device_stream(&self, kind: DeviceKind) -> Option<device::DeviceStream> {
+        self.device(kind).map(|d| d.open_stream())
+    }
+
     /// The under-store, known once the master has told us at registration.
     pub fn ufs(&self) -> Result<&thaw_ufs::UnderStore> {
         self.ufs.get().ok_or_else(|| ThawError::unavailable("worker has not registered with the master yet"))
@@ -182,6 +215,9 @@ pub async fn serve(config: WorkerConfig, listener: TcpListener, shutdown: Cancel
     };
     let worker = Arc::new(Worker::new(config, address.clone())?);
     tracing::info!(%address, host = %worker.config.host, rack = %worker.config.rack, "worker data service listening");
+    if !worker.config.device_models.is_empty() {
+        tracing::info!(models = ?worker.config.device_models, "emulated devices: reads are throttled");
+    }
     let link = tokio::spawn(worker.clone().run_master_link(shutdown.clone()));
     for source in Source::ALL {
         worker.tasks.spawn(migration::run_device(worker.clone(), source, shutdown.clone()));
@@ -190,6 +226,9 @@ pub async fn serve(config: WorkerConfig, listener: TcpListener, shutdown: Cancel
     let _ = link.await;
     worker.tasks.close();
     worker.tasks.wait().await;
+    for d in DeviceKind::ALL.iter().filter_map(|&k| worker.device(k)) {
+        d.set_interference(0);
+    }
     if worker.config.remove_mem_on_exit
         && let Some(m) = &worker.mem
     {

@@ -93,6 +93,7 @@ impl Worker {
             jobs: self.stats.snapshot(),
             migration: Some(report.clone()),
             reads: reads.clone(),
+            devices: self.device_states(),
         };
         match self.master.clone().heartbeat(req).await {
             Ok(resp) => {
