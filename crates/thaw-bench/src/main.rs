@@ -3,11 +3,12 @@
 //! metadata lookups. Every figure is the median of alternating repeats. Results go
 //! to stdout and to a JSON summary (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata|planner] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|planner] [--size 1GiB] [--repeats 5]`
 
 mod cold;
 mod measure;
 mod metadata;
+mod migration;
 mod payload;
 mod planner;
 mod remote;
@@ -54,6 +55,7 @@ enum Which {
     Cold,
     Metadata,
     Planner,
+    Migration,
 }
 
 /// What every benchmark is given.
@@ -114,6 +116,9 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     }
     if wants(Which::Metadata) {
         metadata::run(cfg).await?.into_iter().for_each(&mut done);
+    }
+    if wants(Which::Migration) {
+        migration::run(cfg).await?.into_iter().for_each(&mut done);
     }
     if wants(Which::Planner) {
         done(planner::run(cfg)?);

@@ -39,6 +39,13 @@ const SLICE: u64 = 1 << 20;
 /// single stream must not lose that on every slice.
 const SLACK: Duration = Duration::from_millis(2);
 
+/// A device reads ahead of a lone stream: while its reader is busy with the
+/// bytes it got (copying them, sending them), the device goes on with the next
+/// ones, up to this many bytes. So a single reader that spends a little time per
+/// chunk still sees the device's bandwidth (as a disk with read-ahead gives a
+/// sequential reader), instead of device time plus its own.
+const READ_AHEAD: u64 = 4 << 20;
+
 /// The penalty when a spec names none (a hard disk with a few streams).
 pub const DEFAULT_PENALTY: f64 = 0.3;
 /// The largest penalty a spec may give (each extra stream costing 100 times a
@@ -214,16 +221,20 @@ impl Device {
     /// A read of the device: one concurrent stream until dropped.
     pub fn open_stream(self: &Arc<Self>) -> DeviceStream {
         self.lock().active += 1;
-        DeviceStream { device: self.clone() }
+        DeviceStream { device: self.clone(), last_end: None }
     }
 
     /// Hands out the next slot of device time for `bytes` and returns its end.
-    fn reserve(&self, bytes: u64, real: bool) -> Instant {
+    /// `last_end`: the end of the caller's previous slot; if the device did
+    /// nothing else since, it read ahead for the caller (see [`READ_AHEAD`]).
+    fn reserve(&self, bytes: u64, real: bool, last_end: Option<Instant>) -> Instant {
         let now = Instant::now();
         let mut st = self.lock();
         let streams = st.active + st.interference;
+        let ahead = self.model.cost(READ_AHEAD, 1);
         let start = match st.clock {
             Some(c) if c + SLACK >= now => c,
+            Some(c) if last_end == Some(c) && c + ahead >= now => c,
             _ => now,
         };
         let end = start + self.model.cost(bytes, streams);
@@ -277,7 +288,7 @@ impl Drop for Device {
 async fn jam(device: Weak<Device>) {
     loop {
         let Some(d) = device.upgrade() else { return };
-        let end = d.reserve(SLICE, false);
+        let end = d.reserve(SLICE, false, None);
         drop(d);
         tokio::time::sleep_until(end).await;
     }
@@ -287,6 +298,8 @@ async fn jam(device: Weak<Device>) {
 #[derive(Debug)]
 pub struct DeviceStream {
     device: Arc<Device>,
+    /// The end of this stream's last slot.
+    last_end: Option<Instant>,
 }
 
 impl DeviceStream {
@@ -295,7 +308,8 @@ impl DeviceStream {
         let mut left = bytes;
         while left > 0 {
             let k = left.min(SLICE);
-            let end = self.device.reserve(k, true);
+            let end = self.device.reserve(k, true, self.last_end);
+            self.last_end = Some(end);
             tokio::time::sleep_until(end).await;
             left -= k;
         }
@@ -321,6 +335,25 @@ mod tests {
 
     fn close(got: Duration, want: Duration) -> bool {
         got.abs_diff(want) <= Duration::from_millis(3)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_reader_busy_between_chunks_still_gets_the_bandwidth_but_no_burst_after_idling() {
+        // 100 MiB/s: a MiB costs 10 ms of device time. The reader spends 3 ms on
+        // each MiB it gets: the device reads ahead meanwhile.
+        let d = device(100 * MIB, 0.3);
+        let mut s = d.open_stream();
+        let t0 = Instant::now();
+        for _ in 0..20 {
+            s.consume(MIB).await;
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        assert!(close(t0.elapsed(), Duration::from_millis(203)), "{:?}", t0.elapsed());
+        // After a long pause there is no credit: 10 MiB take their 100 ms.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let t1 = Instant::now();
+        s.consume(10 * MIB).await;
+        assert!(close(t1.elapsed(), Duration::from_millis(100)), "{:?}", t1.elapsed());
     }
 
     #[tokio::test(start_paused = true)]
