@@ -538,6 +538,7 @@ impl Migrations {
         if self.policy != Policy::Dyrs {
             return;
         }
+        self.prune();
         let mut in_mem = Vec::new();
         let mut pending: Vec<(PendingKey, u64)> = Vec::new();
         for (&b, m) in &self.migrations {
@@ -786,6 +787,14 @@ impl Migrations {
         }
     }
 
+    /// Drops pending migrations no live job wants any more (their jobs left while
+    /// they were bound to a worker that then died).
+    fn prune(&mut self) {
+        let jobs = &self.jobs;
+        self.migrations
+            .retain(|_, m| !matches!(m.state, State::Pending { .. }) || m.jobs.iter().any(|j| jobs.contains_key(j)));
+    }
+
     /// A worker died or restarted: what was bound to it goes back to pending (and
     /// elsewhere), its reports are forgotten.
     pub fn worker_lost(&mut self, cluster: &Cluster, worker: u64) {
@@ -802,6 +811,8 @@ impl Migrations {
                 m.state = State::Pending { target: None };
             }
         }
+        self.prune();
+        let back: Vec<u64> = back.into_iter().filter(|b| self.migrations.contains_key(b)).collect();
         if !back.is_empty() {
             tracing::info!(worker, migrations = back.len(), "worker lost: its migrations return to pending");
         }

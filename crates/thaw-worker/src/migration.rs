@@ -209,6 +209,11 @@ impl Migrator {
             for j in &cmd.jobs {
                 add_reference(st, block, j);
             }
+            if st.held.contains_key(&block) {
+                // Migrated here before: this migration is done (the running or
+                // queued one reports for itself).
+                st.events.push(event(block, cmd.source, 0, "done"));
+            }
             return;
         }
         if in_mem(block) {

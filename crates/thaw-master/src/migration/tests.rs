@@ -405,3 +405,17 @@ fn blocks_lost_from_memory_are_migrated_again_for_jobs_that_still_need_them() {
     m.plan(&c);
     assert_eq!(m.target_of(block_id(1, 0)), Some((w[1], Device::Disk)));
 }
+
+#[test]
+fn a_bound_migration_whose_jobs_left_is_not_bound_again_after_its_worker_dies() {
+    let (mut c, w) = cluster(2, 1);
+    let mut m = Migrations::new(Policy::Ignem, Priority::Fifo, Duration::from_secs(60));
+    m.migrate(&c, "j", EvictionMode::Explicit, None, specs(1, 0..1), Instant::now()).unwrap();
+    let (holder, _) = m.target_of(block_id(1, 0)).unwrap();
+    m.evict("j", None, &w).unwrap();
+    assert!(m.is_bound(block_id(1, 0)), "bound: the worker reports its end");
+    c.expire(Instant::now() + Duration::from_secs(100), Duration::from_secs(1));
+    m.worker_lost(&c, holder);
+    assert!(m.target_of(block_id(1, 0)).is_none(), "nobody wants it: dropped, not rebound");
+    assert_eq!(m.pending(), 0);
+}

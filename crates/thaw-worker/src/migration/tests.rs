@@ -397,3 +397,16 @@ proptest! {
         prop_assert_eq!(m.buffer_used(), 0);
     }
 }
+
+#[test]
+fn a_command_for_a_block_already_held_is_reported_done_at_once() {
+    let m = migrator(10 * LEN);
+    m.apply(&orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)]), none_in_mem);
+    run_one(&m);
+    m.report();
+    m.apply(&orders(vec![cmd(1, 2, vec![job("b", 1, 1, false)], false)]), none_in_mem);
+    let (r, _) = m.report();
+    assert_eq!(r.events.len(), 1);
+    assert_eq!((r.events[0].block_id, r.events[0].outcome.as_str()), (1, "done"));
+    assert_eq!(m.held()[&1], vec!["a".to_string(), "b".to_string()]);
+}
