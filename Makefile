@@ -5,8 +5,9 @@ build:
 	./scripts/ensure-toolchain.sh
 	cargo build --release -p thaw-cli
 
-# The main demo: Thaw's read paths on a 1 GiB data set (Rust), then DuckDB and
-# pandas on thaw:// paths (Python).
+# The main demo: Thaw's read paths on a 1 GiB data set (Rust), then a DuckDB job
+# over a cold data set, queued behind another job, without and with its inputs
+# migrated into memory while it waits (Python).
 demo: build
 	./target/release/thaw demo
 	./scripts/python-env.sh release
