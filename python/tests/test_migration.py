@@ -5,6 +5,7 @@ memory on enter, keeps the job alive, and evicts on exit; implicit eviction, the
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -122,7 +123,39 @@ def test_policy_none_is_the_baseline(tmp_path: Path) -> None:
         assert info["blocks"] == 2
         time.sleep(1.0)
         info = client.job("base")
-        assert info is not None and info["blocks_in_memory"] == 0 and info["blocks_pending"] == 2
+        assert info is not None and info["blocks_in_memory"] == 0
+        assert (info["blocks_pending"], info["blocks_not_migrated"]) == (0, 2)
         assert client.jobs()["policy"] == "none"
-        with pytest.raises(TimeoutError):
-            client.wait_migrated("base", timeout=0.3)
+        # Nothing will move: waiting for the migration returns at once.
+        assert client.wait_migrated("base", timeout=1)["blocks_not_migrated"] == 2
+
+
+def test_a_failed_wait_on_enter_leaves_nothing_behind(tmp_path: Path) -> None:
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "slow" / "f").write_bytes(os.urandom(4 * BLOCK))
+    with thaw.LocalCluster(ufs=tmp_path, workers=1, block_size=BLOCK, device_model="ufs=1MiB/s") as c:
+        client = c.client()
+        with pytest.raises(TimeoutError), thaw.job("slow-job", inputs="/slow", client=client, wait=0.3):
+            pass
+        assert thaw.current_job_id() is None
+        assert not [t for t in threading.enumerate() if t.name.startswith("thaw-lease-")]
+        assert client.job("slow-job") is None, "the job was evicted"
+
+
+def test_bad_evict_and_lease_arguments(client: thaw.Client, root: str, ufs_dir: Path) -> None:
+    cold(ufs_dir, "e.bin", BLOCK)
+    name = f"args-{uuid.uuid4().hex[:6]}"
+    client.migrate(root, name)
+    with pytest.raises(ValueError, match="paths=None"):
+        client.evict(name, [])
+    assert client.job(name) is not None, "an empty path list released nothing"
+    # A path the job does not have releases nothing either.
+    cold(ufs_dir / "later", "x.bin", 10)
+    info = client.evict(name, f"{root}/later/x.bin")
+    assert info is not None and info["blocks"] == 1
+    client.evict(name)
+    for bad in (0, -5):
+        with pytest.raises(ValueError, match="lease"):
+            client.migrate(root, name, lease=bad)
+    with pytest.raises(InvalidArgument, match="control"):
+        client.migrate(root, "bad\njob")

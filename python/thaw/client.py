@@ -200,6 +200,8 @@ class Client:
         if not job:
             raise ValueError("migrate needs a job id: pass job=, or use thaw.job(...)")
         paths = [paths] if isinstance(paths, str) else list(paths)
+        if lease is not None and not lease > 0:
+            raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
         lease_ms = 0 if lease is None else max(1, int(lease * 1000))
         return self.native(job).migrate(job, [_strip(p) for p in paths], eviction, lease_ms)
 
@@ -208,7 +210,11 @@ class Client:
         (ending the job) when ``paths`` is None. Returns the job's progress if it
         goes on."""
         job = job or self.job_id
-        paths = [] if paths is None else [paths] if isinstance(paths, str) else list(paths)
+        if paths is None:
+            return self.native(job).evict(job, [])
+        paths = [paths] if isinstance(paths, str) else list(paths)
+        if not paths:
+            raise ValueError("evict of no paths: pass paths=None to release all of the job's blocks")
         return self.native(job).evict(job, [_strip(p) for p in paths])
 
     def renew(self, jobs: str | list[str]) -> list[str]:

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import sys
 import threading
+import time
 import uuid
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -109,9 +111,28 @@ class Job:
         with _active_lock:
             _active.append(self)
         if self.inputs and self._wait is not False:
-            timeout = None if self._wait is True else float(self._wait)
-            self.client().wait_migrated(self.id, timeout)
+            try:
+                self._wait_migrated(None if self._wait is True else float(self._wait))
+            except BaseException:
+                # A failed enter leaves nothing behind: no context, no renewer,
+                # no job holding memory.
+                self.__exit__(*sys.exc_info())
+                raise
         return self
+
+    def _wait_migrated(self, timeout: float | None) -> dict[str, Any]:
+        """Waits for the migration; a master that forgot the job (it restarted)
+        is told again, as the renewer would."""
+        from .errors import NotFound
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return self.client().wait_migrated(self.id, left)
+            except NotFound:
+                self.client().migrate(self.inputs, self.id, eviction=self.eviction, lease=self.lease)
+                self.remigrations += 1
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -143,7 +164,7 @@ class Job:
         """Renews the lease every third of it; a master that does not know the job
         (it restarted: migration state is soft) is told again."""
         client = self.client()
-        while not self._stop.wait(self.lease / 3):
+        while not self._stop.wait(min(self.lease / 3, 1.0)):
             try:
                 if client.renew(self.id):
                     _log.info("master no longer knows job %s: migrating its inputs again", self.id)
@@ -169,7 +190,7 @@ class Job:
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """Waits until none of the job's blocks is pending or queued."""
-        return self.client().wait_migrated(self.id, timeout)
+        return self._wait_migrated(timeout)
 
     def stats(self) -> dict[str, Any]:
         """This job's accesses summed over the workers, asked of each worker now:

@@ -3,7 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Args;
 use serde_json::Value;
 use thaw_client::Client;
@@ -92,7 +91,7 @@ fn need_job(client: &Client) -> anyhow::Result<String> {
 }
 
 fn settled(j: &JobInfo) -> u64 {
-    j.blocks_in_memory + j.blocks_read + j.blocks_failed
+    j.blocks_in_memory + j.blocks_read + j.blocks_failed + j.blocks_not_migrated
 }
 
 fn summary(j: &JobInfo) -> String {
@@ -147,6 +146,9 @@ async fn wait(
     bar.set_message(format!("migrating {job}"));
     let started = Instant::now();
     let mut renewed = Instant::now();
+    // Renew well within the lease, and at least every second.
+    let renew_every = (args.lease / 3).min(Duration::from_secs(1));
+    let mut backoff = Duration::from_millis(200);
     loop {
         bar.set_length(info.blocks.max(1));
         bar.set_position(settled(&info));
@@ -158,26 +160,51 @@ async fn wait(
             eprintln!("thaw: stopped waiting after {:?}; the migration goes on", args.timeout.unwrap_or_default());
             return Ok(info);
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        if renewed.elapsed() >= Duration::from_secs(1) {
-            let unknown = client.renew_leases(&[job.to_string()]).await?;
-            renewed = Instant::now();
-            if !unknown.is_empty() {
-                eprintln!("thaw: the master no longer knows job {job} (it restarted?): migrating again");
-                info = client.migrate(job, &args.paths, eviction, Some(args.lease)).await?;
-                continue;
+        tokio::time::sleep(Duration::from_millis(200).min(renew_every)).await;
+        match poll(client, job, args, eviction, &mut renewed, renew_every).await {
+            Ok(Some(i)) => {
+                info = i;
+                backoff = Duration::from_millis(200);
             }
-        }
-        match client.jobs(Some(job)).await {
-            Ok(r) => info = r.jobs.into_iter().next().context("job list without the job")?,
-            Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {
-                info = client.migrate(job, &args.paths, eviction, Some(args.lease)).await?;
+            Ok(None) => {}
+            // The master is down (restarting?): keep trying until the timeout.
+            Err(e) if e.kind == thaw_common::ErrorKind::Unavailable => {
+                bar.set_message(format!("migrating {job} (master unreachable, retrying)"));
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
             }
             Err(e) => return Err(e.into()),
         }
     }
     bar.finish_and_clear();
     Ok(info)
+}
+
+/// One round of `wait`: renews the lease when due, migrates again if the master
+/// forgot the job (it restarted: migration state is soft), and fetches progress.
+async fn poll(
+    client: &Client,
+    job: &str,
+    args: &MigrateArgs,
+    eviction: EvictionMode,
+    renewed: &mut Instant,
+    renew_every: Duration,
+) -> thaw_common::Result<Option<JobInfo>> {
+    if renewed.elapsed() >= renew_every {
+        let unknown = client.renew_leases(&[job.to_string()]).await?;
+        *renewed = Instant::now();
+        if !unknown.is_empty() {
+            eprintln!("thaw: the master no longer knows job {job} (it restarted?): migrating again");
+            return client.migrate(job, &args.paths, eviction, Some(args.lease)).await.map(Some);
+        }
+    }
+    match client.jobs(Some(job)).await {
+        Ok(r) => Ok(r.jobs.into_iter().next()),
+        Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {
+            client.migrate(job, &args.paths, eviction, Some(args.lease)).await.map(Some)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 pub async fn evict(client: Client, args: EvictArgs) -> anyhow::Result<()> {

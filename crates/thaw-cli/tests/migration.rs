@@ -421,3 +421,32 @@ async fn a_master_restart_mid_migration_is_survived() {
     let used: u64 = mem_used(&c, &client).await.iter().sum();
     assert_eq!(used, bytes.len() as u64);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_renamed_while_its_blocks_wait_is_migrated_from_its_new_path() {
+    let c = modelled(&["8MiB/s", "8MiB/s"], "dyrs").await;
+    let bytes = cold_file(&c, "/rn/f", 12 << 20, 12);
+    let client = c.remote_client().with_job("rn");
+    client.migrate("rn", &paths(&["/rn/f"]), EvictionMode::Explicit, None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while job(&client, "rn").await.unwrap().blocks_in_memory < 2 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.rename("/rn/f", "/rn/g").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let j = job(&client, "rn").await.unwrap();
+        assert_eq!(j.blocks_failed, 0, "{j:?}");
+        if j.blocks_in_memory == 12 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{j:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut r = client.open("/rn/g").await.unwrap();
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.unwrap();
+    assert_eq!(sha(&got), sha(&bytes));
+    assert_eq!(r.stats().remote_mem, bytes.len() as u64, "{:?}", r.stats());
+}

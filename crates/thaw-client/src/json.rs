@@ -140,7 +140,7 @@ pub fn source_name(s: i32) -> &'static str {
 
 /// A job's migration progress.
 pub fn job_info_json(j: &JobInfo) -> Value {
-    let settled = j.blocks_in_memory + j.blocks_read + j.blocks_failed;
+    let settled = j.blocks_in_memory + j.blocks_read + j.blocks_failed + j.blocks_not_migrated;
     json!({
         "job_id": j.job_id,
         "submitted_ms": j.submitted_ms,
@@ -153,6 +153,7 @@ pub fn job_info_json(j: &JobInfo) -> Value {
         "blocks_in_memory": j.blocks_in_memory,
         "blocks_read": j.blocks_read,
         "blocks_failed": j.blocks_failed,
+        "blocks_not_migrated": j.blocks_not_migrated,
         "bytes_in_memory": j.bytes_in_memory,
         "bytes_read": j.bytes_read,
         "progress": if j.blocks == 0 { 1.0 } else { settled as f64 / j.blocks as f64 },

@@ -180,7 +180,10 @@ impl Master {
                     continue;
                 }
                 let (files, mut removed) = st.ns.remove(child);
-                files.iter().for_each(|f| st.cluster.drop_file(*f));
+                files.iter().for_each(|f| {
+                    st.cluster.drop_file(*f);
+                    st.migrations.drop_file(*f);
+                });
                 ops.append(&mut removed);
             }
             let (_, op) = st.ns.add(id, name, self.ufs_inode(ufs))?;
@@ -197,7 +200,10 @@ impl Master {
                 ops.push(st.ns.update(child, |r| r.persisted = false)?);
             } else {
                 let (files, mut removed) = st.ns.remove(child);
-                files.iter().for_each(|f| st.cluster.drop_file(*f));
+                files.iter().for_each(|f| {
+                    st.cluster.drop_file(*f);
+                    st.migrations.drop_file(*f);
+                });
                 ops.append(&mut removed);
             }
         }
@@ -462,7 +468,10 @@ impl Master {
             return Ok(DeleteResponse {});
         }
         let (files, ops) = st.ns.remove(id);
-        files.iter().for_each(|f| st.cluster.drop_file(*f));
+        files.iter().for_each(|f| {
+            st.cluster.drop_file(*f);
+            st.migrations.drop_file(*f);
+        });
         self.commit(st, &ops)?;
         tracing::debug!(path = %p, files = files.len(), "deleted");
         Ok(DeleteResponse {})
@@ -611,14 +620,27 @@ impl Master {
         for b in req.removed_blocks {
             let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
             st.cluster.remove_replica(b.block_id, req.worker_id, tier);
+            if tier == Tier::Mem {
+                st.migrations.mark_dirty();
+            }
         }
-        let orders = st.migrations.heartbeat(
+        let mut orders = st.migrations.heartbeat(
             &st.cluster,
             req.worker_id,
             req.migration,
             req.reads,
             self.config.heartbeat_interval,
         );
+        // Under-store sources as of now: a file renamed since the migrate call
+        // is read at its new path.
+        for cmd in &mut orders.migrations {
+            if let Some(ufs) = cmd.ufs.as_mut() {
+                let file = file_of_block(cmd.block_id);
+                if st.ns.get(file).is_some_and(|i| i.rec.persisted) {
+                    ufs.path = st.ns.path_of(file);
+                }
+            }
+        }
         HeartbeatResponse {
             reregister: false,
             remove_blocks,
@@ -728,6 +750,15 @@ impl Master {
         if req.job_id.len() > MAX_JOB_ID {
             return Err(ThawError::invalid(format!("job id is longer than {MAX_JOB_ID} bytes")));
         }
+        if req.job_id.chars().any(char::is_control) {
+            return Err(ThawError::invalid("a job id may not contain control characters"));
+        }
+        if req.lease_ms > 0 && req.lease_ms < MIN_LEASE_MS {
+            return Err(ThawError::invalid(format!(
+                "a lease of {} ms is too short to renew (at least {MIN_LEASE_MS} ms)",
+                req.lease_ms
+            )));
+        }
         let eviction = EvictionMode::try_from(req.eviction)
             .map_err(|_| ThawError::invalid(format!("unknown eviction mode {}", req.eviction)))?;
         let blocks = self.input_blocks(&req.paths).await?;
@@ -788,6 +819,8 @@ impl Master {
 
 /// Longest job id accepted.
 pub const MAX_JOB_ID: usize = 1024;
+/// Shortest lease a migrate call may ask for.
+pub const MIN_LEASE_MS: u64 = 100;
 
 fn live_workers(c: &Cluster) -> Vec<u64> {
     c.workers().filter(|w| w.alive).map(|w| w.id).collect()

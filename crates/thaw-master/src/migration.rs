@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use rand::seq::IndexedRandom;
+use thaw_common::ids::{block_id, file_of_block};
 use thaw_common::proto::{
     BlockReference, EvictCommand, EvictionMode, JobBlockRead, JobInfo, JobRef, MigrationCommand, MigrationEvent,
     MigrationSource, Tier, UfsSource, WorkerMigrationReport,
@@ -196,6 +197,10 @@ pub struct WorkerLoad {
     pub queued_bytes: HashMap<Device, u64>,
     pub queued: HashMap<Device, u32>,
     pub report: WorkerMigrationReport,
+    /// Heartbeats seen from this worker.
+    beats: u64,
+    /// Migrations sent to it, with the heartbeat whose answer carried them.
+    sent: HashMap<u64, u64>,
     /// Commands for the next heartbeat answer.
     out_migrations: Vec<MigrationCommand>,
     out_references: Vec<BlockReference>,
@@ -225,7 +230,15 @@ pub struct Migrations {
     next_event: u64,
     next_seq: u64,
     next_job: u64,
+    /// Memory copies may have been lost since the last `repair`.
+    dirty: bool,
 }
+
+/// Pending migrations a planning pass targets, at most: those in front, plus a
+/// margin per worker. Only the front of the order is bound before the next pass,
+/// and sorting a long tail every pass would hold the master's lock for nothing.
+pub const PLAN_WINDOW: usize = 2048;
+pub const PLAN_WINDOW_PER_WORKER: usize = 64;
 
 impl Migrations {
     pub fn new(policy: Policy, priority: Priority, default_lease: Duration) -> Self {
@@ -241,7 +254,14 @@ impl Migrations {
             next_event: 1,
             next_seq: 0,
             next_job: 0,
+            dirty: false,
         }
+    }
+
+    /// Notes that memory copies may have gone (a worker dropped blocks, died or
+    /// re-registered): the next `repair` looks for blocks to migrate again.
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
     }
 
     pub fn pending(&self) -> usize {
@@ -292,7 +312,15 @@ impl Migrations {
         job.lease_until = now + lease;
         let mut new = Vec::new();
         for b in blocks {
-            if job.blocks.contains_key(&b.block) {
+            if let Some(jb) = job.blocks.get_mut(&b.block) {
+                // Asked again: a block given up on (or lost) gets another chance.
+                let settled =
+                    jb.read || self.migrations.contains_key(&b.block) || mem_holder(cluster, b.block).is_some();
+                if !settled {
+                    jb.failed = false;
+                    jb.ufs = b.ufs.clone();
+                    new.push(b);
+                }
                 continue;
             }
             job.blocks.insert(b.block, JobBlock { length: b.length, ufs: b.ufs.clone(), ..Default::default() });
@@ -323,7 +351,9 @@ impl Migrations {
         if self.policy == Policy::None {
             return;
         }
-        if candidates(cluster, b.block, b.ufs.is_some(), &[]).is_empty() {
+        if no_copy(cluster, b.block, b.ufs.is_some()) {
+            // Nothing to migrate from (a lost, never persisted block): reads will
+            // say so; waiting would not help.
             if let Some(jb) = self.jobs.get_mut(job_id).and_then(|j| j.blocks.get_mut(&b.block)) {
                 jb.failed = true;
             }
@@ -353,6 +383,21 @@ impl Migrations {
         if self.policy == Policy::None {
             return;
         }
+        if self.policy == Policy::Ignem {
+            // Migrations no worker could take when they came: try again.
+            let waiting: Vec<u64> = self
+                .migrations
+                .iter()
+                .filter(|(_, m)| m.state == State::Pending { target: None })
+                .map(|(b, _)| *b)
+                .collect();
+            for b in waiting {
+                self.bind_at_random(cluster, b);
+            }
+        }
+        if !std::mem::take(&mut self.dirty) {
+            return;
+        }
         let mut lost = Vec::new();
         for (id, job) in &self.jobs {
             for (&b, jb) in &job.blocks {
@@ -376,7 +421,10 @@ impl Migrations {
         };
         let cands = candidates(cluster, block, m.ufs.is_some(), &m.failed_on);
         let Some(&(worker, device)) = cands.choose(&mut rand::rng()) else {
-            self.give_up(block, "no live worker can read it");
+            if no_copy(cluster, block, m.ufs.is_some()) {
+                self.give_up(block, None, "no copy of it is left to migrate from");
+            }
+            // Else no live worker can take it now: it waits (see `repair`).
             return;
         };
         self.bind(block, worker, device);
@@ -406,7 +454,9 @@ impl Migrations {
     }
 
     /// Drops a migration for good; its jobs count the block as failed.
-    fn give_up(&mut self, block: u64, why: &str) {
+    /// Drops a migration for good (`worker`: where it failed last); its jobs
+    /// count the block as failed until they ask for it again.
+    fn give_up(&mut self, block: u64, worker: Option<u64>, why: &str) {
         let Some(m) = self.migrations.remove(&block) else {
             return;
         };
@@ -416,13 +466,34 @@ impl Migrations {
                 jb.failed = true;
             }
         }
+        let now = now_ms();
         self.log(MigrationEvent {
             block_id: block,
+            worker_id: worker.unwrap_or(0),
+            source: if m.ufs.is_some() { MigrationSource::Ufs } else { MigrationSource::Disk } as i32,
+            start_ms: now,
+            end_ms: now,
             bytes: m.length,
-            outcome: format!("failed: {why}"),
-            end_ms: now_ms(),
+            outcome: format!("given up: {}", why.trim_start_matches("failed: ")),
             ..Default::default()
         });
+    }
+
+    /// A file was deleted (or replaced): its blocks' migrations go, and jobs
+    /// that expected them count them as failed.
+    pub fn drop_file(&mut self, file_id: u64) {
+        let blocks: Vec<u64> = self.migrations.keys().copied().filter(|b| file_of_block(*b) == file_id).collect();
+        for b in blocks {
+            self.give_up(b, None, "its file was deleted");
+        }
+        let range = block_id(file_id, 0)..block_id(file_id + 1, 0);
+        for job in self.jobs.values_mut() {
+            for (_, jb) in job.blocks.range_mut(range.clone()) {
+                if !jb.read {
+                    jb.failed = true;
+                }
+            }
+        }
     }
 
     /// Removes `job` from blocks (all of its blocks if `blocks` is `None`, and then
@@ -448,6 +519,9 @@ impl Migrations {
         }
         for b in &which {
             self.release(*b, job_id);
+        }
+        if !ended && which.is_empty() {
+            return Ok(()); // none of the paths is the job's: nothing to release
         }
         let cmd = EvictCommand { job_id: job_id.to_string(), blocks: if ended { Vec::new() } else { which } };
         for w in live_workers {
@@ -521,6 +595,8 @@ impl Migrations {
                 info.blocks_failed += 1;
             } else if matches!(self.migrations.get(b).map(|m| m.state), Some(State::Bound { .. })) {
                 info.blocks_queued += 1;
+            } else if self.policy == Policy::None {
+                info.blocks_not_migrated += 1;
             } else {
                 info.blocks_pending += 1;
             }
@@ -560,13 +636,24 @@ impl Migrations {
                 }
             }
         }
+        let live = cluster.workers().filter(|w| w.alive).count();
+        let window = PLAN_WINDOW + PLAN_WINDOW_PER_WORKER * live;
+        if pending.len() > window {
+            pending.select_nth_unstable(window);
+            pending.truncate(window);
+        }
         pending.sort_unstable();
         let estimates = self.estimates(cluster);
         let mut finish: HashMap<(u64, Device), f64> = HashMap::new();
         let mut targets: HashMap<(u64, Device), VecDeque<u64>> = HashMap::new();
+        let mut no_source = Vec::new();
         for (_, b) in pending {
             let m = &self.migrations[&b];
             let cands = candidates(cluster, b, m.ufs.is_some(), &m.failed_on);
+            if cands.is_empty() && no_copy(cluster, b, m.ufs.is_some()) {
+                no_source.push(b);
+                continue;
+            }
             let mut best: Option<((u64, Device), f64)> = None;
             for c in cands {
                 let spb = estimates.get(&c).copied().unwrap_or(DEFAULT_NS_PER_BYTE);
@@ -588,6 +675,9 @@ impl Migrations {
                 }
                 None => m.state = State::Pending { target: None },
             }
+        }
+        for b in no_source {
+            self.give_up(b, None, "no copy of it is left to migrate from");
         }
         self.targets = targets;
     }
@@ -650,7 +740,26 @@ impl Migrations {
         interval: Duration,
     ) -> HeartbeatOrders {
         let mut dead_jobs = Vec::new();
+        self.load(worker).beats += 1;
         if let Some(r) = report {
+            let load = self.load(worker);
+            let beats = load.beats;
+            // Commands that went out with an earlier answer and that the worker
+            // neither holds nor reported ended: the answer was lost.
+            let holding: std::collections::HashSet<u64> = r.migrating_blocks.iter().copied().collect();
+            let ended: std::collections::HashSet<u64> = r.events.iter().map(|e| e.block_id).collect();
+            let lost: Vec<u64> = load
+                .sent
+                .iter()
+                .filter(|(b, at)| **at < beats && !holding.contains(b) && !ended.contains(b))
+                .map(|(b, _)| *b)
+                .collect();
+            for b in &lost {
+                load.sent.remove(b);
+            }
+            for b in &ended {
+                load.sent.remove(b);
+            }
             let load = self.load(worker);
             load.ns_per_byte.clear();
             load.queued.clear();
@@ -669,7 +778,22 @@ impl Migrations {
             let mut kept = r;
             kept.events.clear();
             kept.referenced_jobs.clear();
+            kept.migrating_blocks.clear();
             self.load(worker).report = kept;
+            for b in lost {
+                let here = matches!(
+                    self.migrations.get(&b).map(|m| m.state),
+                    Some(State::Bound { worker: w, .. }) if w == worker
+                );
+                if !here {
+                    continue;
+                }
+                tracing::info!(worker, block = b, "migration command lost on the way: pending again");
+                self.migrations.get_mut(&b).expect("checked").state = State::Pending { target: None };
+                if self.policy == Policy::Ignem {
+                    self.bind_at_random(cluster, b);
+                }
+            }
         }
         for read in reads {
             self.read(&read.job_id, read.block_id);
@@ -678,6 +802,10 @@ impl Migrations {
             self.feed(worker, interval);
         }
         let load = self.load(worker);
+        let beats = load.beats;
+        for cmd in &load.out_migrations {
+            load.sent.insert(cmd.block_id, beats);
+        }
         HeartbeatOrders {
             migrations: std::mem::take(&mut load.out_migrations),
             references: std::mem::take(&mut load.out_references),
@@ -748,7 +876,7 @@ impl Migrations {
                 if m.attempts >= MAX_ATTEMPTS {
                     let why = e.outcome.clone();
                     self.log(e);
-                    self.give_up(block, &why);
+                    self.give_up(block, Some(worker), &why);
                     return;
                 }
                 if self.policy == Policy::Ignem {
@@ -780,10 +908,14 @@ impl Migrations {
                 end_ms: now_ms(),
                 ..Default::default()
             });
-        } else if let Some(m) = self.migrations.get_mut(&block)
-            && matches!(m.state, State::Pending { .. })
-        {
+        } else if let Some(m) = self.migrations.get_mut(&block) {
             m.jobs.remove(job_id);
+            if let State::Bound { worker, .. } = m.state {
+                // Bound elsewhere: that worker drops the job from it (and the
+                // migration, if no other job wants it).
+                let cmd = EvictCommand { job_id: job_id.to_string(), blocks: vec![block] };
+                self.load(worker).out_evictions.push(cmd);
+            }
         }
     }
 
@@ -798,6 +930,7 @@ impl Migrations {
     /// A worker died or restarted: what was bound to it goes back to pending (and
     /// elsewhere), its reports are forgotten.
     pub fn worker_lost(&mut self, cluster: &Cluster, worker: u64) {
+        self.dirty = true;
         self.workers.remove(&worker);
         self.targets.retain(|(w, _), _| *w != worker);
         let back: Vec<u64> = self
@@ -866,6 +999,12 @@ fn mem_holder(cluster: &Cluster, block: u64) -> Option<u64> {
         .iter()
         .find(|r| r.tier == Tier::Mem && cluster.worker(r.worker).is_some_and(|w| w.alive))
         .map(|r| r.worker)
+}
+
+/// Whether no copy of `block` is left anywhere: no replica on any worker, live or
+/// not, and not in the under-store. Then no migration can ever happen.
+fn no_copy(cluster: &Cluster, block: u64, in_ufs: bool) -> bool {
+    !in_ufs && cluster.block(block).is_none_or(|e| e.replicas.is_empty())
 }
 
 /// The devices that could migrate `block`: live holders of a DISK replica (with a

@@ -33,6 +33,10 @@ use thaw_common::proto::{
 /// Weight of the newest duration in the estimate's moving average.
 pub const EWMA_WEIGHT: f64 = 0.3;
 
+/// A migration that found no room in the MEM tier this many times (about 5 s:
+/// the tier is full of blocks no migration can evict) is reported failed.
+pub const NO_ROOM_TRIES: u32 = 25;
+
 #[derive(Debug, Clone)]
 pub struct MigrationConfig {
     /// Bytes of migrated blocks (held and in flight) the MEM tier may hold.
@@ -84,6 +88,8 @@ pub struct Task {
     read_by: HashSet<String>,
     /// Purge generation it was queued in.
     generation: u64,
+    /// Times it found no room in the MEM tier.
+    no_room: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +123,9 @@ struct State {
     used: u64,
     events: Vec<MigrationEvent>,
     reads: HashSet<(String, u64)>,
+    /// Every job's block reads of the last two heartbeat intervals: a migration
+    /// or reference that arrives after the job read the block skips that job.
+    recent_reads: [HashSet<(String, u64)>; 2],
     migrating_jobs: HashSet<String>,
     generation: u64,
     done: u64,
@@ -171,21 +180,46 @@ impl Migrator {
         let mut fx = Effects::default();
         let mut st = self.lock();
         st.migrating_jobs = resp.migrating_jobs.iter().cloned().collect();
-        for cmd in &resp.migrations {
-            self.enqueue(&mut st, cmd, &in_mem);
-        }
-        for r in &resp.references {
-            if let Some(job) = &r.job {
-                add_reference(&mut st, r.block_id, job);
-            }
-        }
+        // Reads since the job became known: report them now.
+        let known: Vec<(String, u64)> =
+            st.recent_reads.iter().flatten().filter(|(j, _)| st.migrating_jobs.contains(j)).cloned().collect();
+        st.reads.extend(known);
         for e in &resp.evictions {
             let blocks = (!e.blocks.is_empty()).then_some(&e.blocks[..]);
             release(&mut st, &e.job_id, blocks, &mut fx);
         }
+        for cmd in &resp.migrations {
+            let mut cmd = cmd.clone();
+            cmd.jobs.retain(|j| !read_recently(&st, &j.job_id, cmd.block_id));
+            if cmd.jobs.is_empty() {
+                st.events.push(event(cmd.block_id, cmd.source, cmd.length, "read-first"));
+                continue;
+            }
+            self.enqueue(&mut st, &cmd, &in_mem);
+        }
+        for r in &resp.references {
+            if let Some(job) = &r.job
+                && !read_recently(&st, &job.job_id, r.block_id)
+            {
+                add_reference(&mut st, r.block_id, job);
+            }
+        }
         for j in &resp.dead_jobs {
             tracing::info!(job = %j, "master reports the job dead: its references are dropped");
             release(&mut st, j, None, &mut fx);
+        }
+        // A job the master no longer knows (evicted or expired: an answer that
+        // carried its eviction may have been lost) holds nothing here.
+        let gone: HashSet<String> = st
+            .held
+            .values()
+            .flat_map(|h| h.refs.keys())
+            .chain(st.queues.values().flat_map(|q| q.values().flat_map(|t| t.jobs.iter().map(|j| &j.job_id))))
+            .filter(|j| !st.migrating_jobs.contains(*j))
+            .cloned()
+            .collect();
+        for j in gone {
+            release(&mut st, &j, None, &mut fx);
         }
         drop(st);
         self.wake.notify_waiters();
@@ -231,6 +265,7 @@ impl Migrator {
             key: k,
             read_by: HashSet::new(),
             generation: st.generation,
+            no_room: 0,
         };
         st.queues.entry(source).or_default().insert(k, task);
         st.queued.insert(block, (source, k));
@@ -247,6 +282,15 @@ impl Migrator {
             return None;
         }
         let (&k, head) = st.queues.get(&source)?.iter().next()?;
+        if head.length > self.limit {
+            // It could never fit: fail it, so the master tries another worker.
+            let task = st.queues.get_mut(&source).expect("present").remove(&k).expect("present");
+            st.queued.remove(&task.block);
+            let why =
+                format!("failed: block of {} bytes is larger than the migration buffer ({})", task.length, self.limit);
+            st.events.push(event(task.block, source.proto() as i32, task.length, &why));
+            return None;
+        }
         if st.used + head.length > self.limit {
             return None; // wait for room: never evict a referenced block (do-not-harm)
         }
@@ -271,7 +315,9 @@ impl Migrator {
         let took = started.elapsed();
         let start_ms = now_ms().saturating_sub(took.as_millis() as u64);
         match outcome {
-            Err((true, _)) if task.generation == st.generation => {
+            Err((true, _)) if task.generation == st.generation && task.no_room + 1 < NO_ROOM_TRIES => {
+                let mut task = task;
+                task.no_room += 1;
                 st.queued.insert(task.block, (source, task.key));
                 st.queues.entry(source).or_default().insert(task.key, task);
             }
@@ -323,10 +369,16 @@ impl Migrator {
             return fx;
         }
         let mut st = self.lock();
+        st.recent_reads[0].insert((job.to_string(), block));
         if st.migrating_jobs.contains(job) {
             st.reads.insert((job.to_string(), block));
         }
-        if let Some(&(source, k)) = st.queued.get(&block) {
+        // A whole read (or an open of the whole file) makes a queued migration
+        // pointless for the job; a partial one (a Parquet footer) does not.
+        let whole = bytes == 0 || st.queued.get(&block).is_some_and(|&(s, k)| bytes >= st.queues[&s][&k].length);
+        if let Some(&(source, k)) = st.queued.get(&block)
+            && whole
+        {
             let q = st.queues.get_mut(&source).expect("indexed");
             let task = q.get_mut(&k).expect("indexed");
             task.jobs.retain(|j| j.job_id != job);
@@ -337,7 +389,9 @@ impl Migrator {
             }
         }
         for a in st.active.values_mut() {
-            if a.task.block == block {
+            // An implicit job that reads the block while it migrates needs no
+            // reference to it afterwards; an explicit one keeps it until evict.
+            if a.task.block == block && a.task.jobs.iter().any(|j| j.job_id == job && j.implicit) {
                 a.task.read_by.insert(job.to_string());
             }
         }
@@ -429,6 +483,8 @@ impl Migrator {
         } else {
             Vec::new()
         };
+        let mut migrating_blocks: Vec<u64> = st.queued.keys().copied().collect();
+        migrating_blocks.extend(st.active.values().map(|a| a.task.block));
         let report = WorkerMigrationReport {
             sources,
             buffer_used: st.used,
@@ -436,7 +492,10 @@ impl Migrator {
             events: std::mem::take(&mut st.events),
             referenced_jobs,
             referenced_blocks: st.held.len() as u64,
+            migrating_blocks,
         };
+        let older = std::mem::take(&mut st.recent_reads[0]);
+        st.recent_reads[1] = older;
         let reads = std::mem::take(&mut st.reads)
             .into_iter()
             .map(|(job_id, block_id)| JobBlockRead { job_id, block_id })
@@ -511,6 +570,11 @@ impl Migrator {
     pub fn estimate(&self, source: Source) -> Option<f64> {
         self.lock().ns_per_byte.get(&source).copied()
     }
+}
+
+fn read_recently(st: &State, job: &str, block: u64) -> bool {
+    let key = (job.to_string(), block);
+    st.recent_reads.iter().any(|r| r.contains(&key))
 }
 
 fn event(block: u64, source: i32, bytes: u64, outcome: &str) -> MigrationEvent {

@@ -37,6 +37,19 @@ fn migrator(limit: u64) -> Migrator {
     Migrator::new(config, limit)
 }
 
+/// Every job the tests use, as the master's list of live jobs.
+const JOBS: [&str; 14] =
+    ["a", "b", "c", "j", "big", "small-late", "small-early", "tiny", "imp", "exp", "live", "dead", "small", "other"];
+
+/// A heartbeat answer that names every test job as live (the master always does
+/// for its live jobs).
+fn known(mut r: HeartbeatResponse) -> HeartbeatResponse {
+    if r.migrating_jobs.is_empty() {
+        r.migrating_jobs = JOBS.iter().map(|j| j.to_string()).collect();
+    }
+    r
+}
+
 fn none_in_mem(_: u64) -> bool {
     false
 }
@@ -54,25 +67,28 @@ fn smallest_job_first_then_submission_then_order() {
     let small_late = job("small-late", 100, 5, false);
     let small_early = job("small-early", 100, 2, false);
     m.apply(
-        &orders(vec![
+        &known(orders(vec![
             cmd(1, 0, vec![big.clone()], true),
             cmd(2, 1, vec![small_late], true),
             cmd(3, 2, vec![small_early], true),
-        ]),
+        ])),
         none_in_mem,
     );
     assert_eq!(m.queue(Source::Disk), vec![3, 2, 1]);
     // A block shared by a big and a small job goes at the small job's place.
     let m = migrator(10 * LEN);
     m.apply(
-        &orders(vec![cmd(1, 0, vec![big.clone()], true), cmd(2, 1, vec![big, job("tiny", 10, 9, false)], true)]),
+        &known(orders(vec![cmd(1, 0, vec![big.clone()], true), cmd(2, 1, vec![big, job("tiny", 10, 9, false)], true)])),
         none_in_mem,
     );
     assert_eq!(m.queue(Source::Disk), vec![2, 1]);
     // FIFO: the master's order.
     let m = migrator(10 * LEN);
     m.apply(
-        &orders(vec![cmd(7, 2, vec![job("a", 1, 1, false)], false), cmd(8, 1, vec![job("b", 9, 9, false)], false)]),
+        &known(orders(vec![
+            cmd(7, 2, vec![job("a", 1, 1, false)], false),
+            cmd(8, 1, vec![job("b", 9, 9, false)], false),
+        ])),
         none_in_mem,
     );
     assert_eq!(m.queue(Source::Disk), vec![8, 7]);
@@ -81,18 +97,18 @@ fn smallest_job_first_then_submission_then_order() {
 #[test]
 fn one_migration_per_device_and_no_preemption() {
     let m = migrator(10 * LEN);
-    m.apply(&orders(vec![cmd(1, 5, vec![job("big", 900, 1, false)], true)]), none_in_mem);
+    m.apply(&known(orders(vec![cmd(1, 5, vec![job("big", 900, 1, false)], true)])), none_in_mem);
     let first = m.next(Source::Disk).unwrap();
     assert_eq!(first.block, 1);
     // A smaller job's block arrives: it waits for the running one.
-    m.apply(&orders(vec![cmd(2, 6, vec![job("small", 1, 2, false)], true)]), none_in_mem);
+    m.apply(&known(orders(vec![cmd(2, 6, vec![job("small", 1, 2, false)], true)])), none_in_mem);
     assert!(m.next(Source::Disk).is_none());
     assert_eq!(m.active(Source::Disk), Some(1));
     // The other device is independent.
     let mut ufs = cmd(3, 7, vec![job("small", 1, 2, false)], true);
     ufs.source = MigrationSource::Ufs as i32;
     ufs.ufs = Some(UfsSource { path: "/f".into(), offset: 0, length: LEN });
-    m.apply(&orders(vec![ufs]), none_in_mem);
+    m.apply(&known(orders(vec![ufs])), none_in_mem);
     assert_eq!(m.next(Source::Ufs).unwrap().block, 3);
     m.finish(Source::Disk, Ok(true));
     assert_eq!(m.next(Source::Disk).unwrap().block, 2);
@@ -102,7 +118,7 @@ fn one_migration_per_device_and_no_preemption() {
 fn a_full_buffer_makes_migrations_wait_instead_of_evicting() {
     let m = migrator(2 * LEN);
     let j = job("j", 300, 1, false);
-    m.apply(&orders((1..=3).map(|b| cmd(b, b, vec![j.clone()], true)).collect()), none_in_mem);
+    m.apply(&known(orders((1..=3).map(|b| cmd(b, b, vec![j.clone()], true)).collect())), none_in_mem);
     assert_eq!(run_one(&m).unwrap().1, Effects::default());
     assert_eq!(run_one(&m).unwrap().1, Effects::default());
     // Both held blocks are referenced: the third waits, nothing is evicted.
@@ -113,7 +129,7 @@ fn a_full_buffer_makes_migrations_wait_instead_of_evicting() {
         evictions: vec![EvictCommand { job_id: "j".into(), blocks: vec![1] }],
         ..Default::default()
     };
-    assert_eq!(m.apply(&r, none_in_mem).evict, vec![1]);
+    assert_eq!(m.apply(&known(r), none_in_mem).evict, vec![1]);
     assert_eq!(run_one(&m).unwrap().0, 3);
 }
 
@@ -122,7 +138,10 @@ fn implicit_references_go_when_the_block_is_read_explicit_ones_stay() {
     let m = migrator(10 * LEN);
     let imp = job("imp", 200, 1, true);
     let exp = job("exp", 200, 1, false);
-    m.apply(&orders(vec![cmd(1, 1, vec![imp.clone()], true), cmd(2, 2, vec![imp, exp.clone()], true)]), none_in_mem);
+    m.apply(
+        &known(orders(vec![cmd(1, 1, vec![imp.clone()], true), cmd(2, 2, vec![imp, exp.clone()], true)])),
+        none_in_mem,
+    );
     run_one(&m);
     run_one(&m);
     // Half a block: still held.
@@ -138,14 +157,14 @@ fn implicit_references_go_when_the_block_is_read_explicit_ones_stay() {
         evictions: vec![EvictCommand { job_id: "exp".into(), blocks: vec![] }],
         ..Default::default()
     };
-    assert_eq!(m.apply(&r, none_in_mem).evict, vec![2]);
+    assert_eq!(m.apply(&known(r), none_in_mem).evict, vec![2]);
     assert_eq!(m.buffer_used(), 0);
 }
 
 #[test]
 fn a_partly_read_implicit_block_goes_after_the_idle_delay() {
     let m = migrator(10 * LEN);
-    m.apply(&orders(vec![cmd(1, 1, vec![job("imp", 100, 1, true)], true)]), none_in_mem);
+    m.apply(&known(orders(vec![cmd(1, 1, vec![job("imp", 100, 1, true)], true)])), none_in_mem);
     run_one(&m);
     // A short-circuit open (0 bytes): the client holds the file.
     assert!(m.on_read("imp", 1, 0).evict.is_empty());
@@ -157,7 +176,10 @@ fn a_partly_read_implicit_block_goes_after_the_idle_delay() {
 fn a_queued_migration_read_first_is_dropped_and_a_running_one_not_referenced() {
     let m = migrator(10 * LEN);
     m.apply(
-        &orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false), cmd(2, 2, vec![job("a", 1, 1, false)], false)]),
+        &known(orders(vec![
+            cmd(1, 1, vec![job("a", 1, 1, true)], false),
+            cmd(2, 2, vec![job("a", 1, 1, true)], false),
+        ])),
         none_in_mem,
     );
     let running = m.next(Source::Disk).unwrap();
@@ -170,24 +192,82 @@ fn a_queued_migration_read_first_is_dropped_and_a_running_one_not_referenced() {
     let (report, _) = m.report();
     let outcomes: Vec<&str> = report.events.iter().map(|e| e.outcome.as_str()).collect();
     assert_eq!(outcomes, vec!["read-first", "done"]);
+    // An explicit job keeps what it read while it migrated (until evict), and a
+    // partial read (a footer) does not cancel a queued migration.
+    m.apply(
+        &known(orders(vec![
+            cmd(3, 3, vec![job("b", 1, 1, false)], false),
+            cmd(4, 4, vec![job("b", 1, 1, false)], false),
+        ])),
+        none_in_mem,
+    );
+    assert_eq!(m.next(Source::Disk).unwrap().block, 3);
+    m.on_read("b", 3, LEN);
+    m.on_read("b", 4, LEN / 10);
+    assert!(m.finish(Source::Disk, Ok(true)).evict.is_empty());
+    assert_eq!(m.queue(Source::Disk), vec![4]);
+}
+
+#[test]
+fn references_of_jobs_the_master_no_longer_knows_are_dropped() {
+    // The answer that carried the eviction was lost; the next one no longer
+    // names the job: its blocks go anyway.
+    let m = migrator(10 * LEN);
+    m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
+    run_one(&m);
+    m.apply(&known(orders(vec![cmd(2, 2, vec![job("a", 1, 1, false)], false)])), none_in_mem);
+    let r = HeartbeatResponse { migrating_jobs: vec!["b".into()], ..Default::default() };
+    assert_eq!(m.apply(&r, none_in_mem).evict, vec![1]);
+    assert!(m.queue(Source::Disk).is_empty() && m.held().is_empty());
+    assert_eq!(m.buffer_used(), 0);
+}
+
+#[test]
+fn a_migration_arriving_after_the_job_read_the_block_is_skipped() {
+    let m = migrator(10 * LEN);
+    m.on_read("a", 7, LEN);
+    m.apply(&known(orders(vec![cmd(7, 1, vec![job("a", 1, 1, true)], false)])), none_in_mem);
+    assert!(m.queue(Source::Disk).is_empty());
+    let (r, reads) = m.report();
+    assert_eq!(r.events[0].outcome, "read-first");
+    assert_eq!(reads, vec![JobBlockRead { job_id: "a".into(), block_id: 7 }], "reported once the job is known");
+}
+
+#[test]
+fn blocks_that_cannot_fit_or_find_no_room_fail_instead_of_waiting_forever() {
+    let m = migrator(LEN / 2);
+    m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
+    assert!(m.next(Source::Disk).is_none());
+    let (r, _) = m.report();
+    assert!(r.events[0].outcome.contains("larger than the migration buffer"), "{:?}", r.events);
+    assert!(m.queue(Source::Disk).is_empty());
+    let m = migrator(10 * LEN);
+    m.apply(&known(orders(vec![cmd(2, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
+    for _ in 0..NO_ROOM_TRIES {
+        m.next(Source::Disk).unwrap();
+        m.finish(Source::Disk, Err((true, "MEM tier is full".into())));
+    }
+    assert!(m.queue(Source::Disk).is_empty());
+    let (r, _) = m.report();
+    assert!(r.events[0].outcome.starts_with("failed: MEM tier is full"), "{:?}", r.events);
 }
 
 #[test]
 fn references_join_queued_running_and_held_blocks_once() {
     let m = migrator(10 * LEN);
-    m.apply(&orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)]), none_in_mem);
+    m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
     // The same block for a second job arrives as a command (ignem) or a reference.
-    m.apply(&orders(vec![cmd(1, 3, vec![job("b", 1, 1, false)], false)]), none_in_mem);
+    m.apply(&known(orders(vec![cmd(1, 3, vec![job("b", 1, 1, false)], false)])), none_in_mem);
     let r = HeartbeatResponse {
         references: vec![BlockReference { block_id: 1, job: Some(job("c", 1, 1, false)) }],
         ..Default::default()
     };
-    m.apply(&r, none_in_mem);
+    m.apply(&known(r), none_in_mem);
     assert_eq!(m.queue(Source::Disk), vec![1]);
     run_one(&m);
     assert_eq!(m.held()[&1], vec!["a".to_string(), "b".to_string(), "c".to_string()]);
     // A command for a block already in memory (not migrated here) is done at once.
-    m.apply(&orders(vec![cmd(9, 4, vec![job("a", 1, 1, false)], false)]), |b| b == 9);
+    m.apply(&known(orders(vec![cmd(9, 4, vec![job("a", 1, 1, false)], false)])), |b| b == 9);
     assert!(m.queue(Source::Disk).is_empty());
 }
 
@@ -195,14 +275,14 @@ fn references_join_queued_running_and_held_blocks_once() {
 fn dead_jobs_lose_their_references_once_the_buffer_is_past_the_threshold() {
     let m = migrator(3 * LEN + 20);
     for (b, j) in [(1, "live"), (2, "dead"), (3, "dead")] {
-        m.apply(&orders(vec![cmd(b, b, vec![job(j, 1, 1, false)], false)]), none_in_mem);
+        m.apply(&known(orders(vec![cmd(b, b, vec![job(j, 1, 1, false)], false)])), none_in_mem);
         run_one(&m);
     }
     // 300 of 320 bytes used: past 80%, so the report names the referencing jobs.
     let (report, _) = m.report();
     assert_eq!(report.referenced_jobs, vec!["dead".to_string(), "live".to_string()]);
     let r = HeartbeatResponse { dead_jobs: vec!["dead".into()], ..Default::default() };
-    let mut evicted = m.apply(&r, none_in_mem).evict;
+    let mut evicted = m.apply(&known(r), none_in_mem).evict;
     evicted.sort();
     assert_eq!(evicted, vec![2, 3]);
     assert_eq!(m.held().keys().copied().collect::<Vec<_>>(), vec![1]);
@@ -212,7 +292,7 @@ fn dead_jobs_lose_their_references_once_the_buffer_is_past_the_threshold() {
 #[test]
 fn a_purge_drops_everything_and_a_migration_running_across_it_is_not_kept() {
     let m = migrator(10 * LEN);
-    m.apply(&orders((1..=3).map(|b| cmd(b, b, vec![job("a", 1, 1, false)], false)).collect()), none_in_mem);
+    m.apply(&known(orders((1..=3).map(|b| cmd(b, b, vec![job("a", 1, 1, false)], false)).collect())), none_in_mem);
     run_one(&m);
     let _running = m.next(Source::Disk).unwrap();
     assert_eq!(m.purge().evict, vec![1]);
@@ -225,14 +305,14 @@ fn a_purge_drops_everything_and_a_migration_running_across_it_is_not_kept() {
 #[test]
 fn estimates_average_and_rise_while_a_migration_overruns() {
     let m = migrator(10 * LEN);
-    m.apply(&orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)]), none_in_mem);
+    m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
     let _t = m.next(Source::Disk).unwrap();
     std::thread::sleep(Duration::from_millis(20));
     m.finish(Source::Disk, Ok(true));
     let first = m.estimate(Source::Disk).unwrap();
     assert!(first >= 20e6 / LEN as f64, "{first}");
     // The next one runs long: each report raises the estimate to at least its age.
-    m.apply(&orders(vec![cmd(2, 2, vec![job("a", 1, 1, false)], false)]), none_in_mem);
+    m.apply(&known(orders(vec![cmd(2, 2, vec![job("a", 1, 1, false)], false)])), none_in_mem);
     let _t = m.next(Source::Disk).unwrap();
     std::thread::sleep(Duration::from_millis(60));
     let (r, _) = m.report();
@@ -244,7 +324,7 @@ fn estimates_average_and_rise_while_a_migration_overruns() {
 #[test]
 fn no_room_in_the_tier_requeues_without_a_failure() {
     let m = migrator(10 * LEN);
-    m.apply(&orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)]), none_in_mem);
+    m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
     m.next(Source::Disk).unwrap();
     m.finish(Source::Disk, Err((true, "MEM tier is full".into())));
     assert_eq!(m.queue(Source::Disk), vec![1]);
@@ -258,7 +338,7 @@ fn no_room_in_the_tier_requeues_without_a_failure() {
 #[test]
 fn reads_of_migrating_jobs_are_reported_once() {
     let m = migrator(10 * LEN);
-    m.apply(&HeartbeatResponse { migrating_jobs: vec!["a".into()], ..Default::default() }, none_in_mem);
+    m.apply(&known(HeartbeatResponse { migrating_jobs: vec!["a".into()], ..Default::default() }), none_in_mem);
     m.on_read("a", 5, 10);
     m.on_read("a", 5, 10);
     m.on_read("other", 6, 10);
@@ -339,8 +419,11 @@ proptest! {
                 Op::Migrate { block, job } => {
                     seq += 1;
                     let j = &jobs[job];
-                    expect.entry(block).or_default().insert(j.job_id.clone());
-                    let fx = m.apply(&orders(vec![cmd(block, seq, vec![j.clone()], true)]), none_in_mem);
+                    // A job that read the block already does not claim it again.
+                    if !read.contains(&(j.job_id.clone(), block)) {
+                        expect.entry(block).or_default().insert(j.job_id.clone());
+                    }
+                    let fx = m.apply(&known(orders(vec![cmd(block, seq, vec![j.clone()], true)])), none_in_mem);
                     check(fx, &expect)?;
                 }
                 Op::Run => {
@@ -351,11 +434,15 @@ proptest! {
                 Op::Read { block, job, bytes } => {
                     let j = &jobs[job];
                     let before = m.held();
+                    let queued = m.queue(Source::Disk).contains(&block);
+                    let active = m.active(Source::Disk) == Some(block);
                     let fx = m.on_read(&j.job_id, block, bytes);
                     read.insert((j.job_id.clone(), block));
-                    if !before.contains_key(&block) {
-                        // Not in memory yet: the read ends the job's claim.
-                        if let Some(s) = expect.get_mut(&block) { s.remove(&j.job_id); }
+                    // Not in memory yet: a whole read ends the claim of a queued
+                    // migration, any read by an implicit job that of a running one.
+                    let ends = (queued && (bytes == 0 || bytes >= LEN)) || (active && j.implicit);
+                    if ends && let Some(s) = expect.get_mut(&block) {
+                        s.remove(&j.job_id);
                     }
                     release_read_implicit(&before, &m.held(), &jobs, &read, &mut expect);
                     check(fx, &expect)?;
@@ -370,13 +457,13 @@ proptest! {
                         evictions: vec![EvictCommand { job_id: id, blocks: block.into_iter().collect() }],
                         ..Default::default()
                     };
-                    check(m.apply(&r, none_in_mem), &expect)?;
+                    check(m.apply(&known(r), none_in_mem), &expect)?;
                 }
                 Op::Dead { job } => {
                     let id = jobs[job].job_id.clone();
                     expect.values_mut().for_each(|s| { s.remove(&id); });
                     let r = HeartbeatResponse { dead_jobs: vec![id], ..Default::default() };
-                    check(m.apply(&r, none_in_mem), &expect)?;
+                    check(m.apply(&known(r), none_in_mem), &expect)?;
                 }
                 Op::Sweep => {
                     let before = m.held();
@@ -388,7 +475,7 @@ proptest! {
             prop_assert!(m.buffer_used() <= 4 * LEN, "buffer overcommitted: {}", m.buffer_used());
         }
         for j in &jobs {
-            m.apply(&HeartbeatResponse { dead_jobs: vec![j.job_id.clone()], ..Default::default() }, none_in_mem);
+            m.apply(&known(HeartbeatResponse { dead_jobs: vec![j.job_id.clone()], ..Default::default() }), none_in_mem);
         }
         while m.next(Source::Disk).is_some() {
             m.finish(Source::Disk, Ok(true));
@@ -401,10 +488,10 @@ proptest! {
 #[test]
 fn a_command_for_a_block_already_held_is_reported_done_at_once() {
     let m = migrator(10 * LEN);
-    m.apply(&orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)]), none_in_mem);
+    m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
     run_one(&m);
     m.report();
-    m.apply(&orders(vec![cmd(1, 2, vec![job("b", 1, 1, false)], false)]), none_in_mem);
+    m.apply(&known(orders(vec![cmd(1, 2, vec![job("b", 1, 1, false)], false)])), none_in_mem);
     let (r, _) = m.report();
     assert_eq!(r.events.len(), 1);
     assert_eq!((r.events[0].block_id, r.events[0].outcome.as_str()), (1, "done"));
