@@ -449,8 +449,10 @@ impl Migrator {
             .iter()
             .filter(|(_, a)| a.task.length > 0)
             .filter_map(|(s, a)| {
+                // Only a measured estimate is raised: a first migration's age
+                // is no measurement (early on it would look fast).
+                let est = st.ns_per_byte.get(s).copied()?;
                 let elapsed = now.saturating_duration_since(a.started).as_nanos() as f64;
-                let est = st.ns_per_byte.get(s).copied().unwrap_or(0.0);
                 let so_far = elapsed / a.task.length as f64;
                 (so_far > est).then_some((*s, so_far))
             })

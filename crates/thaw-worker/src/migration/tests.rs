@@ -308,6 +308,8 @@ fn estimates_average_and_rise_while_a_migration_overruns() {
     m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
     let _t = m.next(Source::Disk).unwrap();
     std::thread::sleep(Duration::from_millis(20));
+    // Before the first migration ends there is no estimate to raise.
+    assert_eq!(m.report().0.sources[0].ns_per_byte, 0.0);
     m.finish(Source::Disk, Ok(true));
     let first = m.estimate(Source::Disk).unwrap();
     assert!(first >= 20e6 / LEN as f64, "{first}");
