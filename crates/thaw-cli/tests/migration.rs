@@ -293,6 +293,13 @@ async fn cli_migrate_wait_jobs_events_and_evict() {
     let used: u64 =
         status["workers"].as_array().unwrap().iter().map(|w| w["migration"]["buffer_used"].as_u64().unwrap_or(0)).sum();
     assert_eq!(used, 2_100_000);
+    let done: u64 = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["migration"]["migrations_done"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(done, 3, "one finished migration per block");
     assert!(thaw(&["evict"]).contains("evicted"));
     assert!(thaw(&["jobs"]).contains("no jobs"));
 }

@@ -112,6 +112,7 @@ pub fn worker_migration_json(m: &WorkerMigrationState) -> Value {
         "buffer_used": m.buffer_used,
         "buffer_limit": m.buffer_limit,
         "referenced_blocks": m.referenced_blocks,
+        "migrations_done": m.migrations_done,
         "devices": m.devices.iter().map(|d| json!({
             "device": d.device,
             "ns_per_byte": d.ns_per_byte,

@@ -520,7 +520,7 @@ impl Master {
                 .workers()
                 .map(|w| {
                     let mut info = w.info(now);
-                    info.migration = st.migrations.worker_load(w.id).map(|l| migration_state(&l.report));
+                    info.migration = st.migrations.worker_load(w.id).map(migration_state);
                     info
                 })
                 .collect(),
@@ -827,7 +827,8 @@ fn live_workers(c: &Cluster) -> Vec<u64> {
 }
 
 /// A worker's last migration report, for status.
-fn migration_state(r: &WorkerMigrationReport) -> WorkerMigrationState {
+fn migration_state(l: &crate::migration::WorkerLoad) -> WorkerMigrationState {
+    let r = &l.report;
     WorkerMigrationState {
         devices: r
             .sources
@@ -847,6 +848,6 @@ fn migration_state(r: &WorkerMigrationReport) -> WorkerMigrationState {
         buffer_used: r.buffer_used,
         buffer_limit: r.buffer_limit,
         referenced_blocks: r.referenced_blocks,
-        migrations_done: 0,
+        migrations_done: l.done,
     }
 }

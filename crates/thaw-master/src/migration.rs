@@ -199,6 +199,8 @@ pub struct WorkerLoad {
     pub report: WorkerMigrationReport,
     /// Heartbeats seen from this worker.
     beats: u64,
+    /// Migrations it finished since the master learned of it.
+    pub done: u64,
     /// Migrations sent to it, with the heartbeat whose answer carried them.
     sent: HashMap<u64, u64>,
     /// Commands for the next heartbeat answer.
@@ -772,6 +774,7 @@ impl Migrations {
                 }
             }
             dead_jobs = r.referenced_jobs.iter().filter(|j| !self.jobs.contains_key(*j)).cloned().collect();
+            self.load(worker).done += r.events.iter().filter(|e| e.outcome == "done").count() as u64;
             for e in &r.events {
                 self.finished(cluster, worker, e.clone());
             }

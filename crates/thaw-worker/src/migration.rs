@@ -128,7 +128,6 @@ struct State {
     recent_reads: [HashSet<(String, u64)>; 2],
     migrating_jobs: HashSet<String>,
     generation: u64,
-    done: u64,
 }
 
 /// What the executor and the reference lists decided; the worker carries it out.
@@ -332,7 +331,6 @@ impl Migrator {
                     let est = st.ns_per_byte.entry(source).or_insert(sample);
                     *est = EWMA_WEIGHT * sample + (1.0 - EWMA_WEIGHT) * *est;
                 }
-                st.done += 1;
                 let mut e = event(task.block, source.proto() as i32, task.length, "done");
                 e.start_ms = start_ms;
                 st.events.push(e);
@@ -376,17 +374,8 @@ impl Migrator {
         // A whole read (or an open of the whole file) makes a queued migration
         // pointless for the job; a partial one (a Parquet footer) does not.
         let whole = bytes == 0 || st.queued.get(&block).is_some_and(|&(s, k)| bytes >= st.queues[&s][&k].length);
-        if let Some(&(source, k)) = st.queued.get(&block)
-            && whole
-        {
-            let q = st.queues.get_mut(&source).expect("indexed");
-            let task = q.get_mut(&k).expect("indexed");
-            task.jobs.retain(|j| j.job_id != job);
-            if task.jobs.is_empty() {
-                let task = q.remove(&k).expect("indexed");
-                st.queued.remove(&block);
-                st.events.push(event(block, source.proto() as i32, task.length, "read-first"));
-            }
+        if whole {
+            unqueue(&mut st, block, job, "read-first");
         }
         for a in st.active.values_mut() {
             // An implicit job that reads the block while it migrates needs no
@@ -625,26 +614,30 @@ fn release(st: &mut State, job: &str, blocks: Option<&[u64]>, fx: &mut Effects) 
     for b in held {
         drop_ref(st, b, job, fx);
     }
-    let queued: Vec<(u64, Source, Key)> = st
-        .queued
-        .iter()
-        .filter(|(b, _)| blocks.is_none_or(|bs| bs.contains(b)))
-        .map(|(b, (s, k))| (*b, *s, *k))
-        .collect();
-    for (b, s, k) in queued {
-        let q = st.queues.get_mut(&s).expect("indexed");
-        let task = q.get_mut(&k).expect("indexed");
-        task.jobs.retain(|j| j.job_id != job);
-        if task.jobs.is_empty() {
-            let t = q.remove(&k).expect("indexed");
-            st.queued.remove(&b);
-            st.events.push(event(b, s.proto() as i32, t.length, "evicted"));
-        }
+    let queued: Vec<u64> = st.queued.keys().copied().filter(|b| blocks.is_none_or(|bs| bs.contains(b))).collect();
+    for b in queued {
+        unqueue(st, b, job, "evicted");
     }
     for a in st.active.values_mut() {
         if blocks.is_none_or(|bs| bs.contains(&a.task.block)) {
             a.task.jobs.retain(|j| j.job_id != job);
         }
+    }
+}
+
+/// Takes `job` off `block`'s queued migration, if any; one no job wants any
+/// more leaves the queue with `outcome`.
+fn unqueue(st: &mut State, block: u64, job: &str, outcome: &str) {
+    let Some(&(source, k)) = st.queued.get(&block) else {
+        return;
+    };
+    let q = st.queues.get_mut(&source).expect("indexed");
+    let task = q.get_mut(&k).expect("indexed");
+    task.jobs.retain(|j| j.job_id != job);
+    if task.jobs.is_empty() {
+        let task = q.remove(&k).expect("indexed");
+        st.queued.remove(&block);
+        st.events.push(event(block, source.proto() as i32, task.length, outcome));
     }
 }
 
