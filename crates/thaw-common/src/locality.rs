@@ -29,10 +29,14 @@ pub fn level(client: &Position, place: &ReplicaPlace<'_>) -> Locality {
     }
 }
 
-/// Sort key: the level first; among equals, memory before disk.
+/// The order a reader tries replicas in: every memory replica before any disk
+/// replica, each by level. dyrs.txt III: once a block is migrated, "reads will be
+/// directed to the in-memory replica whether it is local or remote to the task"
+/// (the network is faster than a disk); CAVA's levels order task placement, and
+/// within one tier they order reads too.
 pub fn rank(client: &Position, place: &ReplicaPlace<'_>) -> (i32, i32) {
     let tier_rank = if place.tier == Tier::Mem { 0 } else { 1 };
-    (level(client, place) as i32, tier_rank)
+    (tier_rank, level(client, place) as i32)
 }
 
 #[cfg(test)]
@@ -59,10 +63,19 @@ mod tests {
         for (p, want) in &cases {
             assert_eq!(level(&client, p), *want, "{p:?}");
         }
+        // Reads: memory anywhere (off-rack memory is Any) before a local disk.
         let mut shuffled: Vec<_> = cases.iter().rev().map(|(p, _)| p.clone()).collect();
         shuffled.sort_by_key(|p| rank(&client, p));
         let got: Vec<_> = shuffled.iter().map(|p| level(&client, p)).collect();
-        let want: Vec<_> = cases.iter().map(|(_, l)| *l).collect();
+        let want = [
+            Locality::WorkerMemory,
+            Locality::HostMemory,
+            Locality::RackMemory,
+            Locality::Any,
+            Locality::WorkerDisk,
+            Locality::HostDisk,
+            Locality::Rack,
+        ];
         assert_eq!(got, want);
         // Off-rack memory still beats off-rack disk.
         let far_mem = place("w9:1", "h9", "r9", Tier::Mem);

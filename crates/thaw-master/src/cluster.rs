@@ -260,7 +260,7 @@ impl Cluster {
             .collect();
         if let Some(t) = tier {
             // Among equally near workers, the one with the most room first.
-            candidates.sort_by_key(|w| (rank(client, &w.place(Tier::Mem)).0, std::cmp::Reverse(w.free(t))));
+            candidates.sort_by_key(|w| (level(client, &w.place(Tier::Mem)), std::cmp::Reverse(w.free(t))));
         }
         if candidates.len() < count {
             return Err(ThawError::unavailable(format!(

@@ -1,0 +1,437 @@
+"""Runs a workload under each configuration, on one emulated (or real) cluster,
+and records what happened.
+
+A configuration is a migration setting (:data:`CONFIGS`): the cold baseline
+(policy none, pages dropped), inputs-in-RAM (every input migrated and held in
+memory before the run: the upper bound), ignem, dyrs, and dyrs with
+smallest-job-first priority. A scenario (:data:`SCENARIOS`) is the devices'
+condition: homogeneous, one slow node (persistent interference), or
+interference switching on and off.
+
+Per job, a submitter does what the papers' job-submitter hook does: at the
+job's submission time it calls ``migrate`` for the job's inputs (implicit
+eviction), submits the job's task graph to Dask, and calls ``evict`` when the
+last task ends. Lead-time is whatever the job spends waiting for task slots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..client import Client
+from . import tasks
+from .cluster import EmulatedCluster
+from .workloads import JobSpec
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    policy: str
+    priority: str | None = None
+    preload: bool = False  # inputs-in-RAM: all inputs migrated before the run
+    label: str = ""
+
+
+CONFIGS: dict[str, Config] = {
+    c.name: c
+    for c in [
+        Config("cold", "none", label="cold (policy none)"),
+        Config("ram", "dyrs", preload=True, label="inputs-in-RAM"),
+        Config("ignem", "ignem", label="Ignem"),
+        Config("dyrs", "dyrs", label="DYRS"),
+        Config("dyrs-sjf", "dyrs", "smallest-job-first", label="DYRS + smallest-job-first"),
+    ]
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Interference on the DISK tiers of some nodes: ``nodes`` (indices),
+    ``period`` seconds on and off (0: always on), ``alternate``: when several
+    nodes, one is on while the next is off (dyrs.txt Table II)."""
+
+    name: str
+    nodes: tuple[int, ...] = ()
+    period: float = 0.0
+    alternate: bool = False
+    streams: int = 2  # the paper's two dd readers
+    label: str = ""
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in [
+        Scenario("homogeneous", label="homogeneous"),
+        Scenario("slow-node", (0,), label="node 1: persistently active"),
+        Scenario("alt10", (0,), 10.0, label="node 1: alternates every 10 s"),
+        Scenario("alt20", (0,), 20.0, label="node 1: alternates every 20 s"),
+        Scenario("alt10x2", (0, 1), 10.0, True, label="nodes 1 and 2: alternate every 10 s"),
+        Scenario("alt20x2", (0, 1), 20.0, True, label="nodes 1 and 2: alternate every 20 s"),
+    ]
+}
+
+
+@dataclass
+class Split:
+    """One map task's input: a block of a part file and its DISK replica holders."""
+
+    path: str
+    offset: int
+    length: int
+    block: int
+    holders: list[str]
+
+
+def splits_of(client: Client, job: JobSpec) -> list[Split]:
+    out = []
+    for path in job.inputs:
+        for b in client.stat(path, blocks=True)["blocks"]:
+            holders = sorted({r["host"] for r in b["replicas"] if r["tier"] == "DISK"})
+            out.append(Split(path, b["offset"], b["length"], b["block_id"], holders))
+    return out
+
+
+class Sampler(threading.Thread):
+    """Samples every node's state (memory used, migration buffer, the migration
+    estimate of its disk, queue) every ``interval`` seconds."""
+
+    def __init__(self, client: Client, t0: float, interval: float = 0.25):
+        super().__init__(daemon=True, name="thaw-bench-sampler")
+        self.client, self.t0, self.interval = client, t0, interval
+        self.samples: list[dict[str, Any]] = []
+        self._stop_evt = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_evt.wait(self.interval):
+            with contextlib.suppress(Exception):
+                now = time.time() - self.t0
+                for w in self.client.status()["workers"]:
+                    mem = next((t for t in w["tiers"] if t["tier"] == "MEM"), {})
+                    m = w.get("migration") or {}
+                    disk = next((d for d in m.get("devices", []) if d["device"] == "disk"), {})
+                    dev = next((d for d in w.get("devices", []) if d["device"] == "disk"), {})
+                    self.samples.append(
+                        {
+                            "t": round(now, 3), "node": w["host"], "alive": w["alive"],
+                            "mem_used": mem.get("used", 0), "buffer_used": m.get("buffer_used", 0),
+                            "estimate_ns_per_byte": disk.get("ns_per_byte", 0.0), "queued": disk.get("queued", 0),
+                            "active": disk.get("active", 0), "interference": dev.get("interference_streams", 0),
+                        }
+                    )  # fmt: skip
+
+    def stop(self) -> None:
+        self._stop_evt.set()
+        self.join(5)
+
+
+class Interference(threading.Thread):
+    """Drives a :class:`Scenario`'s interference through ``Client.interfere``."""
+
+    def __init__(self, cluster: EmulatedCluster, scenario: Scenario, t0: float):
+        super().__init__(daemon=True, name="thaw-bench-interference")
+        self.cluster, self.scenario, self.t0 = cluster, scenario, t0
+        self.log: list[dict[str, Any]] = []
+        self._stop_evt = threading.Event()
+        self._on: dict[int, bool] = {}
+
+    def _set(self, ids: dict[str, int], node: int, on: bool) -> None:
+        if self._on.get(node) == on:
+            return
+        name = self.cluster.nodes[node].name
+        self.cluster.client().interfere(ids[name], "disk", on, self.scenario.streams)
+        self._on[node] = on
+        self.log.append({"t": round(time.time() - self.t0, 3), "node": name, "on": on})
+
+    def run(self) -> None:
+        s = self.scenario
+        if not s.nodes:
+            return
+        ids = self.cluster.worker_ids()
+        while not self._stop_evt.is_set():
+            phase = 0 if s.period <= 0 else int((time.time() - self.t0) // s.period)
+            for k, node in enumerate(s.nodes):
+                on = True if s.period <= 0 else (phase + (k if s.alternate else 0)) % 2 == 0
+                with contextlib.suppress(Exception):
+                    self._set(ids, node, on)
+            self._stop_evt.wait(0.05)
+
+    def stop(self) -> None:
+        self._stop_evt.set()
+        self.join(5)
+        ids = self.cluster.worker_ids()
+        for node in list(self._on):
+            with contextlib.suppress(Exception):
+                self._set(ids, node, False)
+
+
+class _JobRun:
+    def __init__(self, spec: JobSpec, splits: list[Split]):
+        self.spec, self.splits = spec, splits
+        self.submit = 0.0
+        self.end = 0.0
+        self.pending = 0
+        self.failed = 0
+        self.futures: list[Any] = []
+        self.migration: dict[str, Any] | None = None
+
+
+class Runner:
+    """Runs jobs on a Dask cluster (one worker per emulated node, named after it)
+    against the Thaw cluster, one configuration at a time."""
+
+    def __init__(self, cluster: EmulatedCluster, dask_client: Any, out_dir: Path):
+        self.cluster = cluster
+        self.dask = dask_client
+        self.out_dir = out_dir
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.workers = {info["name"]: addr for addr, info in dask_client.scheduler_info(n_workers=-1)["workers"].items()}
+
+    def run(
+        self,
+        jobs: list[JobSpec],
+        config: Config,
+        scenario: Scenario,
+        run_name: str,
+        timeout: float = 1800.0,
+        progress: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
+        say = progress or (lambda _m: None)
+        self.cluster.start(config.policy, config.priority)
+        dropped = self.cluster.drop_pages()
+        client = self.cluster.client()
+        splits = {j.name: splits_of(client, j) for j in jobs}
+        preload = None
+        if config.preload:
+            t = time.time()
+            paths = [p for j in jobs for p in j.inputs]
+            client.migrate(paths, job="inputs-in-ram", eviction="explicit", lease=timeout + 600)
+            info = client.wait_migrated("inputs-in-ram", timeout=timeout)
+            preload = {"seconds": round(time.time() - t, 3), "job": info}
+            say(f"  inputs in RAM: {info['blocks_in_memory']} blocks in {preload['seconds']:.1f}s")
+        log_dir = self.out_dir / f"{run_name}-tasks"
+        shutil.rmtree(log_dir, ignore_errors=True)
+        log_dir.mkdir(parents=True)
+        runs = {j.name: _JobRun(j, splits[j.name]) for j in jobs}
+        done_q: queue.Queue[_JobRun] = queue.Queue()
+        lock = threading.Lock()
+        t0 = time.time()
+        sampler = Sampler(client, t0)
+        sampler.start()
+        interference = Interference(self.cluster, scenario, t0)
+        interference.start()
+        evictor = threading.Thread(target=self._evict_loop, args=(client, done_q, config), daemon=True)
+        evictor.start()
+        try:
+            for jr in sorted(runs.values(), key=lambda r: r.spec.submit_at):
+                delay = t0 + jr.spec.submit_at - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                self._submit(jr, client, config, run_name, str(log_dir), t0, lock, done_q)
+            deadline = time.time() + timeout
+            while any(r.end == 0.0 for r in runs.values()):
+                if time.time() > deadline:
+                    raise TimeoutError(f"{run_name}: jobs still running after {timeout:.0f}s")
+                time.sleep(0.05)
+            wall = time.time() - t0
+        finally:
+            done_q.put(None)  # type: ignore[arg-type]
+            evictor.join(30)
+            interference.stop()
+            sampler.stop()
+        events = self._events(client)
+        task_log = _read_task_log(log_dir)
+        shutil.rmtree(log_dir, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            client.rm(f"/out/{run_name}", recursive=True)
+        ids = {v: k for k, v in self.cluster.worker_ids().items()}
+        return {
+            "run": run_name,
+            "config": config.name,
+            "config_label": config.label,
+            "scenario": scenario.name,
+            "scenario_label": scenario.label,
+            "policy": config.policy,
+            "priority": config.priority,
+            "wall_s": round(wall, 3),
+            "pages_dropped": dropped,
+            "preload": preload,
+            "jobs": [
+                {
+                    "job": r.spec.name, "kind": r.spec.kind, "submit": round(r.submit - t0, 4),
+                    "end": round(r.end - t0, 4), "duration": round(r.end - r.submit, 4),
+                    "input_bytes": r.spec.input_bytes, "shuffle_bytes": r.spec.shuffle_bytes,
+                    "output_bytes": r.spec.output_bytes, "maps": len(r.splits),
+                    "blocks": [s.block for s in r.splits], "failed_tasks": r.failed,
+                    "migration": r.migration, "trace": r.spec.trace,
+                }
+                for r in runs.values()
+            ],  # fmt: skip
+            "tasks": [dict(t, start=round(t["start"] - t0, 4), end=round(t["end"] - t0, 4),
+                           **({"read_end": round(t["read_end"] - t0, 4)} if "read_end" in t else {}))
+                      for t in task_log],  # fmt: skip
+            "samples": sampler.samples,
+            "interference": interference.log,
+            "migrations": [
+                dict(e, node=ids.get(e.get("worker_id"), str(e.get("worker_id"))),
+                     start=round(e["start_ms"] / 1000 - t0, 4), end=round(e["end_ms"] / 1000 - t0, 4))
+                for e in events
+            ],  # fmt: skip
+        }
+
+    def _submit(
+        self,
+        jr: _JobRun,
+        client: Client,
+        config: Config,
+        run: str,
+        log_dir: str,
+        t0: float,
+        lock: threading.Lock,
+        done_q: queue.Queue[_JobRun],
+    ) -> None:
+        spec = jr.spec
+        jr.submit = time.time()
+        if not config.preload and spec.inputs:
+            # The job-submitter hook: migrate at submission, evict at the end.
+            client.migrate(spec.inputs, job=spec.name, eviction="implicit", lease=3600)
+        master = self.cluster.master
+        nodes = len(self.cluster.nodes)
+        block_size = _block_size(client)
+        reducers = spec.reducers(block_size, nodes)
+        out = f"/out/{run}/{spec.name}"
+        maps = []
+        n = max(1, len(jr.splits))
+        shuffle_each = [spec.shuffle_bytes * s.length // max(1, spec.input_bytes) for s in jr.splits]
+        for i, s in enumerate(jr.splits):
+            output = None if reducers else (f"{out}/map-{i:05d}", spec.output_bytes // n)
+            maps.append(
+                self.dask.submit(
+                    tasks.map_task, master, spec.name, spec.kind, s.path, s.offset, s.length, s.block,
+                    shuffle_each[i], reducers, output, log_dir,
+                    key=f"{run}-{spec.name}-map-{i}", pure=False,
+                    workers=[self.workers[h] for h in s.holders if h in self.workers] or None,
+                    allow_other_workers=True,
+                )
+            )  # fmt: skip
+        if not jr.splits and spec.output_bytes:
+            # A job without input still writes its output (one map-only task).
+            maps.append(
+                self.dask.submit(tasks.reduce_task, master, spec.name, spec.kind, 0, (f"{out}/part-00000", spec.output_bytes),
+                                 log_dir, key=f"{run}-{spec.name}-write", pure=False)
+            )  # fmt: skip
+        final = maps
+        if reducers and jr.splits:
+            final = []
+            for r in range(reducers):
+                parts = [
+                    self.dask.submit(tasks.part, m, r, key=f"{run}-{spec.name}-part-{i}-{r}", pure=False)
+                    for i, m in enumerate(maps)
+                ]
+                size = spec.output_bytes // reducers
+                final.append(
+                    self.dask.submit(tasks.reduce_task, master, spec.name, spec.kind, r, (f"{out}/part-{r:05d}", size),
+                                     log_dir, *parts, key=f"{run}-{spec.name}-reduce-{r}", pure=False)
+                )  # fmt: skip
+        if not final:
+            jr.end = time.time()
+            done_q.put(jr)
+            return
+        with lock:
+            jr.pending = len(final)
+            jr.futures = final
+
+        def finished(fut: Any) -> None:
+            with lock:
+                if fut.status != "finished":
+                    jr.failed += 1
+                jr.pending -= 1
+                if jr.pending == 0:
+                    jr.end = time.time()
+                    jr.futures = []
+                    done_q.put(jr)
+
+        for f in final:
+            f.add_done_callback(finished)
+
+    def _evict_loop(self, client: Client, done_q: queue.Queue[_JobRun], config: Config) -> None:
+        while True:
+            jr = done_q.get()
+            if jr is None:
+                return
+            if config.preload or not jr.spec.inputs:
+                continue
+            with contextlib.suppress(Exception):
+                jr.migration = client.job(jr.spec.name)
+                client.evict(jr.spec.name)
+
+    def _events(self, client: Client) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        since = 0
+        while True:
+            page = client.migration_events(since, 10_000)
+            events += page["events"]
+            if not page["events"] or page["next"] == since:
+                return events
+            since = page["next"]
+
+
+_block_sizes: dict[str, int] = {}
+
+
+def _block_size(client: Client) -> int:
+    if client.master not in _block_sizes:
+        _block_sizes[client.master] = int(client.status()["default_block_size"])
+    return _block_sizes[client.master]
+
+
+def _read_task_log(log_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    for f in sorted(log_dir.glob("tasks-*.jsonl")):
+        for line in f.read_text().splitlines():
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+def start_dask(nodes: list[tuple[str, str]], slots: int) -> tuple[Any, Any]:
+    """A Dask cluster on loopback of one worker process per (node, rack), named
+    after the node, with ``slots`` threads (task slots) each. Its tasks' Thaw
+    clients take the node's position from ``THAW_HOST``/``THAW_RACK``. Returns
+    (cluster, client)."""
+    import dask
+    from distributed import Client as DaskClient
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    dask.config.set({"distributed.worker.daemon": False, "distributed.admin.tick.limit": "10s"})
+    workers = {
+        n: {
+            "cls": Nanny,
+            "options": {
+                "nthreads": slots, "name": n, "memory_limit": 0, "host": "127.0.0.1",
+                "env": {"THAW_HOST": n, "THAW_RACK": rack, "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"},
+            },
+        }
+        for n, rack in nodes
+    }  # fmt: skip
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": False}}
+    cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40)
+    client = DaskClient(cluster)
+    client.wait_for_workers(len(nodes), timeout=120)
+    return cluster, client
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
