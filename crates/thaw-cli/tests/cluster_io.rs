@@ -91,6 +91,35 @@ async fn local_memory_replicas_are_read_by_short_circuit_and_remote_ones_streame
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_positional_read_of_one_block_reads_only_that_block() {
+    // A map task reads one block of a file: the worker must serve exactly that
+    // block (no read-ahead of the next, no rest of the block past the range), or
+    // an emulated disk serves bytes nobody asked for and the job's accounting is off.
+    let c = start(ClusterOptions::workers(2)).await;
+    let bytes = data(4 << 20, 11);
+    let writer = c.client("h1", "r1");
+    writer.write_all("/ranged/file", &bytes, opts(WriteType::MustCache)).await.unwrap();
+    let far = c.client("h9", "r9").with_job("job-ranged");
+    let mut r = far.open("/ranged/file").await.unwrap();
+    let mut block = vec![0u8; 1 << 20];
+    assert_eq!(r.read_at(1 << 20, &mut block).await.unwrap(), 1 << 20);
+    assert_eq!(&block[..], &bytes[1 << 20..2 << 20]);
+    let mut small = vec![0u8; 1000];
+    assert_eq!(r.read_at((3 << 20) + 5, &mut small).await.unwrap(), 1000);
+    assert_eq!(&small[..], &bytes[(3 << 20) + 5..(3 << 20) + 1005]);
+    // Then a sequential reader: continuing reads stream on and read ahead.
+    let mut rest = vec![0u8; 2 << 20];
+    assert_eq!(r.read_at((3 << 20) + 1005, &mut rest).await.unwrap(), (1 << 20) - 1005);
+    drop(r);
+    let mut served = 0;
+    for i in 0..2 {
+        let stats = far.worker_stats(c.worker_addr(i)).await.unwrap();
+        served += stats.jobs.iter().filter(|j| j.job_id == "job-ranged").map(|j| j.bytes_read).sum::<u64>();
+    }
+    assert_eq!(served, (1 << 20) + (1 << 20) - 5, "the worker served bytes nobody asked for");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_placed_in_the_under_store_are_visible_and_cached_on_read() {
     let c = start(ClusterOptions::workers(3)).await;
     let big = data((2 << 20) + 123, 3);
@@ -218,10 +247,15 @@ async fn read_ahead_follows_sequential_reads_only() {
     assert_eq!(&buf[..], &big[10..110]);
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert!(!block_in_memory(1).await, "a random read filled the next block");
-    // Entering block 1 at its first byte reads ahead: block 2 fills.
+    // A positional read of 1000 bytes at block 1's start asks for nothing more.
     let mut first = vec![0u8; 1000];
     r.read_at(1 << 20, &mut first).await.unwrap();
     assert_eq!(&first[..], &big[1 << 20..(1 << 20) + 1000]);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!block_in_memory(2).await, "a ranged read filled the next block");
+    // Reading on from there is sequential: block 2 is read ahead and fills.
+    r.read_at((1 << 20) + 1000, &mut first).await.unwrap();
+    assert_eq!(&first[..], &big[(1 << 20) + 1000..(1 << 20) + 2000]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while !block_in_memory(2).await {
         assert!(std::time::Instant::now() < deadline, "a sequential read did not read ahead");

@@ -82,6 +82,14 @@ pub struct FileReader {
     /// The next block's stream, opened while the current one is read (read-ahead),
     /// so block boundaries cost no round trip and the worker never idles.
     ahead: Option<(usize, tokio::task::JoinHandle<Result<Source>>)>,
+    /// Where the current positional read ends, unless it continues the previous
+    /// read (a sequential reader): streams then ask for exactly its bytes and
+    /// nothing past it is read ahead, as HDFS's pread. A map task reading one
+    /// block of a file must not make the worker read (and a disk serve, and the
+    /// master count as read) the next one.
+    range_end: Option<u64>,
+    /// Where the last read ended.
+    last_end: Option<u64>,
 }
 
 const REFRESH_PAUSE: Duration = Duration::from_millis(200);
@@ -108,6 +116,8 @@ impl FileReader {
             stream_disk: HashSet::new(),
             stats: ReadStats::default(),
             ahead: None,
+            range_end: None,
+            last_end: None,
         })
     }
 
@@ -146,6 +156,12 @@ impl FileReader {
 
     /// Reads up to `buf.len()` bytes at the current position; 0 at the end.
     pub async fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        let n = self.read_some(buf).await?;
+        self.last_end = Some(self.pos);
+        Ok(n)
+    }
+
+    async fn read_some(&mut self, buf: &mut [u8]) -> Result<usize> {
         if self.pos >= self.info.length || buf.is_empty() {
             return Ok(0);
         }
@@ -201,6 +217,15 @@ impl FileReader {
         }
     }
 
+    /// The bytes of `block` a ranged read wants from the current position (0: a
+    /// sequential read takes the rest of the block).
+    fn range_length(&self, block: &BlockInfo) -> u64 {
+        match self.range_end {
+            Some(end) => end.min(block.offset + block.length).saturating_sub(self.pos),
+            None => 0,
+        }
+    }
+
     /// Opens the source of block `index` at the current position.
     async fn enter_block(&mut self, index: usize) -> Result<()> {
         let src = match self.take_ahead(index).await {
@@ -208,8 +233,12 @@ impl FileReader {
             None => self.open_source(index).await?,
         };
         // Entering a block at its first byte is what a sequential read looks like;
-        // a random read must not start streams or fills of blocks nobody asked for.
-        if self.pos == self.info.blocks[index].offset {
+        // a random read must not start streams or fills of blocks nobody asked for,
+        // nor a ranged read of blocks past its end.
+        let next = self.info.blocks.get(index + 1).map(|b| b.offset);
+        let wanted = next.is_some_and(|n| self.range_end.is_none_or(|end| end > n));
+        let sequential = self.pos == self.info.blocks[index].offset || self.last_end == Some(self.pos);
+        if wanted && sequential {
             self.read_ahead(index + 1);
         }
         self.source = Some(src);
@@ -233,7 +262,12 @@ impl FileReader {
             None => false,
         };
         if !current {
-            self.enter_block(index).await?;
+            // A mapping takes this block only: nothing to read ahead.
+            let block = &self.info.blocks[index];
+            self.range_end = Some(block.offset + block.length);
+            let entered = self.enter_block(index).await;
+            self.range_end = None;
+            entered?;
         }
         match &self.source {
             Some(Source::Local { file, len, .. }) => {
@@ -256,10 +290,20 @@ impl FileReader {
         Ok(done)
     }
 
-    /// Reads `buf.len()` bytes (fewer at the end) at `offset`.
+    /// Reads `buf.len()` bytes (fewer at the end) at `offset`. A read that does
+    /// not continue the previous one is ranged: it reads exactly its bytes.
     pub async fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let sequential = self.last_end == Some(offset);
         self.seek(offset);
-        self.read_exact_or_eof(buf).await
+        self.range_end = (!sequential).then_some(offset + buf.len() as u64);
+        let index = (offset / self.info.block_size.max(1)) as usize;
+        if sequential && index + 1 < self.info.blocks.len() {
+            // A sequential reader reading on inside a block: the next one next.
+            self.read_ahead(index + 1);
+        }
+        let r = self.read_exact_or_eof(buf).await;
+        self.range_end = None;
+        r
     }
 
     pub async fn read_to_end(&mut self, out: &mut Vec<u8>) -> Result<usize> {
@@ -288,6 +332,9 @@ impl FileReader {
     /// Starts opening block `index` from its first byte at the replica the normal
     /// path would try first (a remote one; local replicas need no read-ahead).
     fn read_ahead(&mut self, index: usize) {
+        if self.ahead.as_ref().is_some_and(|(i, _)| *i == index) {
+            return;
+        }
         if let Some((_, task)) = self.ahead.take() {
             task.abort();
         }
@@ -314,7 +361,7 @@ impl FileReader {
             None => return,
         };
         let client = self.client.clone();
-        let task = tokio::spawn(async move { open_stream(&client, &addr, &block, index, 0, ufs, kind).await });
+        let task = tokio::spawn(async move { open_stream(&client, &addr, &block, index, 0, 0, ufs, kind).await });
         self.ahead = Some((index, task));
     }
 
@@ -374,7 +421,8 @@ impl FileReader {
                     }
                 }
                 let kind = if r.tier == Tier::Mem as i32 { StreamKind::Mem } else { StreamKind::Disk };
-                match open_stream(&self.client, &r.data_address, &block, index, offset, None, kind).await {
+                let length = self.range_length(&block);
+                match open_stream(&self.client, &r.data_address, &block, index, offset, length, None, kind).await {
                     Ok(src) => return Ok(src),
                     Err(e) => {
                         tracing::debug!(worker = %r.data_address, error = %e, "replica unavailable");
@@ -396,9 +444,10 @@ impl FileReader {
                     if self.failed.contains(&w.data_address) {
                         continue;
                     }
+                    // Whole rest of the block: a read from its start fills the cache.
                     let source = Some(ufs.clone());
                     let kind = StreamKind::UnderStore;
-                    match open_stream(&self.client, &w.data_address, &block, index, offset, source, kind).await {
+                    match open_stream(&self.client, &w.data_address, &block, index, offset, 0, source, kind).await {
                         Ok(src) => return Ok(src),
                         Err(e) if e.kind == ErrorKind::DataLost => return Err(e),
                         Err(e) => {
@@ -503,12 +552,16 @@ fn read_local(file: &std::fs::File, tier: Tier, buf: &mut [u8], at: u64) -> Resu
 
 /// Opens a stream of block `index` from `offset` at worker `addr` (from a tier, or
 /// through from the under-store when `ufs` is given).
+/// Opens a stream of block `index` from `offset` (within the block), `length`
+/// bytes of it (0: to its end).
+#[allow(clippy::too_many_arguments)]
 async fn open_stream(
     client: &Client,
     addr: &str,
     block: &BlockInfo,
     index: usize,
     offset: u64,
+    length: u64,
     ufs: Option<UfsSource>,
     kind: StreamKind,
 ) -> Result<Source> {
@@ -516,17 +569,16 @@ async fn open_stream(
     let read = ReadBlockRequest {
         block_id: block.block_id,
         offset,
-        length: 0,
+        length,
         ufs,
         cache_tier: cfg.cache_on_read.map(|t| t as i32).unwrap_or(0),
     };
+    let want = if length == 0 { block.length - offset } else { length.min(block.length - offset) };
     let (sock, resp) = client.pool().call(addr, &request(&cfg.job_id, data_request::Request::ReadBlock(read))).await?;
-    if resp.length != block.length - offset {
+    if resp.length != want {
         return Err(ThawError::internal(format!(
-            "worker {addr} offers {} bytes of block {}, expected {}",
-            resp.length,
-            block.block_id,
-            block.length - offset
+            "worker {addr} offers {} bytes of block {}, expected {want}",
+            resp.length, block.block_id,
         )));
     }
     let kind = if resp.from_ufs {
@@ -542,7 +594,7 @@ async fn open_stream(
         index,
         sock,
         pos: block.offset + offset,
-        end: block.offset + block.length,
+        end: block.offset + offset + want,
         addr: addr.to_string(),
         kind,
     })
