@@ -59,19 +59,19 @@ class ClusterSpec:
     """The emulated cluster. Sizes take units ("512MiB") or bytes.
 
     Defaults follow the scaling in BENCHMARKS.md: 7 nodes on 2 racks like the
-    papers' clusters, a 20 MiB/s disk per node and 512 KiB blocks (the papers'
-    64-128 MB blocks over ~120 MB/s disks, scaled by 1/128 in size and time so
-    a block takes ~25 ms from disk against ~1 ms from memory), 2 task slots per
-    node, heartbeats every 200 ms.
+    papers' clusters, 2 task slots per node, 1 MiB blocks on a 12 MiB/s disk
+    per node (a block takes ~85 ms from disk against a few ms from memory,
+    about the papers' ratio for a map task), heartbeats every 200 ms (a few
+    block times, as the papers' 3 s heartbeats over 0.5-1 s block reads).
     """
 
     nodes: int = 7
     racks: int = 2
     slots: int = 2
-    disk: str = "20MiB/s"
+    disk: str = "12MiB/s"
     penalty: float = 0.3
-    block_size: str = "512KiB"
-    mem_capacity: str = "768MiB"
+    block_size: str = "1MiB"
+    mem_capacity: str = "512MiB"
     disk_capacity: str = "8GiB"
     heartbeat_ms: int = 200
     worker_timeout_ms: int = 5000
@@ -80,7 +80,9 @@ class ClusterSpec:
     node_disks: dict[int, str] = field(default_factory=dict)
 
     def node(self, i: int) -> NodeSpec:
-        return NodeSpec(f"node{i}", f"rack{i % max(1, self.racks)}", self.node_disks.get(i, self.disk), self.penalty)
+        return NodeSpec(
+            f"node{i}", f"rack{i % max(1, self.racks)}", self.node_disks.get(i, self.disk), self.penalty
+        )
 
 
 class EmulatedCluster:
@@ -88,7 +90,9 @@ class EmulatedCluster:
     :meth:`start` with a policy, :meth:`stop`, and :meth:`start` again with
     another; ``close`` removes everything."""
 
-    def __init__(self, spec: ClusterSpec, root: str | os.PathLike[str] | None = None, binary: str | None = None):
+    def __init__(
+        self, spec: ClusterSpec, root: str | os.PathLike[str] | None = None, binary: str | None = None
+    ):
         self.spec = spec
         self.binary = binary or find_binary()
         self._own_root = root is None
@@ -113,7 +117,7 @@ class EmulatedCluster:
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before exec
+            preexec_fn=_die_with_parent,  # only prctl, before exec
         )
         self._procs.append((name, proc, log))
         return proc, log

@@ -123,12 +123,17 @@ class Sampler(threading.Thread):
                     dev = next((d for d in w.get("devices", []) if d["device"] == "disk"), {})
                     self.samples.append(
                         {
-                            "t": round(now, 3), "node": w["host"], "alive": w["alive"],
-                            "mem_used": mem.get("used", 0), "buffer_used": m.get("buffer_used", 0),
-                            "estimate_ns_per_byte": disk.get("ns_per_byte", 0.0), "queued": disk.get("queued", 0),
-                            "active": disk.get("active", 0), "interference": dev.get("interference_streams", 0),
+                            "t": round(now, 3),
+                            "node": w["host"],
+                            "alive": w["alive"],
+                            "mem_used": mem.get("used", 0),
+                            "buffer_used": m.get("buffer_used", 0),
+                            "estimate_ns_per_byte": disk.get("ns_per_byte", 0.0),
+                            "queued": disk.get("queued", 0),
+                            "active": disk.get("active", 0),
+                            "interference": dev.get("interference_streams", 0),
                         }
-                    )  # fmt: skip
+                    )
 
     def stop(self) -> None:
         self._stop_evt.set()
@@ -179,11 +184,13 @@ class _JobRun:
     def __init__(self, spec: JobSpec, splits: list[Split]):
         self.spec, self.splits = spec, splits
         self.submit = 0.0
+        self.graph_submit = 0.0
         self.end = 0.0
         self.pending = 0
         self.failed = 0
         self.futures: list[Any] = []
         self.migration: dict[str, Any] | None = None
+        self.stats: dict[str, Any] | None = None
 
 
 class Runner:
@@ -195,7 +202,9 @@ class Runner:
         self.dask = dask_client
         self.out_dir = out_dir
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.workers = {info["name"]: addr for addr, info in dask_client.scheduler_info(n_workers=-1)["workers"].items()}
+        self.workers = {
+            info["name"]: addr for addr, info in dask_client.scheduler_info(n_workers=-1)["workers"].items()
+        }
 
     def run(
         self,
@@ -237,7 +246,7 @@ class Runner:
                 delay = t0 + jr.spec.submit_at - time.time()
                 if delay > 0:
                     time.sleep(delay)
-                self._submit(jr, client, config, run_name, str(log_dir), t0, lock, done_q)
+                self._submit(jr, client, config, run_name, str(log_dir), lock, done_q)
             deadline = time.time() + timeout
             while any(r.end == 0.0 for r in runs.values()):
                 if time.time() > deadline:
@@ -268,25 +277,46 @@ class Runner:
             "preload": preload,
             "jobs": [
                 {
-                    "job": r.spec.name, "kind": r.spec.kind, "submit": round(r.submit - t0, 4),
-                    "end": round(r.end - t0, 4), "duration": round(r.end - r.submit, 4),
-                    "input_bytes": r.spec.input_bytes, "shuffle_bytes": r.spec.shuffle_bytes,
-                    "output_bytes": r.spec.output_bytes, "maps": len(r.splits),
-                    "blocks": [s.block for s in r.splits], "failed_tasks": r.failed,
-                    "migration": r.migration, "trace": r.spec.trace,
+                    "job": r.spec.name,
+                    "kind": r.spec.kind,
+                    "submit": round(r.submit - t0, 4),
+                    "end": round(r.end - t0, 4),
+                    "duration": round(r.end - r.submit, 4),
+                    "input_bytes": r.spec.input_bytes,
+                    "shuffle_bytes": r.spec.shuffle_bytes,
+                    "output_bytes": r.spec.output_bytes,
+                    "maps": len(r.splits),
+                    "blocks": [s.block for s in r.splits],
+                    "failed_tasks": r.failed,
+                    "migration": r.migration,
+                    "worker_stats": r.stats,
+                    "trace": r.spec.trace,
+                    "variant": r.spec.variant,
+                    "lead_time_added": r.spec.lead_time,
+                    "graph_submit": round(r.graph_submit - t0, 4),
                 }
                 for r in runs.values()
-            ],  # fmt: skip
-            "tasks": [dict(t, start=round(t["start"] - t0, 4), end=round(t["end"] - t0, 4),
-                           **({"read_end": round(t["read_end"] - t0, 4)} if "read_end" in t else {}))
-                      for t in task_log],  # fmt: skip
+            ],
+            "tasks": [
+                dict(
+                    t,
+                    start=round(t["start"] - t0, 4),
+                    end=round(t["end"] - t0, 4),
+                    **({"read_end": round(t["read_end"] - t0, 4)} if "read_end" in t else {}),
+                )
+                for t in task_log
+            ],
             "samples": sampler.samples,
             "interference": interference.log,
             "migrations": [
-                dict(e, node=ids.get(e.get("worker_id"), str(e.get("worker_id"))),
-                     start=round(e["start_ms"] / 1000 - t0, 4), end=round(e["end_ms"] / 1000 - t0, 4))
+                dict(
+                    e,
+                    node=ids.get(e.get("worker_id"), str(e.get("worker_id"))),
+                    start=round(e["start_ms"] / 1000 - t0, 4),
+                    end=round(e["end_ms"] / 1000 - t0, 4),
+                )
                 for e in events
-            ],  # fmt: skip
+            ],
         }
 
     def _submit(
@@ -296,7 +326,6 @@ class Runner:
         config: Config,
         run: str,
         log_dir: str,
-        t0: float,
         lock: threading.Lock,
         done_q: queue.Queue[_JobRun],
     ) -> None:
@@ -305,6 +334,29 @@ class Runner:
         if not config.preload and spec.inputs:
             # The job-submitter hook: migrate at submission, evict at the end.
             client.migrate(spec.inputs, job=spec.name, eviction="implicit", lease=3600)
+        if spec.lead_time > 0:
+            timer = threading.Timer(
+                spec.lead_time, self._submit_graph, (jr, client, run, log_dir, lock, done_q)
+            )
+            timer.daemon = True
+            timer.start()
+        else:
+            self._submit_graph(jr, client, run, log_dir, lock, done_q)
+
+    def _submit_graph(
+        self,
+        jr: _JobRun,
+        client: Client,
+        run: str,
+        log_dir: str,
+        lock: threading.Lock,
+        done_q: queue.Queue[_JobRun],
+    ) -> None:
+        """Submits the job's tasks: a map per input block (preferring the nodes
+        that hold a replica, as HDFS locality does), then, if the job shuffles,
+        reducers fed by one shuffle part of every map."""
+        spec = jr.spec
+        jr.graph_submit = time.time()
         master = self.cluster.master
         nodes = len(self.cluster.nodes)
         block_size = _block_size(client)
@@ -326,9 +378,12 @@ class Runner:
             )  # fmt: skip
         if not jr.splits and spec.output_bytes:
             # A job without input still writes its output (one map-only task).
+            output = (f"{out}/part-00000", spec.output_bytes)
             maps.append(
-                self.dask.submit(tasks.reduce_task, master, spec.name, spec.kind, 0, (f"{out}/part-00000", spec.output_bytes),
-                                 log_dir, key=f"{run}-{spec.name}-write", pure=False)
+                self.dask.submit(
+                    tasks.reduce_task, master, spec.name, spec.kind, 0, output, log_dir,
+                    key=f"{run}-{spec.name}-write", pure=False,
+                )
             )  # fmt: skip
         final = maps
         if reducers and jr.splits:
@@ -338,10 +393,12 @@ class Runner:
                     self.dask.submit(tasks.part, m, r, key=f"{run}-{spec.name}-part-{i}-{r}", pure=False)
                     for i, m in enumerate(maps)
                 ]
-                size = spec.output_bytes // reducers
+                output = (f"{out}/part-{r:05d}", spec.output_bytes // reducers)
                 final.append(
-                    self.dask.submit(tasks.reduce_task, master, spec.name, spec.kind, r, (f"{out}/part-{r:05d}", size),
-                                     log_dir, *parts, key=f"{run}-{spec.name}-reduce-{r}", pure=False)
+                    self.dask.submit(
+                        tasks.reduce_task, master, spec.name, spec.kind, r, output, log_dir, *parts,
+                        key=f"{run}-{spec.name}-reduce-{r}", pure=False,
+                    )
                 )  # fmt: skip
         if not final:
             jr.end = time.time()
@@ -369,6 +426,10 @@ class Runner:
             jr = done_q.get()
             if jr is None:
                 return
+            with contextlib.suppress(Exception):
+                # What the workers saw of the job (the accounting cross-check).
+                stats = client.job_stats(jr.spec.name)
+                jr.stats = {k: v for k, v in stats.items() if k != "workers"}
             if config.preload or not jr.spec.inputs:
                 continue
             with contextlib.suppress(Exception):

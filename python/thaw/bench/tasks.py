@@ -122,7 +122,9 @@ def part(parts: list[Any] | None, r: int) -> Any:
     return parts[r]
 
 
-def reduce_task(master: str, job: str, kind: str, r: int, output: tuple[str, int], log_dir: str, *parts: Any) -> int:
+def reduce_task(
+    master: str, job: str, kind: str, r: int, output: tuple[str, int], log_dir: str, *parts: Any
+) -> int:
     """Merges the shuffle parts of reducer ``r`` and writes its output file."""
     node = _node()
     start = time.time()

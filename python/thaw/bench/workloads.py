@@ -46,6 +46,11 @@ class JobSpec:
     output_bytes: int
     inputs: list[str] = field(default_factory=list)  # Thaw paths of the input parts
     trace: dict[str, Any] = field(default_factory=dict)  # the unscaled trace line
+    #: Lead-time added on purpose (dyrs.txt V-F4): the submitter calls migrate,
+    #: then submits the job's tasks this many seconds later.
+    lead_time: float = 0.0
+    #: A label for single-job sweeps ("256MiB, +5s").
+    variant: str = ""
 
     def reducers(self, block_size: int, nodes: int) -> int:
         """Reduce tasks: one per 8 blocks of shuffle, at most two per node (Tez
@@ -75,10 +80,13 @@ def swim_jobs(
     jobs: int = 200,
     byte_scale: float = 1 / 128,
     time_scale: float = 1 / 100,
+    write_scale: float = 1.0,
 ) -> list[JobSpec]:
     """The first ``jobs`` jobs of a SWIM trace (columns: job id, submit time s,
     gap s, input, shuffle, output bytes), sizes times ``byte_scale``, submission
-    times times ``time_scale``, the first job at 0."""
+    times times ``time_scale``, the first job at 0. Shuffle and output bytes are
+    scaled by ``write_scale`` more (this machine's two cores emulate seven nodes'
+    CPUs; the papers' shuffles and writes ran on 48)."""
     out: list[JobSpec] = []
     t0: float | None = None
     for line in Path(find_trace(str(trace))).read_text().splitlines():
@@ -87,7 +95,10 @@ def swim_jobs(
             continue
         jid, submit, _gap, inp, shuf, outp = cols[:6]
         t0 = float(submit) if t0 is None else t0
-        scaled = [int(round(float(x) * byte_scale)) for x in (inp, shuf, outp)]
+        scaled = [
+            round(float(x) * byte_scale * k)
+            for x, k in ((inp, 1.0), (shuf, write_scale), (outp, write_scale))
+        ]
         # A job that reads anything reads at least a byte after scaling.
         scaled = [max(1, s) if float(x) > 0 else 0 for s, x in zip(scaled, (inp, shuf, outp), strict=True)]
         out.append(
@@ -98,7 +109,13 @@ def swim_jobs(
                 input_bytes=scaled[0],
                 shuffle_bytes=scaled[1],
                 output_bytes=scaled[2],
-                trace={"id": jid, "submit": float(submit), "input": float(inp), "shuffle": float(shuf), "output": float(outp)},
+                trace={
+                    "id": jid,
+                    "submit": float(submit),
+                    "input": float(inp),
+                    "shuffle": float(shuf),
+                    "output": float(outp),
+                },
             )
         )
         if len(out) >= jobs:
@@ -106,13 +123,16 @@ def swim_jobs(
     return out
 
 
-def single_job(kind: str, size: int, name: str | None = None, submit_at: float = 0.0) -> JobSpec:
+def single_job(
+    kind: str, size: int, name: str | None = None, submit_at: float = 0.0, lead_time: float = 0.0
+) -> JobSpec:
     """A standalone sort or wordcount job over ``size`` input bytes."""
+    name = name or f"{kind}-{size}"
     if kind == "sort":
-        return JobSpec(name or f"sort-{size}", "sort", submit_at, size, size, size)
+        return JobSpec(name, "sort", submit_at, size, size, size, lead_time=lead_time)
     if kind == "wordcount":
         # Counts are a small fraction of the text (the paper's corpus: ~2%).
-        return JobSpec(name or f"wordcount-{size}", "wordcount", submit_at, size, size // 50, size // 100)
+        return JobSpec(name, "wordcount", submit_at, size, size // 50, size // 100, lead_time=lead_time)
     raise ValueError(f"unknown job kind {kind!r}: expected sort or wordcount")
 
 
@@ -148,7 +168,9 @@ def _content(kind: str, size: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
-def place_inputs(client: Client, jobs: list[JobSpec], block_size: int, nodes: list[str], root: str = "/inputs") -> int:
+def place_inputs(
+    client: Client, jobs: list[JobSpec], block_size: int, nodes: list[str], root: str = "/inputs"
+) -> int:
     """Writes every job's input as part files of :data:`PART_BLOCKS` blocks, 3
     replicas each on DISK tiers, the writer's node rotating; fills
     ``JobSpec.inputs``. Returns the bytes written (once, not per replica)."""
@@ -166,7 +188,9 @@ def place_inputs(client: Client, jobs: list[JobSpec], block_size: int, nodes: li
             k += 1
             writer = Client(client.master, host=host)
             data = _content(job.kind, n, seed=zlib.crc32(f"{job.name}/{i}".encode()))
-            with writer.open(path, "wb", write_type=f"replicated:{min(3, len(nodes))}", block_size=block_size) as f:
+            with writer.open(
+                path, "wb", write_type=f"replicated:{min(3, len(nodes))}", block_size=block_size
+            ) as f:
                 f.write(data)
             job.inputs.append(path)
             written += n
