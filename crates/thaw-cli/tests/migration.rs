@@ -457,3 +457,45 @@ async fn a_file_renamed_while_its_blocks_wait_is_migrated_from_its_new_path() {
     assert_eq!(sha(&got), sha(&bytes));
     assert_eq!(r.stats().remote_mem, bytes.len() as u64, "{:?}", r.stats());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_of_a_block_under_migration_waits_for_it_instead_of_reading_the_disk_again() {
+    // Two holders of a one-block file on slow disks (1 MiB at 2 MiB/s: 500 ms).
+    let mut o = ClusterOptions::workers(2);
+    for w in o.workers.iter_mut() {
+        w.device_model = Some("disk=2MiB/s".into());
+    }
+    o.master_args = vec!["--migration-policy".into(), "dyrs".into()];
+    let c = start(o).await;
+    let bytes = data(1 << 20, 9);
+    let writer = c.client("h0", "r0");
+    writer.write_all("/m/f", &bytes, WriteOptions { replication: 2, ..opts(WriteType::ReplicatedDisk) }).await.unwrap();
+    let client = c.remote_client();
+    client.migrate("j", &paths(&["/m/f"]), EvictionMode::Explicit, None).await.unwrap();
+    // Wait until the master has heard that a worker is copying the block.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = client.cluster_status().await.unwrap();
+        let active = status.workers.iter().filter_map(|w| w.migration.as_ref());
+        if active.flat_map(|m| &m.devices).any(|d| d.device == "disk" && d.active > 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no migration started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A reader far from both: the master sends it to the migrating worker,
+    // which serves the block from memory once the copy lands.
+    let reader = c.client("h9", "r9").with_job("reader");
+    let mut r = reader.open("/m/f").await.unwrap();
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.unwrap();
+    assert_eq!(sha(&got), sha(&bytes));
+    assert_eq!(r.stats().remote_mem, bytes.len() as u64, "read from disk beside the migration: {:?}", r.stats());
+    // One disk read of the block in all: the migration's.
+    let mut from_disks = 0;
+    for i in 0..2 {
+        let s = client.worker_stats(c.worker_addr(i)).await.unwrap();
+        from_disks += s.devices.iter().filter(|d| d.device == "disk").map(|d| d.bytes_read).sum::<u64>();
+    }
+    assert_eq!(from_disks, bytes.len() as u64);
+}

@@ -236,9 +236,18 @@ impl Master {
         for index in 0..n {
             let bid = block_id(r.id, index);
             let length = block_length(r.length, r.block_size, index);
-            let replicas = st.cluster.ordered_replicas(bid, client);
+            let mut replicas = st.cluster.ordered_replicas(bid, client);
             if replicas.iter().any(|x| x.tier == Tier::Mem as i32) {
                 info.in_memory_bytes += length;
+            } else if let Some(w) = st.migrations.disk_migration_worker(bid) {
+                // A block on its way into memory: read it at the worker moving it,
+                // which serves it from memory once the copy lands (or drops the
+                // queued copy and reads its disk once), instead of a second disk
+                // reading the same block alongside the migration.
+                if let Some(i) = replicas.iter().position(|x| x.worker_id == w && x.tier == Tier::Disk as i32) {
+                    let r = replicas.remove(i);
+                    replicas.insert(0, r);
+                }
             }
             if replicas.is_empty() && !r.persisted {
                 info.lost = true;

@@ -987,6 +987,19 @@ impl Migrations {
         }
     }
 
+    /// The worker copying a block from its DISK tier right now (as of its last
+    /// heartbeat).
+    pub fn disk_migration_worker(&self, block: u64) -> Option<u64> {
+        match self.migrations.get(&block)?.state {
+            State::Bound { worker, device: Device::Disk }
+                if self.workers.get(&worker).is_some_and(|l| l.report.active_blocks.contains(&block)) =>
+            {
+                Some(worker)
+            }
+            _ => None,
+        }
+    }
+
     pub fn is_bound(&self, block: u64) -> bool {
         matches!(self.migrations.get(&block).map(|m| m.state), Some(State::Bound { .. }))
     }

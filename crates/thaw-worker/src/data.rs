@@ -170,6 +170,7 @@ async fn read_block(
     req: ReadBlockRequest,
     sent: &mut bool,
 ) -> Result<()> {
+    w.join_migration(req.block_id).await;
     if serve_stored(w, sock, job, &req, false, sent).await? {
         return Ok(());
     }

@@ -474,8 +474,9 @@ impl Migrator {
         } else {
             Vec::new()
         };
+        let active_blocks: Vec<u64> = st.active.values().map(|a| a.task.block).collect();
         let mut migrating_blocks: Vec<u64> = st.queued.keys().copied().collect();
-        migrating_blocks.extend(st.active.values().map(|a| a.task.block));
+        migrating_blocks.extend(&active_blocks);
         let report = WorkerMigrationReport {
             sources,
             buffer_used: st.used,
@@ -484,6 +485,7 @@ impl Migrator {
             referenced_jobs,
             referenced_blocks: st.held.len() as u64,
             migrating_blocks,
+            active_blocks,
         };
         let older = std::mem::take(&mut st.recent_reads[0]);
         st.recent_reads[1] = older;
