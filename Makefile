@@ -1,5 +1,5 @@
 # The two commands of the README.
-.PHONY: demo test build bench bench-python
+.PHONY: demo test build bench bench-python bench-paper
 
 build:
 	./scripts/ensure-toolchain.sh
@@ -23,3 +23,10 @@ bench: build
 bench-python:
 	./scripts/python-env.sh release
 	.venv/bin/python python/bench/read_parquet.py --size 1GiB --repeats 5 --out bench-out/python-parquet.json | tee bench-out/python-parquet.txt
+
+# The papers' experiments, reduced (under 30 minutes here): SWIM, sort, wordcount,
+# interference patterns and TPC-H on an emulated 7-node cluster, every
+# configuration side by side; reports and figures under bench-out/paper/.
+bench-paper:
+	./scripts/python-env.sh release
+	.venv/bin/python -m thaw.bench paper --out bench-out/paper
