@@ -389,10 +389,14 @@ class Runner:
         if reducers and jr.splits:
             final = []
             for r in range(reducers):
-                parts = [
-                    self.dask.submit(tasks.part, m, r, key=f"{run}-{spec.name}-part-{i}-{r}", pure=False)
-                    for i, m in enumerate(maps)
-                ]
+                parts = (
+                    maps
+                    if reducers == 1
+                    else [
+                        self.dask.submit(tasks.part, m, r, key=f"{run}-{spec.name}-part-{i}-{r}", pure=False)
+                        for i, m in enumerate(maps)
+                    ]
+                )
                 output = (f"{out}/part-{r:05d}", spec.output_bytes // reducers)
                 final.append(
                     self.dask.submit(

@@ -78,7 +78,8 @@ def map_task(
     log_dir: str,
 ) -> list[Any] | None:
     """Reads one input block and does the job's map work. Returns one shuffle
-    part per reducer (None for a map-only job, which writes ``output`` itself)."""
+    part per reducer (the part itself with one reducer; None for a map-only job,
+    which writes ``output`` itself)."""
     node = _node()
     start = time.time()
     client = Client(master, job, read_cache="none")
@@ -102,6 +103,9 @@ def map_task(
         zlib.crc32(data)
         if reducers:
             parts = [_synthetic(n) for n in _split(shuffle_bytes, reducers)]
+    if parts is not None and reducers == 1:
+        # One reducer takes the whole map output: no per-reducer split task.
+        parts = parts[0]
     if output is not None and output[1] > 0:
         Client(master, job).write_bytes(output[0], _synthetic(output[1]), write_type="through")
     end = time.time()

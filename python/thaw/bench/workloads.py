@@ -53,11 +53,13 @@ class JobSpec:
     variant: str = ""
 
     def reducers(self, block_size: int, nodes: int) -> int:
-        """Reduce tasks: one per 8 blocks of shuffle, at most two per node (Tez
-        sizes reducers by shuffle bytes); none for a job without shuffle."""
+        """Reduce tasks: one per 32 blocks of shuffle, at most one per node (Tez
+        sizes reducers by shuffle bytes); none for a job without shuffle. Few:
+        each (map, reducer) pair is a Dask task, and the two cores running the
+        whole emulated cluster must not spend themselves on task bookkeeping."""
         if self.shuffle_bytes <= 0:
             return 0
-        return max(1, min(2 * nodes, math.ceil(self.shuffle_bytes / (8 * block_size))))
+        return max(1, min(nodes, math.ceil(self.shuffle_bytes / (32 * block_size))))
 
 
 def find_trace(name: str = DEFAULT_TRACE) -> Path:
