@@ -100,6 +100,11 @@ pub struct BufferArgs {
     /// long without touching it, milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub implicit_eviction_delay_ms: u64,
+    /// How migrations read an emulated disk: idle (only while no job reads it,
+    /// so they never slow running jobs) or normal (a stream like any other, as
+    /// in the papers).
+    #[arg(long, default_value = "idle", value_parser = ["idle", "normal"])]
+    pub migration_io: String,
 }
 
 impl Default for PlannerArgs {
@@ -110,7 +115,7 @@ impl Default for PlannerArgs {
 
 impl Default for BufferArgs {
     fn default() -> Self {
-        BufferArgs { migration_buffer: None, implicit_eviction_delay_ms: 2000 }
+        BufferArgs { migration_buffer: None, implicit_eviction_delay_ms: 2000, migration_io: "idle".into() }
     }
 }
 
@@ -119,6 +124,7 @@ impl BufferArgs {
         MigrationConfig {
             buffer_limit: self.migration_buffer,
             implicit_delay: Duration::from_millis(self.implicit_eviction_delay_ms),
+            background_io: self.migration_io == "idle",
             ..Default::default()
         }
     }

@@ -33,6 +33,11 @@ use tokio::time::Instant;
 /// turns, so the share is fair by bytes when callers read at least a slice at a
 /// time (every worker read path reads 4 MiB chunks).
 const SLICE: u64 = 1 << 20;
+/// Background slices are smaller, so a foreground read that arrives waits at
+/// most one of them (a request already at the disk).
+const BACKGROUND_SLICE: u64 = 256 << 10;
+/// How often a background read waiting for the foreground looks again.
+const BACKGROUND_POLL: Duration = Duration::from_millis(2);
 
 /// A stream that comes back for its next slice at most this late still
 /// continues from the device clock: timers fire up to a millisecond late, and a
@@ -186,6 +191,10 @@ struct State {
     clock: Option<Instant>,
     /// Real streams open.
     active: u32,
+    /// Background (idle-class) streams open: migrations.
+    background: u32,
+    /// End of the last background slot.
+    background_until: Option<Instant>,
     /// Synthetic streams running.
     interference: u32,
     bytes_read: u64,
@@ -221,16 +230,37 @@ impl Device {
     /// A read of the device: one concurrent stream until dropped.
     pub fn open_stream(self: &Arc<Self>) -> DeviceStream {
         self.lock().active += 1;
-        DeviceStream { device: self.clone(), last_end: None }
+        DeviceStream { device: self.clone(), last_end: None, background: false }
     }
 
-    /// Hands out the next slot of device time for `bytes` and returns its end.
+    /// A background read (a migration), as in the idle I/O class of Linux's
+    /// schedulers: it gets device time only while no foreground read of this
+    /// worker is open, so migration uses residual bandwidth and never slows
+    /// the reads of running jobs (the do-not-harm rule, applied to the disk).
+    /// Synthetic interference is not waited for (another tenant's `dd`s share
+    /// the disk with migrations, as in dyrs.txt V-C).
+    pub fn open_background_stream(self: &Arc<Self>) -> DeviceStream {
+        self.lock().background += 1;
+        DeviceStream { device: self.clone(), last_end: None, background: true }
+    }
+
+    /// Hands out the next slot of device time for `bytes` and returns its end;
+    /// `None` for a background slot while foreground reads are open.
     /// `last_end`: the end of the caller's previous slot; if the device did
     /// nothing else since, it read ahead for the caller (see [`READ_AHEAD`]).
-    fn reserve(&self, bytes: u64, real: bool, last_end: Option<Instant>) -> Instant {
+    fn reserve(&self, bytes: u64, real: bool, last_end: Option<Instant>, background: bool) -> Option<Instant> {
         let now = Instant::now();
         let mut st = self.lock();
-        let streams = st.active + st.interference;
+        if background && st.active > 0 {
+            return None;
+        }
+        let streams = if background {
+            st.background + st.interference
+        } else {
+            // A background slot in flight still holds the head.
+            let bg = u32::from(st.background_until.is_some_and(|t| t > now));
+            st.active + st.interference + bg
+        };
         let ahead = self.model.cost(READ_AHEAD, 1);
         let start = match st.clock {
             Some(c) if c + SLACK >= now => c,
@@ -239,10 +269,13 @@ impl Device {
         };
         let end = start + self.model.cost(bytes, streams);
         st.clock = Some(end);
+        if background {
+            st.background_until = Some(end);
+        }
         if real {
             st.bytes_read += bytes;
         }
-        end
+        Some(end)
     }
 
     /// Runs `streams` synthetic readers that keep the device busy (0: none). They
@@ -268,7 +301,7 @@ impl Device {
             device: self.kind.name().to_string(),
             bandwidth: self.model.bandwidth,
             penalty: self.model.penalty,
-            active_streams: st.active,
+            active_streams: st.active + st.background,
             interference_streams: st.interference,
             bytes_read: st.bytes_read,
         }
@@ -288,7 +321,7 @@ impl Drop for Device {
 async fn jam(device: Weak<Device>) {
     loop {
         let Some(d) = device.upgrade() else { return };
-        let end = d.reserve(SLICE, false, None);
+        let end = d.reserve(SLICE, false, None, false).expect("foreground slots are always handed out");
         drop(d);
         tokio::time::sleep_until(end).await;
     }
@@ -300,15 +333,20 @@ pub struct DeviceStream {
     device: Arc<Device>,
     /// The end of this stream's last slot.
     last_end: Option<Instant>,
+    background: bool,
 }
 
 impl DeviceStream {
     /// Waits for the device time that reading `bytes` costs now.
     pub async fn consume(&mut self, bytes: u64) {
+        let slice = if self.background { BACKGROUND_SLICE } else { SLICE };
         let mut left = bytes;
         while left > 0 {
-            let k = left.min(SLICE);
-            let end = self.device.reserve(k, true, self.last_end);
+            let k = left.min(slice);
+            let Some(end) = self.device.reserve(k, true, self.last_end, self.background) else {
+                tokio::time::sleep(BACKGROUND_POLL).await;
+                continue;
+            };
             self.last_end = Some(end);
             tokio::time::sleep_until(end).await;
             left -= k;
@@ -319,7 +357,11 @@ impl DeviceStream {
 impl Drop for DeviceStream {
     fn drop(&mut self) {
         let mut st = self.device.lock();
-        st.active = st.active.saturating_sub(1);
+        if self.background {
+            st.background = st.background.saturating_sub(1);
+        } else {
+            st.active = st.active.saturating_sub(1);
+        }
     }
 }
 
@@ -373,6 +415,35 @@ mod tests {
         let t1 = Instant::now();
         d.open_stream().consume(10 * MIB).await;
         assert!(close(t1.elapsed(), Duration::from_secs(1)), "{:?}", t1.elapsed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_background_read_yields_to_foreground_reads_and_uses_the_rest() {
+        // 10 MiB/s, penalty 0.5. A migration (background) and a job's read
+        // (foreground) of 10 MiB each, started together: the job's read takes
+        // what it takes alone (plus at most one background slice already at the
+        // disk), the migration runs in the time left over.
+        let d = device(10 * MIB, 0.5);
+        let t0 = Instant::now();
+        let mut bg = d.open_background_stream();
+        let migration = tokio::spawn(async move {
+            bg.consume(10 * MIB).await;
+            t0.elapsed()
+        });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let mut fg = d.open_stream();
+        assert_eq!(d.state().active_streams, 2);
+        fg.consume(10 * MIB).await;
+        let job = t0.elapsed();
+        drop(fg);
+        // One background slice was at the disk: its time, and the penalty of the
+        // head being shared for the job's first slice.
+        let slice = Duration::from_secs_f64(BACKGROUND_SLICE as f64 / (10 * MIB) as f64);
+        assert!(job <= Duration::from_secs(1) + 2 * slice + Duration::from_millis(40), "job read slowed: {job:?}");
+        let migration = migration.await.unwrap();
+        let done_by = Duration::from_secs(2) + 2 * slice + Duration::from_millis(40);
+        assert!(migration >= Duration::from_secs(2) && migration <= done_by, "migration took {migration:?}");
+        assert_eq!(d.state().bytes_read, 20 * MIB);
     }
 
     #[tokio::test(start_paused = true)]

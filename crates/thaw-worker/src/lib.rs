@@ -155,8 +155,11 @@ impl Worker {
         let disk = self.disk.clone().ok_or_else(|| ThawError::not_found("this worker has no DISK tier"))?;
         let len = disk.get(block).ok_or_else(|| ThawError::not_found(format!("block {block} is not on DISK here")))?;
         let mut file = cache::BlockFile::create(mem, block, len)?;
-        // The DISK device, if modelled, paces the copy like any DISK read.
-        let mut device = self.device_stream(DeviceKind::Disk);
+        // The DISK device, if modelled, paces the copy like any DISK read, in the
+        // background class unless configured otherwise.
+        let mut device = self
+            .device(DeviceKind::Disk)
+            .map(|d| if self.config.migration.background_io { d.open_background_stream() } else { d.open_stream() });
         file.copy_paced(disk.block_path(block), 0, len, device.as_mut()).await?;
         drop(device);
         if file.written != len {

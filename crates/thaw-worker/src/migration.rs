@@ -47,11 +47,19 @@ pub struct MigrationConfig {
     pub implicit_delay: Duration,
     /// Past this share of the buffer, ask the master which referencing jobs are dead.
     pub dead_job_threshold: f64,
+    /// Migrations read a modelled device in the background (idle) class: only
+    /// while no foreground read is open (see `Device::open_background_stream`).
+    pub background_io: bool,
 }
 
 impl Default for MigrationConfig {
     fn default() -> Self {
-        MigrationConfig { buffer_limit: None, implicit_delay: Duration::from_secs(2), dead_job_threshold: 0.8 }
+        MigrationConfig {
+            buffer_limit: None,
+            implicit_delay: Duration::from_secs(2),
+            dead_job_threshold: 0.8,
+            background_io: true,
+        }
     }
 }
 
@@ -86,6 +94,9 @@ pub struct Task {
     key: Key,
     /// Jobs that read the block while it was being migrated.
     read_by: HashSet<String>,
+    /// Jobs that opened its committed file by short-circuit before the end was
+    /// booked: their references start idle-timed from the open.
+    opened_by: HashSet<String>,
     /// Purge generation it was queued in.
     generation: u64,
     /// Times it found no room in the MEM tier.
@@ -263,6 +274,7 @@ impl Migrator {
             jobs: cmd.jobs.clone(),
             key: k,
             read_by: HashSet::new(),
+            opened_by: HashSet::new(),
             generation: st.generation,
             no_room: 0,
         };
@@ -340,7 +352,10 @@ impl Migrator {
                         .jobs
                         .iter()
                         .filter(|j| current && !task.read_by.contains(&j.job_id))
-                        .map(|j| (j.job_id.clone(), Ref { implicit: j.implicit, bytes_read: 0, last_read: None }))
+                        .map(|j| {
+                            let last_read = task.opened_by.contains(&j.job_id).then(Instant::now);
+                            (j.job_id.clone(), Ref { implicit: j.implicit, bytes_read: 0, last_read })
+                        })
                         .collect();
                     if refs.is_empty() {
                         fx.evict.push(task.block);
@@ -380,8 +395,16 @@ impl Migrator {
         for a in st.active.values_mut() {
             // An implicit job that reads the block while it migrates needs no
             // reference to it afterwards; an explicit one keeps it until evict.
+            // Not so a short-circuit open (bytes 0): it can land between the
+            // copy's commit and its end, and hands the client a path it has yet
+            // to open; dropping the block at the end would delete the file under
+            // it. Its reference goes after the idle delay instead.
             if a.task.block == block && a.task.jobs.iter().any(|j| j.job_id == job && j.implicit) {
-                a.task.read_by.insert(job.to_string());
+                if bytes > 0 {
+                    a.task.read_by.insert(job.to_string());
+                } else {
+                    a.task.opened_by.insert(job.to_string());
+                }
             }
         }
         let now = Instant::now();

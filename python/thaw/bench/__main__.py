@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--mem", default=d.mem_capacity, help="MEM tier per node (default %(default)s)")
     g.add_argument("--heartbeat-ms", type=int, default=d.heartbeat_ms)
     g.add_argument(
+        "--migration-io",
+        choices=["idle", "normal"],
+        default=d.migration_io,
+        help="migrations read disks only while no job does (idle, default) or as one more stream (normal)",
+    )
+    g.add_argument(
         "--out", type=Path, default=Path("bench-out"), help="results directory (default %(default)s)"
     )
     g.add_argument("--root", help="where the cluster's disks live (default: a temporary directory)")
@@ -69,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--trace", default="FB-2009_samples_24_times_1hr_0.tsv")
     s.add_argument("--configs", type=configs, default=["cold", "ram", "ignem", "dyrs", "dyrs-sjf"])
     s.add_argument("--scenarios", type=scenarios, default=["homogeneous", "slow-node"])
+    s.add_argument(
+        "--startup",
+        type=float,
+        default=0.0,
+        help="every job's start-up delay after submission, s (a Tez AM launch; default: none, queueing only)",
+    )
 
     for kind, sizes in (("sort", "256MiB"), ("wordcount", "64MiB,128MiB,256MiB")):
         k = sub.add_parser(kind, parents=[common], help=f"{kind} over input sizes and added lead-times")
@@ -107,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     spec = ClusterSpec(
         nodes=a.nodes, racks=a.racks, slots=a.slots, disk=a.disk, penalty=a.penalty,
-        block_size=a.block_size, mem_capacity=a.mem, heartbeat_ms=a.heartbeat_ms,
+        block_size=a.block_size, mem_capacity=a.mem, heartbeat_ms=a.heartbeat_ms, migration_io=a.migration_io,
     )  # fmt: skip
     t0 = time.time()
 
@@ -117,7 +129,18 @@ def main(argv: list[str] | None = None) -> int:
     bench = ex.Bench(spec=spec, out=a.out, say=say, root=a.root)
     r = a.repeats
     if a.experiment == "swim":
-        ex.swim(bench, a.jobs, a.byte_scale, a.time_scale, a.write_scale, a.configs, a.scenarios, a.trace, r)
+        ex.swim(
+            bench,
+            a.jobs,
+            a.byte_scale,
+            a.time_scale,
+            a.write_scale,
+            a.configs,
+            a.scenarios,
+            a.trace,
+            r,
+            a.startup,
+        )
     elif a.experiment in ("sort", "wordcount"):
         ex.single(bench, a.experiment, a.sizes, a.leads, a.configs, a.scenario, r)
     elif a.experiment == "interference":

@@ -77,6 +77,9 @@ class ClusterSpec:
     worker_timeout_ms: int = 5000
     plan_interval_ms: int = 50
     implicit_eviction_delay_ms: int = 2000
+    #: How migrations read the disks: "idle" (only while no job reads them) or
+    #: "normal" (a stream like the jobs', as in the papers).
+    migration_io: str = "idle"
     node_disks: dict[int, str] = field(default_factory=dict)
 
     def node(self, i: int) -> NodeSpec:
@@ -176,6 +179,7 @@ class EmulatedCluster:
                     "--disk-capacity", s.disk_capacity,
                     "--device-model", node.device_model(),
                     "--implicit-eviction-delay-ms", str(s.implicit_eviction_delay_ms),
+                    "--migration-io", s.migration_io,
                 ],
             )  # fmt: skip
         for node in self.nodes:

@@ -209,6 +209,20 @@ fn a_queued_migration_read_first_is_dropped_and_a_running_one_not_referenced() {
 }
 
 #[test]
+fn a_short_circuit_open_at_the_end_of_a_migration_keeps_the_block_for_the_reader() {
+    // The copy has committed the MEM file; a client on this host opens it by
+    // path before the migration's end is booked. Evicting the block then would
+    // delete the file before the client opens it (it would read the disk again).
+    let m = migrator(10 * LEN);
+    m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, true)], false)])), none_in_mem);
+    assert_eq!(m.next(Source::Disk).unwrap().block, 1);
+    assert!(m.on_read("a", 1, 0).evict.is_empty());
+    assert!(m.finish(Source::Disk, Ok(true)).evict.is_empty(), "the opened block must stay");
+    // The reference goes once the job has left it alone for the idle delay.
+    assert_eq!(m.sweep(Instant::now() + Duration::from_secs(3)).evict, vec![1]);
+}
+
+#[test]
 fn references_of_jobs_the_master_no_longer_knows_are_dropped() {
     // The answer that carried the eviction was lost; the next one no longer
     // names the job: its blocks go anyway.
