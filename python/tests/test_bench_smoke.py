@@ -110,3 +110,25 @@ def test_bad_arguments_are_clear(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         bench_main(["swim", "--configs", "cold,warp"])
     assert "unknown warp" in capsys.readouterr().err
+
+
+def test_swim_with_startup_gives_every_job_its_lead_time(tmp_path: Path) -> None:
+    """``swim --startup``: each job's first task starts the start-up after its
+    submission (the migrate call), durations include it, and the results stay
+    apart from the queueing-only SWIM's."""
+    out = tmp_path / "out"
+    code = bench_main(
+        [
+            "swim", "--nodes", "3", "--disk", "64MiB/s", "--block-size", "256KiB", "--mem", "256MiB",
+            "--heartbeat-ms", "100", "--jobs", "6", "--byte-scale", str(1 / 1024), "--time-scale",
+            str(1 / 4000), "--configs", "cold,dyrs", "--scenarios", "homogeneous", "--startup", "0.5",
+            "--out", str(out), "--root", str(tmp_path / "cluster"),
+        ]
+    )  # fmt: skip
+    assert code == 0 and not (out / "swim").exists()
+    runs = _runs(out / "swim-startup0.5s")
+    for run in runs.values():
+        _check_bytes(run)
+        for job in run["jobs"]:
+            assert job["lead_time_added"] == 0.5
+            assert job["graph_submit"] - job["submit"] >= 0.5 and job["duration"] >= 0.5
