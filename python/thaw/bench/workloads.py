@@ -63,13 +63,14 @@ class JobSpec:
 
 
 def find_trace(name: str = DEFAULT_TRACE) -> Path:
-    """The trace file: a path, or a name under ``$THAW_TRACES`` or the shared
-    traces directory beside the repository."""
+    """The trace file: a path, or a name under ``$THAW_TRACES``, the traces
+    shipped with the package (the papers' FB-2009 trace, SWIM's BSD licence
+    beside it), or a shared traces directory beside the repository."""
     p = Path(name)
     if p.is_file():
         return p
-    roots = [os.environ.get("THAW_TRACES", "")]
     here = Path(__file__).resolve()
+    roots = [os.environ.get("THAW_TRACES", ""), str(here.parent / "traces")]
     roots += [str(parent / "shared" / "traces") for parent in here.parents]
     for r in roots:
         if r and (Path(r) / name).is_file():
