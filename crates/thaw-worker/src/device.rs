@@ -36,8 +36,6 @@ const SLICE: u64 = 1 << 20;
 /// Background slices are smaller, so a foreground read that arrives waits at
 /// most one of them (a request already at the disk).
 const BACKGROUND_SLICE: u64 = 256 << 10;
-/// How often a background read waiting for the foreground looks again.
-const BACKGROUND_POLL: Duration = Duration::from_millis(2);
 
 /// A stream that comes back for its next slice at most this late still
 /// continues from the device clock: timers fire up to a millisecond late, and a
@@ -206,13 +204,22 @@ pub struct Device {
     kind: DeviceKind,
     model: DeviceModel,
     state: Mutex<State>,
+    /// Woken when the last foreground stream closes: background reads wait on
+    /// it instead of polling.
+    idle: tokio::sync::Notify,
     /// The synthetic readers' tasks.
     jammers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Device {
     pub fn new(kind: DeviceKind, model: DeviceModel) -> Arc<Device> {
-        Arc::new(Device { kind, model, state: Mutex::default(), jammers: Mutex::default() })
+        Arc::new(Device {
+            kind,
+            model,
+            state: Mutex::default(),
+            idle: tokio::sync::Notify::new(),
+            jammers: Mutex::default(),
+        })
     }
 
     pub fn kind(&self) -> DeviceKind {
@@ -343,8 +350,11 @@ impl DeviceStream {
         let mut left = bytes;
         while left > 0 {
             let k = left.min(slice);
+            // Registered before the look at the device, so a foreground stream
+            // closing in between still wakes this one.
+            let idle = self.device.idle.notified();
             let Some(end) = self.device.reserve(k, true, self.last_end, self.background) else {
-                tokio::time::sleep(BACKGROUND_POLL).await;
+                idle.await;
                 continue;
             };
             self.last_end = Some(end);
@@ -361,6 +371,9 @@ impl Drop for DeviceStream {
             st.background = st.background.saturating_sub(1);
         } else {
             st.active = st.active.saturating_sub(1);
+            if st.active == 0 {
+                self.device.idle.notify_waiters();
+            }
         }
     }
 }

@@ -130,17 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     r = a.repeats
     if a.experiment == "swim":
         ex.swim(
-            bench,
-            a.jobs,
-            a.byte_scale,
-            a.time_scale,
-            a.write_scale,
-            a.configs,
-            a.scenarios,
-            a.trace,
-            r,
-            a.startup,
-        )
+            bench, a.jobs, a.byte_scale, a.time_scale, a.write_scale, a.configs, a.scenarios, a.trace,
+            repeats=r, startup=a.startup,
+        )  # fmt: skip
     elif a.experiment in ("sort", "wordcount"):
         ex.single(bench, a.experiment, a.sizes, a.leads, a.configs, a.scenario, r)
     elif a.experiment == "interference":
