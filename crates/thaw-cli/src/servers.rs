@@ -100,9 +100,10 @@ pub struct BufferArgs {
     /// long without touching it, milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub implicit_eviction_delay_ms: u64,
-    /// How migrations read an emulated disk: idle (only while no job reads it,
-    /// so they never slow running jobs) or normal (a stream like any other, as
-    /// in the papers).
+    /// How migrations read the DISK tier: idle (only while no job reads it, so
+    /// they never slow running jobs: the device model's idle class, and the
+    /// kernel's via ioprio_set on a real disk, honoured by the BFQ scheduler) or
+    /// normal (a stream like any other, as in the papers).
     #[arg(long, default_value = "idle", value_parser = ["idle", "normal"])]
     pub migration_io: String,
 }

@@ -69,11 +69,19 @@ impl BlockFile {
     }
 
     /// Copies `len` bytes at `offset` of the local file `src` into this block with
-    /// sendfile(2), on a blocking thread.
-    pub(crate) async fn copy_from_local(&mut self, src: std::path::PathBuf, offset: u64, len: u64) -> Result<()> {
+    /// sendfile(2), on a blocking thread; in the kernel's idle I/O class if
+    /// `idle_io` (a migration: see [`crate::ioprio`]).
+    pub(crate) async fn copy_from_local(
+        &mut self,
+        src: std::path::PathBuf,
+        offset: u64,
+        len: u64,
+        idle_io: bool,
+    ) -> Result<()> {
         use std::os::fd::AsRawFd;
         let out = self.file.take().expect("open until commit");
         let (out, copied) = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
+            let _idle = idle_io.then(crate::ioprio::IdleIo::enter);
             let input = std::fs::File::open(&src)?;
             let mut at = offset as libc::off_t;
             let mut left = len;
@@ -118,15 +126,16 @@ impl BlockFile {
         offset: u64,
         len: u64,
         device: Option<&mut crate::device::DeviceStream>,
+        idle_io: bool,
     ) -> Result<()> {
         let Some(d) = device else {
-            return self.copy_from_local(src, offset, len).await;
+            return self.copy_from_local(src, offset, len, idle_io).await;
         };
         let start = self.written;
         while self.written - start < len {
             let (before, k) = (self.written, (len - (self.written - start)).min(FILL_CHUNK));
             d.consume(k).await;
-            self.copy_from_local(src.clone(), offset + (before - start), k).await?;
+            self.copy_from_local(src.clone(), offset + (before - start), k, idle_io).await?;
             if self.written - before < k {
                 break; // the file ended early
             }
@@ -185,7 +194,7 @@ impl Worker {
         // An emulated under-store device, if modelled, paces the copy.
         let mut device = self.device_stream(DeviceKind::Ufs);
         match store.local_path(&ufs.path)? {
-            Some(src) => file.copy_paced(src, ufs.offset, ufs.length, device.as_mut()).await?,
+            Some(src) => file.copy_paced(src, ufs.offset, ufs.length, device.as_mut(), false).await?,
             None => {
                 let mut stream = store.read_range(&ufs.path, ufs.offset..ufs.offset + ufs.length).await?;
                 while let Some(chunk) = stream.next().await {

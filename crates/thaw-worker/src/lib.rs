@@ -5,6 +5,7 @@
 mod cache;
 pub mod data;
 pub mod device;
+pub mod ioprio;
 pub mod master_link;
 pub mod migration;
 pub mod stats;
@@ -156,11 +157,12 @@ impl Worker {
         let len = disk.get(block).ok_or_else(|| ThawError::not_found(format!("block {block} is not on DISK here")))?;
         let mut file = cache::BlockFile::create(mem, block, len)?;
         // The DISK device, if modelled, paces the copy like any DISK read, in the
-        // background class unless configured otherwise.
-        let mut device = self
-            .device(DeviceKind::Disk)
-            .map(|d| if self.config.migration.background_io { d.open_background_stream() } else { d.open_stream() });
-        file.copy_paced(disk.block_path(block), 0, len, device.as_mut()).await?;
+        // background class unless configured otherwise; the real disk sees the
+        // copying thread in the kernel's idle class likewise.
+        let idle = self.config.migration.background_io;
+        let mut device =
+            self.device(DeviceKind::Disk).map(|d| if idle { d.open_background_stream() } else { d.open_stream() });
+        file.copy_paced(disk.block_path(block), 0, len, device.as_mut(), idle).await?;
         drop(device);
         if file.written != len {
             return Err(ThawError::data_lost(format!(
