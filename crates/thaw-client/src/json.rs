@@ -116,6 +116,7 @@ pub fn worker_migration_json(m: &WorkerMigrationState) -> Value {
         "devices": m.devices.iter().map(|d| json!({
             "device": d.device,
             "ns_per_byte": d.ns_per_byte,
+            "ns_per_migration": d.ns_per_migration,
             "mib_per_s": if d.ns_per_byte > 0.0 { 1e9 / d.ns_per_byte / (1u64 << 20) as f64 } else { 0.0 },
             "queued": d.queued,
             "active": d.active,

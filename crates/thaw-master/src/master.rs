@@ -608,6 +608,7 @@ impl Master {
             heartbeat_interval_ms: self.config.heartbeat_interval.as_millis() as u64,
             ufs_uri: self.ufs.uri().to_string(),
             remove_blocks,
+            default_block_size: self.config.default_block_size,
         })
     }
 
@@ -658,6 +659,7 @@ impl Master {
             evictions: orders.evictions,
             migrating_jobs: orders.migrating_jobs,
             dead_jobs: orders.dead_jobs,
+            migrations_waiting: orders.migrations_waiting,
         }
     }
 
@@ -849,6 +851,7 @@ fn migration_state(l: &crate::migration::WorkerLoad) -> WorkerMigrationState {
                     _ => "?".into(),
                 },
                 ns_per_byte: s.ns_per_byte,
+                ns_per_migration: s.ns_per_migration,
                 queued: s.queued,
                 active: s.active,
                 active_ms: s.active_ms,

@@ -190,10 +190,30 @@ struct Migration {
     failed_on: Vec<u64>,
 }
 
+/// A device's migration time model as its worker reports it (see the worker's
+/// `Estimate`): `len` bytes take `max(per_migration, len x per_byte)` ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Cost {
+    pub per_byte: f64,
+    pub per_migration: f64,
+}
+
+impl Cost {
+    pub fn of(&self, len: u64) -> f64 {
+        self.per_migration.max(self.per_byte * len as f64)
+    }
+
+    /// Of `n` blocks of `bytes` in all (sizes unknown): at least the fixed cost
+    /// of each, and at least the bytes' transfer.
+    pub fn of_queue(&self, n: u32, bytes: u64) -> f64 {
+        (self.per_migration * n as f64).max(self.per_byte * bytes as f64)
+    }
+}
+
 /// What the master knows of a worker's executor, from its last heartbeat.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerLoad {
-    pub ns_per_byte: HashMap<Device, f64>,
+    pub costs: HashMap<Device, Cost>,
     pub queued_bytes: HashMap<Device, u64>,
     pub queued: HashMap<Device, u32>,
     pub report: WorkerMigrationReport,
@@ -217,6 +237,8 @@ pub struct HeartbeatOrders {
     pub evictions: Vec<EvictCommand>,
     pub migrating_jobs: Vec<String>,
     pub dead_jobs: Vec<String>,
+    /// More migrations are targeted at this worker than were bound now.
+    pub migrations_waiting: bool,
 }
 
 pub struct Migrations {
@@ -658,12 +680,14 @@ impl Migrations {
             }
             let mut best: Option<((u64, Device), f64)> = None;
             for c in cands {
-                let spb = estimates.get(&c).copied().unwrap_or(DEFAULT_NS_PER_BYTE);
+                let cost = estimates.get(&c).copied().unwrap_or_default();
                 let base = *finish.entry(c).or_insert_with(|| {
-                    let queued = self.workers.get(&c.0).and_then(|w| w.queued_bytes.get(&c.1)).copied().unwrap_or(0);
-                    spb * queued as f64
+                    let w = self.workers.get(&c.0);
+                    let queued = w.and_then(|w| w.queued.get(&c.1)).copied().unwrap_or(0);
+                    let bytes = w.and_then(|w| w.queued_bytes.get(&c.1)).copied().unwrap_or(0);
+                    cost.of_queue(queued, bytes)
                 });
-                let done = base + spb * m.length as f64;
+                let done = base + cost.of(m.length);
                 if best.is_none_or(|(bc, bt)| done < bt || (done == bt && c < bc)) {
                     best = Some((c, done));
                 }
@@ -684,29 +708,39 @@ impl Migrations {
         self.targets = targets;
     }
 
-    /// Per-device estimates (ns per byte); a device never measured gets the mean
-    /// of measured ones of its kind, else [`DEFAULT_NS_PER_BYTE`].
-    fn estimates(&self, cluster: &Cluster) -> HashMap<(u64, Device), f64> {
+    /// Per-device cost models; a part of a model a device has not measured yet
+    /// is the mean of the measured ones of its kind, else [`DEFAULT_NS_PER_BYTE`]
+    /// (per byte) and 0 (per migration).
+    fn estimates(&self, cluster: &Cluster) -> HashMap<(u64, Device), Cost> {
         let mut out = HashMap::new();
-        let mut sums: HashMap<Device, (f64, u32)> = HashMap::new();
+        let mut sums: HashMap<Device, [(f64, u32); 2]> = HashMap::new();
         for w in cluster.workers().filter(|w| w.alive) {
             if let Some(l) = self.workers.get(&w.id) {
-                for (&d, &v) in &l.ns_per_byte {
-                    if v > 0.0 {
-                        out.insert((w.id, d), v);
-                        let s = sums.entry(d).or_default();
-                        s.0 += v;
-                        s.1 += 1;
+                for (&d, &c) in &l.costs {
+                    out.insert((w.id, d), c);
+                    let s = sums.entry(d).or_default();
+                    for (i, v) in [c.per_byte, c.per_migration].into_iter().enumerate() {
+                        if v > 0.0 {
+                            s[i].0 += v;
+                            s[i].1 += 1;
+                        }
                     }
                 }
             }
         }
+        let mean = |d: Device, i: usize, default: f64| match sums.get(&d).map(|s| s[i]) {
+            Some((s, n)) if n > 0 => s / n as f64,
+            _ => default,
+        };
         for w in cluster.workers().filter(|w| w.alive) {
             for d in [Device::Disk, Device::Ufs] {
-                out.entry((w.id, d)).or_insert_with(|| match sums.get(&d) {
-                    Some((s, n)) if *n > 0 => s / *n as f64,
-                    _ => DEFAULT_NS_PER_BYTE,
-                });
+                let c = out.entry((w.id, d)).or_default();
+                if c.per_byte <= 0.0 {
+                    c.per_byte = mean(d, 0, DEFAULT_NS_PER_BYTE);
+                }
+                if c.per_migration <= 0.0 {
+                    c.per_migration = mean(d, 1, 0.0);
+                }
             }
         }
         out
@@ -763,12 +797,13 @@ impl Migrations {
                 load.sent.remove(b);
             }
             let load = self.load(worker);
-            load.ns_per_byte.clear();
+            load.costs.clear();
             load.queued.clear();
             load.queued_bytes.clear();
             for s in &r.sources {
                 if let Some(d) = Device::from_source(s.source) {
-                    load.ns_per_byte.insert(d, s.ns_per_byte);
+                    let cost = Cost { per_byte: s.ns_per_byte.max(0.0), per_migration: s.ns_per_migration.max(0.0) };
+                    load.costs.insert(d, cost);
                     load.queued.insert(d, s.queued + s.active);
                     load.queued_bytes.insert(d, s.queued_bytes);
                 }
@@ -804,6 +839,7 @@ impl Migrations {
         if self.policy == Policy::Dyrs {
             self.feed(worker, interval);
         }
+        let migrations_waiting = self.targets.keys().any(|(w, _)| *w == worker);
         let load = self.load(worker);
         let beats = load.beats;
         for cmd in &load.out_migrations {
@@ -815,6 +851,7 @@ impl Migrations {
             evictions: std::mem::take(&mut load.out_evictions),
             migrating_jobs: self.jobs.keys().cloned().collect(),
             dead_jobs,
+            migrations_waiting,
         }
     }
 
@@ -825,18 +862,19 @@ impl Migrations {
             let Some(mut queue) = self.targets.remove(&(worker, device)) else {
                 continue;
             };
-            let (spb, mut queued_bytes, mut queued) = {
+            let (cost, mut queued_bytes, mut queued) = {
                 let load = self.load(worker);
                 (
-                    load.ns_per_byte.get(&device).copied().filter(|v| *v > 0.0),
+                    load.costs.get(&device).copied().filter(|c| c.per_byte > 0.0 || c.per_migration > 0.0),
                     load.queued_bytes.get(&device).copied().unwrap_or(0),
                     load.queued.get(&device).copied().unwrap_or(0),
                 )
             };
-            // Bytes the device migrates in one interval at its estimate. A device
+            // The device's queue must last an interval at its estimate. A device
             // not measured yet gets only the minimum: binding is final, so wait
             // for its first measurement before trusting it with more.
-            let interval_bytes = spb.map(|spb| interval.as_nanos() as f64 / spb).unwrap_or(0.0);
+            let interval_ns = interval.as_nanos() as f64;
+            let lasts = |queued: u32, bytes: u64| cost.is_none_or(|c| c.of_queue(queued, bytes) >= interval_ns);
             while let Some(&b) = queue.front() {
                 let still = self
                     .migrations
@@ -847,7 +885,7 @@ impl Migrations {
                     continue;
                 }
                 // The running block plus one queued, then enough for an interval.
-                if queued >= 2 && queued_bytes as f64 >= interval_bytes {
+                if queued >= 2 && lasts(queued, queued_bytes) {
                     break;
                 }
                 queue.pop_front();

@@ -49,6 +49,7 @@ impl Worker {
         for b in &resp.remove_blocks {
             self.drop_block(*b);
         }
+        self.migrator.set_block_size(resp.default_block_size);
         let reg = Registration {
             worker_id: resp.worker_id,
             epoch: resp.master_epoch,
@@ -117,9 +118,12 @@ impl Worker {
         }
     }
 
-    /// Registers (retrying until the master answers), then heartbeats until shutdown.
+    /// Registers (retrying until the master answers), then heartbeats until
+    /// shutdown: every interval, or sooner (but not within an eighth of one of
+    /// the last) when a migration device ran dry and the master has more work.
     pub async fn run_master_link(self: Arc<Self>, shutdown: CancellationToken) {
         let mut backoff = Duration::from_millis(100);
+        let mut last = tokio::time::Instant::now();
         loop {
             let reg = match self.registration() {
                 Some(r) => r,
@@ -137,10 +141,16 @@ impl Worker {
                     continue;
                 }
             };
+            let early = async {
+                self.migrator.fetch.notified().await;
+                tokio::time::sleep_until(last + reg.heartbeat / 8).await;
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(reg.heartbeat) => {}
+                _ = tokio::time::sleep_until(last + reg.heartbeat) => {}
+                _ = early => tracing::trace!("a migration device ran dry: early heartbeat"),
             }
+            last = tokio::time::Instant::now();
             match self.heartbeat(reg).await {
                 Ok(false) => {}
                 Ok(true) => {

@@ -4,8 +4,9 @@
 //! - One migration at a time per device (the DISK tier, the under-store), highest
 //!   priority first, never preempting the running one, never idle while a block
 //!   is queued and fits in the buffer.
-//! - Each finished migration updates the device's EWMA estimate (per byte); while
-//!   one runs past its estimate, the estimate is raised at every heartbeat.
+//! - Each finished migration updates the device's EWMA estimate (per byte,
+//!   weighted by the migration's size: see [`Estimate`]); while one runs past
+//!   its estimate, the estimate is raised at every heartbeat.
 //! - A migrated block is held in memory while its reference list (the jobs that
 //!   will read it) is not empty. References go on an explicit evict, on an
 //!   implicit read, when the master says the job is dead (asked only once buffer
@@ -33,6 +34,80 @@ use thaw_common::proto::{
 /// Weight of the newest duration in the estimate's moving average.
 pub const EWMA_WEIGHT: f64 = 0.3;
 
+/// Migrations of at most this share of the largest one a device has moved are
+/// "small": their time is the device's fixed cost, not its speed.
+pub const SMALL_SHARE: f64 = 0.25;
+
+/// A device's migration time model: a migration of `len` bytes takes
+/// `max(per_migration, len x per_byte)` ns. `per_byte` is the paper's EWMA of
+/// migration durations (dyrs.txt IV-A), per byte, over large migrations;
+/// `per_migration` is an EWMA of the durations of small ones.
+///
+/// Improvement on the paper, whose blocks all have one size (then this is its
+/// EWMA). SWIM's inputs are files of every size, and a quarter of the blocks
+/// are a few bytes or KB whose migration time is all fixed cost: 4 ms to open,
+/// copy and commit on an idle disk, 200 ms behind the queue of a disk another
+/// tenant keeps busy. A per-byte average over all migrations took that cost
+/// for the device's speed: estimates swung a thousandfold between devices, and
+/// the master's Algorithm 1 sent a busy disk hundreds of one-byte files (cheap
+/// at its per-byte estimate) while keeping every big block from it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Estimate {
+    per_byte: Option<f64>,
+    per_migration: Option<f64>,
+    /// The file system's block size, or the largest migration seen if larger:
+    /// what "small" is measured against. (Measured against the device's own
+    /// history alone, a device whose first migration was a 3 KB file would
+    /// take it for its speed, be sent only small files at that speed, and
+    /// never learn better.)
+    largest: u64,
+}
+
+impl Estimate {
+    fn ewma(old: Option<f64>, sample: f64) -> Option<f64> {
+        Some(old.map_or(sample, |o| EWMA_WEIGHT * sample + (1.0 - EWMA_WEIGHT) * o))
+    }
+
+    fn is_small(&self, len: u64) -> bool {
+        (len as f64) < SMALL_SHARE * self.largest as f64
+    }
+
+    fn add(&mut self, len: u64, took_ns: f64) {
+        if len == 0 {
+            return;
+        }
+        if (len as f64) * SMALL_SHARE > self.largest as f64 {
+            // Far larger than anything before: the old "large" ones were small.
+            if let Some(b) = self.per_byte.take() {
+                self.per_migration = Self::ewma(self.per_migration, b * self.largest as f64);
+            }
+        }
+        self.largest = self.largest.max(len);
+        if self.is_small(len) {
+            self.per_migration = Self::ewma(self.per_migration, took_ns);
+        } else {
+            self.per_byte = Self::ewma(self.per_byte, took_ns / len as f64);
+        }
+    }
+
+    /// The pair to report while a migration of `len` bytes has been running
+    /// for `elapsed_ns` (dyrs.txt IV-A: raised at every heartbeat once it runs
+    /// past its estimate): the part of the model that migration measures rises
+    /// to what it shows so far.
+    fn raised(&self, len: u64, elapsed_ns: f64) -> Estimate {
+        let mut e = *self;
+        if len == 0 {
+            return e;
+        }
+        if self.is_small(len) {
+            e.per_migration = self.per_migration.map(|a| a.max(elapsed_ns));
+        } else {
+            e.per_byte = self.per_byte.map(|b| b.max(elapsed_ns / len as f64));
+        }
+        e
+    }
+}
+
 /// A migration that found no room in the MEM tier this many times (about 5 s:
 /// the tier is full of blocks no migration can evict) is reported failed.
 pub const NO_ROOM_TRIES: u32 = 25;
@@ -47,8 +122,10 @@ pub struct MigrationConfig {
     pub implicit_delay: Duration,
     /// Past this share of the buffer, ask the master which referencing jobs are dead.
     pub dead_job_threshold: f64,
-    /// Migrations read a modelled device in the background (idle) class: only
-    /// while no foreground read is open (see `Device::open_background_stream`).
+    /// Migrations read the DISK tier in the background (idle) class: a modelled
+    /// device only while no foreground read is open (see
+    /// `Device::open_background_stream`), a real one with the copying thread in
+    /// the kernel's idle class (see [`crate::ioprio`]).
     pub background_io: bool,
 }
 
@@ -128,7 +205,7 @@ struct State {
     /// Where each queued block is.
     queued: HashMap<u64, (Source, Key)>,
     active: HashMap<Source, Active>,
-    ns_per_byte: HashMap<Source, f64>,
+    estimates: HashMap<Source, Estimate>,
     held: HashMap<u64, Held>,
     /// Bytes of held blocks plus running migrations.
     used: u64,
@@ -139,6 +216,10 @@ struct State {
     recent_reads: [HashSet<(String, u64)>; 2],
     migrating_jobs: HashSet<String>,
     generation: u64,
+    /// The last answer said the master holds more migrations for this worker.
+    master_has_more: bool,
+    /// The file system's default block size (from registration).
+    block_size: u64,
 }
 
 /// What the executor and the reference lists decided; the worker carries it out.
@@ -154,6 +235,9 @@ pub struct Migrator {
     limit: u64,
     /// Wakes the device executors when work arrives or room frees up.
     pub wake: tokio::sync::Notify,
+    /// Asks the master link for an early heartbeat: a device ran dry while the
+    /// master holds more migrations for this worker.
+    pub fetch: tokio::sync::Notify,
 }
 
 fn key(cmd: &MigrationCommand) -> Key {
@@ -168,11 +252,27 @@ fn key(cmd: &MigrationCommand) -> Key {
 impl Migrator {
     pub fn new(config: MigrationConfig, mem_capacity: u64) -> Self {
         let limit = config.buffer_limit.unwrap_or(mem_capacity / 10 * 8).min(mem_capacity);
-        Migrator { state: Mutex::new(State::default()), config, limit, wake: tokio::sync::Notify::new() }
+        Migrator {
+            state: Mutex::new(State::default()),
+            config,
+            limit,
+            wake: tokio::sync::Notify::new(),
+            fetch: tokio::sync::Notify::new(),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The file system's default block size: what a device's estimates call a
+    /// large migration is measured against it.
+    pub fn set_block_size(&self, block_size: u64) {
+        let mut st = self.lock();
+        st.block_size = block_size;
+        for e in st.estimates.values_mut() {
+            e.largest = e.largest.max(block_size);
+        }
     }
 
     pub fn buffer_limit(&self) -> u64 {
@@ -190,6 +290,7 @@ impl Migrator {
         let mut fx = Effects::default();
         let mut st = self.lock();
         st.migrating_jobs = resp.migrating_jobs.iter().cloned().collect();
+        st.master_has_more = resp.migrations_waiting;
         // Reads since the job became known: report them now.
         let known: Vec<(String, u64)> =
             st.recent_reads.iter().flatten().filter(|(j, _)| st.migrating_jobs.contains(j)).cloned().collect();
@@ -246,6 +347,17 @@ impl Migrator {
                 return;
             }
         };
+        let generation = st.generation;
+        if let Some(a) = st.active.values_mut().find(|a| a.task.block == block && a.task.generation != generation) {
+            // A copy that started under the master before a purge: the new
+            // master wants the block too, so the copy is kept for it alone
+            // (else it would be dropped when it ends, after the new master
+            // was told it is done).
+            a.task.generation = generation;
+            a.task.jobs.clear();
+            a.task.read_by.clear();
+            a.task.opened_by.clear();
+        }
         let merged = st.queued.contains_key(&block)
             || st.active.values().any(|a| a.task.block == block)
             || st.held.contains_key(&block);
@@ -338,10 +450,10 @@ impl Migrator {
                 st.events.push(e);
             }
             Ok(migrated) => {
-                if task.length > 0 && migrated {
-                    let sample = took.as_nanos() as f64 / task.length as f64;
-                    let est = st.ns_per_byte.entry(source).or_insert(sample);
-                    *est = EWMA_WEIGHT * sample + (1.0 - EWMA_WEIGHT) * *est;
+                if migrated {
+                    let largest = st.block_size;
+                    let est = st.estimates.entry(source).or_insert(Estimate { largest, ..Default::default() });
+                    est.add(task.length, took.as_nanos() as f64);
                 }
                 let mut e = event(task.block, source.proto() as i32, task.length, "done");
                 e.start_ms = start_ms;
@@ -369,6 +481,26 @@ impl Migrator {
         drop(st);
         self.wake.notify_waiters();
         fx
+    }
+
+    /// The executor of `source` found nothing to run. If its queue is empty and
+    /// the master said it holds more work for this worker, asks for an early
+    /// heartbeat (once per answer) so the device does not idle until the next.
+    ///
+    /// Improvement on dyrs.txt III-B, which sizes each slave's queue so it does
+    /// not drain before the next heartbeat but lets it idle when it does (an
+    /// estimate off by a little, a heartbeat late): here the slave "queries the
+    /// master for more work" as soon as it has none.
+    pub fn ran_dry(&self, source: Source) -> bool {
+        let mut st = self.lock();
+        let empty = st.queues.get(&source).is_none_or(|q| q.is_empty()) && !st.active.contains_key(&source);
+        if !(empty && st.master_has_more) {
+            return false;
+        }
+        st.master_has_more = false;
+        drop(st);
+        self.fetch.notify_one();
+        true
     }
 
     // ---- reads ----
@@ -456,30 +588,21 @@ impl Migrator {
     pub fn report(&self) -> (WorkerMigrationReport, Vec<JobBlockRead>) {
         let mut st = self.lock();
         let now = Instant::now();
-        let raised: Vec<(Source, f64)> = st
-            .active
-            .iter()
-            .filter(|(_, a)| a.task.length > 0)
-            .filter_map(|(s, a)| {
-                // Only a measured estimate is raised: a first migration's age
-                // is no measurement (early on it would look fast).
-                let est = st.ns_per_byte.get(s).copied()?;
-                let elapsed = now.saturating_duration_since(a.started).as_nanos() as f64;
-                let so_far = elapsed / a.task.length as f64;
-                (so_far > est).then_some((*s, so_far))
-            })
-            .collect();
-        for (s, v) in raised {
-            st.ns_per_byte.insert(s, v);
-        }
         let sources = Source::ALL
             .iter()
             .map(|s| {
                 let q = st.queues.get(s);
                 let a = st.active.get(s);
+                let est = st.estimates.get(s).map(|e| match a {
+                    Some(a) => e.raised(a.task.length, now.saturating_duration_since(a.started).as_nanos() as f64),
+                    None => *e,
+                });
                 SourceEstimate {
                     source: s.proto() as i32,
-                    ns_per_byte: st.ns_per_byte.get(s).copied().unwrap_or(0.0),
+                    // Only a measured estimate is raised: a first migration's
+                    // age is no measurement (early on it would look fast).
+                    ns_per_byte: est.and_then(|e| e.per_byte).unwrap_or(0.0),
+                    ns_per_migration: est.and_then(|e| e.per_migration).unwrap_or(0.0),
                     queued: q.map(|q| q.len() as u32).unwrap_or(0),
                     active: a.is_some() as u32,
                     active_ms: a.map(|a| now.saturating_duration_since(a.started).as_millis() as u64).unwrap_or(0),
@@ -584,7 +707,7 @@ impl Migrator {
     }
 
     pub fn estimate(&self, source: Source) -> Option<f64> {
-        self.lock().ns_per_byte.get(&source).copied()
+        self.lock().estimates.get(&source).and_then(|e| e.per_byte)
     }
 }
 
@@ -706,6 +829,7 @@ pub(crate) async fn run_device(
             }
             continue;
         }
+        m.ran_dry(source);
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = &mut woken => {}

@@ -91,6 +91,31 @@ fn a_slow_node_gets_no_tail_block_that_faster_nodes_finish_sooner() {
 }
 
 #[test]
+fn a_device_with_a_high_fixed_cost_gets_no_small_blocks_a_faster_one_finishes_sooner() {
+    // Same speed per byte; the first device takes 200 ms per migration however
+    // small (a busy disk's queue), the second 4 ms. Per byte alone, the blocks
+    // would split evenly; with the fixed cost, the second takes all five (it
+    // finishes them in 20 ms, before the first would finish one).
+    let (c, w) = cluster(2, 5);
+    let mut m = dyrs();
+    for (i, fixed) in [200e6, 4e6].into_iter().enumerate() {
+        let mut r = report(Device::Disk, 1.0, 0);
+        r.sources[0].ns_per_migration = fixed;
+        m.heartbeat(&c, w[i], Some(r), vec![], HB);
+    }
+    m.migrate(&c, "j", EvictionMode::Explicit, None, specs(1, 0..5), Instant::now()).unwrap();
+    m.plan(&c);
+    for i in 0..5 {
+        assert_eq!(m.target_of(block_id(1, i)), Some((w[1], Device::Disk)), "block {i}");
+    }
+    // And the second's queue lasts a 10 ms interval at 4 ms each: three bound.
+    let mut r = report(Device::Disk, 1.0, 0);
+    r.sources[0].ns_per_migration = 4e6;
+    let o = m.heartbeat(&c, w[1], Some(r), vec![], Duration::from_millis(10));
+    assert_eq!(o.migrations.len(), 3);
+}
+
+#[test]
 fn queued_work_counts_against_a_node() {
     // Equal speeds, but the first node already has 5 blocks queued.
     let (c, w) = cluster(2, 2);
@@ -104,6 +129,17 @@ fn queued_work_counts_against_a_node() {
 }
 
 #[test]
+fn a_device_not_measured_yet_gets_only_one_running_and_one_queued() {
+    let (c, w) = cluster(1, 20);
+    let mut m = dyrs();
+    m.migrate(&c, "j", EvictionMode::Explicit, None, specs(1, 0..20), Instant::now()).unwrap();
+    m.plan(&c);
+    let o = m.heartbeat(&c, w[0], Some(report(Device::Disk, 0.0, 0)), vec![], Duration::from_secs(10));
+    assert_eq!(o.migrations.len(), 2, "binding is final: wait for a measurement");
+    assert!(o.migrations_waiting);
+}
+
+#[test]
 fn a_heartbeat_binds_just_enough_to_last_until_the_next() {
     let (c, w) = cluster(1, 100);
     let mut m = dyrs();
@@ -114,6 +150,7 @@ fn a_heartbeat_binds_just_enough_to_last_until_the_next() {
     m.plan(&c);
     let o = m.heartbeat(&c, w[0], Some(report(Device::Disk, 1000.0, 0)), vec![], Duration::from_millis(10));
     assert_eq!(o.migrations.len(), 10);
+    assert!(o.migrations_waiting, "90 more are targeted here: a device that runs dry may ask early");
     // Bound is final: they are not handed out again; a full queue gets nothing more.
     m.plan(&c);
     let o = m.heartbeat(&c, w[0], Some(report(Device::Disk, 1000.0, 10)), vec![], Duration::from_millis(10));
@@ -124,6 +161,10 @@ fn a_heartbeat_binds_just_enough_to_last_until_the_next() {
     // A device far slower than the interval still gets one running and one queued.
     let o = m.heartbeat(&c, w[0], Some(report(Device::Disk, 1e9, 0)), vec![], Duration::from_millis(10));
     assert_eq!(o.migrations.len(), 2);
+    // Once everything is bound, nothing is waiting.
+    let o = m.heartbeat(&c, w[0], Some(report(Device::Disk, 1.0, 0)), vec![], Duration::from_secs(10));
+    assert_eq!(o.migrations.len(), 100 - 10 - 5 - 2);
+    assert!(!o.migrations_waiting);
 }
 
 #[test]

@@ -338,6 +338,94 @@ fn estimates_average_and_rise_while_a_migration_overruns() {
 }
 
 #[test]
+fn small_migrations_measure_the_fixed_cost_and_large_ones_the_speed() {
+    const MIB: u64 = 1 << 20;
+    let mut e = Estimate::default();
+    // The first migration is a 3 KB file: the largest so far, so it measures speed.
+    e.add(3000, 4e6);
+    assert_eq!(e.per_byte, Some(4e6 / 3000.0));
+    // A full block: the 3 KB one was small after all, and becomes the fixed cost.
+    e.add(MIB, 88e6);
+    assert_eq!(e.per_migration, Some(4e6));
+    assert_eq!(e.per_byte, Some(88e6 / MIB as f64));
+    // More small files, one of them stuck 200 ms behind a busy disk's queue:
+    // the fixed cost rises; the speed is untouched (a per-byte average of all
+    // migrations would have put it at 20000 ns per byte).
+    e.add(1, 200e6);
+    e.add(34, 4e6);
+    assert_eq!(e.per_byte, Some(88e6 / MIB as f64));
+    let fixed = e.per_migration.unwrap();
+    assert!(fixed > 4e6 && fixed < 200e6, "{fixed}");
+    // Large ones average as the paper's EWMA.
+    e.add(MIB, 176e6);
+    let b = e.per_byte.unwrap();
+    assert!((b - (0.3 * 176e6 + 0.7 * 88e6) / MIB as f64).abs() < 1e-9, "{b}");
+}
+
+#[test]
+fn with_the_block_size_known_a_first_small_file_is_no_measure_of_speed() {
+    let m = migrator(10 * LEN);
+    m.set_block_size(4 * LEN);
+    let mut small = cmd(1, 1, vec![job("a", 1, 1, false)], false);
+    small.length = LEN / 2;
+    m.apply(&known(orders(vec![small])), none_in_mem);
+    let _t = m.next(Source::Disk).unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    m.finish(Source::Disk, Ok(true));
+    let r = m.report().0.sources[0];
+    assert_eq!(r.ns_per_byte, 0.0, "speed not measured yet");
+    assert!(r.ns_per_migration >= 5e6, "{}", r.ns_per_migration);
+}
+
+#[test]
+fn a_migration_past_its_estimate_raises_the_part_it_measures() {
+    const MIB: u64 = 1 << 20;
+    let mut e = Estimate::default();
+    e.add(MIB, 88e6);
+    e.add(3000, 4e6);
+    // Within its estimate: unchanged.
+    assert_eq!(e.raised(3000, 1e6), e);
+    assert_eq!(e.raised(MIB, 50e6), e);
+    // A small one stuck for half a second: the fixed cost is at least that.
+    let r = e.raised(3000, 500e6);
+    assert_eq!((r.per_migration, r.per_byte), (Some(500e6), e.per_byte));
+    // A full block past its estimate: its age over its bytes.
+    let r = e.raised(MIB, 200e6);
+    assert_eq!((r.per_migration, r.per_byte), (e.per_migration, Some(200e6 / MIB as f64)));
+    assert_eq!(Estimate::default().raised(MIB, 1e9), Estimate::default(), "no measurement, nothing to raise");
+}
+
+#[test]
+fn a_device_that_runs_dry_asks_early_only_when_the_master_has_more() {
+    let m = migrator(10 * LEN);
+    let waiting = |migrations| HeartbeatResponse { migrations, migrations_waiting: true, ..Default::default() };
+    m.apply(&known(waiting(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
+    assert!(!m.ran_dry(Source::Disk), "a block is still queued");
+    let _t = m.next(Source::Disk).unwrap();
+    assert!(!m.ran_dry(Source::Disk), "a block is still running");
+    m.finish(Source::Disk, Ok(true));
+    assert!(m.ran_dry(Source::Disk), "empty, and the master said it has more");
+    assert!(!m.ran_dry(Source::Disk), "once per answer");
+    // The early heartbeat's answer: nothing more waiting.
+    m.apply(&known(orders(vec![])), none_in_mem);
+    assert!(!m.ran_dry(Source::Disk));
+}
+
+#[test]
+fn a_copy_running_across_a_purge_is_kept_for_the_new_master_s_command() {
+    let m = migrator(10 * LEN);
+    m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
+    let _running = m.next(Source::Disk).unwrap();
+    m.purge();
+    // The new master asks for the same block while the old copy still runs.
+    m.apply(&known(orders(vec![cmd(1, 7, vec![job("b", 1, 1, false)], false)])), none_in_mem);
+    assert!(m.queue(Source::Disk).is_empty(), "merged into the running copy");
+    assert_eq!(m.finish(Source::Disk, Ok(true)).evict, Vec::<u64>::new());
+    let held = m.held();
+    assert_eq!(held.get(&1), Some(&vec!["b".to_string()]), "held for the new master's job only");
+}
+
+#[test]
 fn no_room_in_the_tier_requeues_without_a_failure() {
     let m = migrator(10 * LEN);
     m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
