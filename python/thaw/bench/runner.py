@@ -129,6 +129,7 @@ class Sampler(threading.Thread):
                             "mem_used": mem.get("used", 0),
                             "buffer_used": m.get("buffer_used", 0),
                             "estimate_ns_per_byte": disk.get("ns_per_byte", 0.0),
+                            "estimate_ns_per_migration": disk.get("ns_per_migration", 0.0),
                             "queued": disk.get("queued", 0),
                             "active": disk.get("active", 0),
                             "interference": dev.get("interference_streams", 0),
@@ -258,7 +259,7 @@ class Runner:
             evictor.join(30)
             interference.stop()
             sampler.stop()
-        events = self._events(client)
+        events = migration_events(client)
         task_log = _read_task_log(log_dir)
         shutil.rmtree(log_dir, ignore_errors=True)
         with contextlib.suppress(Exception):
@@ -440,15 +441,17 @@ class Runner:
                 jr.migration = client.job(jr.spec.name)
                 client.evict(jr.spec.name)
 
-    def _events(self, client: Client) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
-        since = 0
-        while True:
-            page = client.migration_events(since, 10_000)
-            events += page["events"]
-            if not page["events"] or page["next"] == since:
-                return events
-            since = page["next"]
+
+def migration_events(client: Client) -> list[dict[str, Any]]:
+    """Every migration event the master still holds, read page by page."""
+    events: list[dict[str, Any]] = []
+    since = 0
+    while True:
+        page = client.migration_events(since, 10_000)
+        events += page["events"]
+        if not page["events"] or page["next"] == since:
+            return events
+        since = page["next"]
 
 
 _block_sizes: dict[str, int] = {}

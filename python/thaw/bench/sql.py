@@ -44,7 +44,7 @@ from ..client import Client, ThawFile
 from ..errors import NotFound
 from ..fs import ThawFileSystem
 from .cluster import EmulatedCluster
-from .runner import Config, Interference, Sampler, Scenario, write_json
+from .runner import Config, Interference, Sampler, Scenario, migration_events, write_json
 from .workloads import PART_BLOCKS
 
 TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
@@ -435,17 +435,6 @@ def _in_memory(client: Client, files: list[str]) -> tuple[int, int]:
     return mem, total
 
 
-def _events(client: Client) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    since = 0
-    while True:
-        page = client.migration_events(since, 10_000)
-        events += page["events"]
-        if not page["events"] or page["next"] == since:
-            return events
-        since = page["next"]
-
-
 def run_config(
     cluster: EmulatedCluster,
     data: TpchData,
@@ -558,7 +547,7 @@ def run_config(
             + (f", ERROR {q.error}" if q.error else "" if q.correct is not False else ", WRONG RESULT")
             + (f" (query {r.seconds:.2f}s)" if r else "")
         )
-    events = _events(client)
+    events = migration_events(client)
     ids = {v: k for k, v in cluster.worker_ids().items()}
     return {
         "run": run_name,
