@@ -336,14 +336,14 @@ def sql(
 
 def paper(bench: Bench) -> list[Path]:
     """The reduced set behind BENCHMARKS.md (under 30 minutes here): SWIM
-    homogeneous and with one slow node, first with queueing as the only
-    lead-time (twice: job means are noisy), then with a 1 s job start-up (the
-    papers' ~10 s of application-master launch, scaled by block read time);
+    homogeneous and with one slow node, with queueing as the only lead-time
+    and with a 1 s job start-up (the papers' ~10 s of application-master
+    launch, scaled by block read time), each twice (job means are noisy);
     sort; wordcount over sizes with and without added lead-time; the
     interference table; and TPC-H."""
     return [
         swim(bench, repeats=2),
-        swim(bench, startup=1.0),
+        swim(bench, repeats=2, startup=1.0),
         single(bench, "sort", [256 * MiB], [0.0], ["cold", "ram", "ignem", "dyrs"]),
         single(bench, "wordcount", [64 * MiB, 128 * MiB, 256 * MiB], [0.0, 5.0], ["cold", "ram", "dyrs"]),
         interference(bench, 256 * MiB, lead=5.0),
