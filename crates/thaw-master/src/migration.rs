@@ -16,9 +16,13 @@
 //! - `none`: jobs and leases are kept, nothing migrates (the baseline).
 //!
 //! Improvements on the papers, each for a reason:
-//! - Estimates are per byte, not per block, so a file's short last block is not
-//!   charged a whole block's time; and per device (DISK tier, under-store), as a
+//! - Estimates are a model of a block's size, not a per-block time: a fixed
+//!   cost per migration and a speed per byte (see [`Cost`]), so a file's short
+//!   last block, or a 3 KB file, is charged neither a whole block's time nor
+//!   only its bytes' share of one; and per device (DISK tier, under-store), as a
 //!   worker runs one migration per device at a time.
+//! - A worker whose device runs dry while more is targeted at it asks at once
+//!   (an early heartbeat) instead of idling until its next heartbeat.
 //! - The pending order is a choice for both policies (`fifo`, as DYRS used, or
 //!   `smallest-job-first`, which Ignem showed helps), so they can be compared.
 //! - Reads are reported by workers for jobs with migration state, so a pending
