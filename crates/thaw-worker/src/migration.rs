@@ -4,9 +4,11 @@
 //! - One migration at a time per device (the DISK tier, the under-store), highest
 //!   priority first, never preempting the running one, never idle while a block
 //!   is queued and fits in the buffer.
-//! - Each finished migration updates the device's EWMA estimate (per byte,
-//!   weighted by the migration's size: see [`Estimate`]); while one runs past
-//!   its estimate, the estimate is raised at every heartbeat.
+//! - Each finished migration updates the device's estimate (EWMAs of a fixed
+//!   cost per migration and of a speed per byte: see `Estimate`); while one
+//!   runs past its estimate, the estimate is raised at every heartbeat.
+//! - When a device runs dry while the master holds more work for this worker,
+//!   the worker asks for it at once (an early heartbeat).
 //! - A migrated block is held in memory while its reference list (the jobs that
 //!   will read it) is not empty. References go on an explicit evict, on an
 //!   implicit read, when the master says the job is dead (asked only once buffer
