@@ -55,14 +55,19 @@ impl BlockFile {
     }
 
     /// Moves the block into the tier and tells the master; on a refusal the block
-    /// is deleted again.
+    /// is deleted again, and the deletion goes with the next heartbeat: a
+    /// registration's full block report may have listed the block between the
+    /// two steps (a copy ending while the worker re-registers with a restarted
+    /// master), and the master must not keep a replica that is gone.
     /// `filled_from`: the under-store bytes a fill copied, for the master to check.
     pub async fn commit(mut self, w: &Worker, filled_from: Option<UfsSource>) -> Result<()> {
         drop(self.file.take());
         let reservation = self.reservation.take().expect("held until commit");
         self.store.commit(self.block, &self.temp, self.written, reservation)?;
         if let Err(e) = w.commit_block(self.block, self.store.tier, self.written, filled_from).await {
-            self.store.remove(self.block);
+            if let Some(len) = self.store.remove(self.block) {
+                w.note_removed(self.block, self.store.tier, len);
+            }
             return Err(e);
         }
         Ok(())
