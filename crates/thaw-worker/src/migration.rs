@@ -27,88 +27,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod estimate;
+use estimate::Estimate;
+
 use thaw_common::now_ms;
 use thaw_common::proto::{
     HeartbeatResponse, JobBlockRead, JobRef, MigrationCommand, MigrationEvent, MigrationSource, SourceEstimate,
     UfsSource, WorkerMigrationReport,
 };
-
-/// Weight of the newest duration in the estimate's moving average.
-pub const EWMA_WEIGHT: f64 = 0.3;
-
-/// Migrations of at most this share of the largest one a device has moved are
-/// "small": their time is the device's fixed cost, not its speed.
-pub const SMALL_SHARE: f64 = 0.25;
-
-/// A device's migration time model: a migration of `len` bytes takes
-/// `max(per_migration, len x per_byte)` ns. `per_byte` is the paper's EWMA of
-/// migration durations (dyrs.txt IV-A), per byte, over large migrations;
-/// `per_migration` is an EWMA of the durations of small ones.
-///
-/// Improvement on the paper, whose blocks all have one size (then this is its
-/// EWMA). SWIM's inputs are files of every size, and a quarter of the blocks
-/// are a few bytes or KB whose migration time is all fixed cost: 4 ms to open,
-/// copy and commit on an idle disk, 200 ms behind the queue of a disk another
-/// tenant keeps busy. A per-byte average over all migrations took that cost
-/// for the device's speed: estimates swung a thousandfold between devices, and
-/// the master's Algorithm 1 sent a busy disk hundreds of one-byte files (cheap
-/// at its per-byte estimate) while keeping every big block from it.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct Estimate {
-    per_byte: Option<f64>,
-    per_migration: Option<f64>,
-    /// The file system's block size, or the largest migration seen if larger:
-    /// what "small" is measured against. (Measured against the device's own
-    /// history alone, a device whose first migration was a 3 KB file would
-    /// take it for its speed, be sent only small files at that speed, and
-    /// never learn better.)
-    largest: u64,
-}
-
-impl Estimate {
-    fn ewma(old: Option<f64>, sample: f64) -> Option<f64> {
-        Some(old.map_or(sample, |o| EWMA_WEIGHT * sample + (1.0 - EWMA_WEIGHT) * o))
-    }
-
-    fn is_small(&self, len: u64) -> bool {
-        (len as f64) < SMALL_SHARE * self.largest as f64
-    }
-
-    fn add(&mut self, len: u64, took_ns: f64) {
-        if len == 0 {
-            return;
-        }
-        if (len as f64) * SMALL_SHARE > self.largest as f64 {
-            // Far larger than anything before: the old "large" ones were small.
-            if let Some(b) = self.per_byte.take() {
-                self.per_migration = Self::ewma(self.per_migration, b * self.largest as f64);
-            }
-        }
-        self.largest = self.largest.max(len);
-        if self.is_small(len) {
-            self.per_migration = Self::ewma(self.per_migration, took_ns);
-        } else {
-            self.per_byte = Self::ewma(self.per_byte, took_ns / len as f64);
-        }
-    }
-
-    /// The pair to report while a migration of `len` bytes has been running
-    /// for `elapsed_ns` (dyrs.txt IV-A: raised at every heartbeat once it runs
-    /// past its estimate): the part of the model that migration measures rises
-    /// to what it shows so far.
-    fn raised(&self, len: u64, elapsed_ns: f64) -> Estimate {
-        let mut e = *self;
-        if len == 0 {
-            return e;
-        }
-        if self.is_small(len) {
-            e.per_migration = self.per_migration.map(|a| a.max(elapsed_ns));
-        } else {
-            e.per_byte = self.per_byte.map(|b| b.max(elapsed_ns / len as f64));
-        }
-        e
-    }
-}
 
 /// A migration that found no room in the MEM tier this many times (about 5 s:
 /// the tier is full of blocks no migration can evict) is reported failed.
@@ -601,8 +527,6 @@ impl Migrator {
                 });
                 SourceEstimate {
                     source: s.proto() as i32,
-                    // Only a measured estimate is raised: a first migration's
-                    // age is no measurement (early on it would look fast).
                     ns_per_byte: est.and_then(|e| e.per_byte).unwrap_or(0.0),
                     ns_per_migration: est.and_then(|e| e.per_migration).unwrap_or(0.0),
                     queued: q.map(|q| q.len() as u32).unwrap_or(0),

@@ -338,31 +338,6 @@ fn estimates_average_and_rise_while_a_migration_overruns() {
 }
 
 #[test]
-fn small_migrations_measure_the_fixed_cost_and_large_ones_the_speed() {
-    const MIB: u64 = 1 << 20;
-    let mut e = Estimate::default();
-    // The first migration is a 3 KB file: the largest so far, so it measures speed.
-    e.add(3000, 4e6);
-    assert_eq!(e.per_byte, Some(4e6 / 3000.0));
-    // A full block: the 3 KB one was small after all, and becomes the fixed cost.
-    e.add(MIB, 88e6);
-    assert_eq!(e.per_migration, Some(4e6));
-    assert_eq!(e.per_byte, Some(88e6 / MIB as f64));
-    // More small files, one of them stuck 200 ms behind a busy disk's queue:
-    // the fixed cost rises; the speed is untouched (a per-byte average of all
-    // migrations would have put it at 20000 ns per byte).
-    e.add(1, 200e6);
-    e.add(34, 4e6);
-    assert_eq!(e.per_byte, Some(88e6 / MIB as f64));
-    let fixed = e.per_migration.unwrap();
-    assert!(fixed > 4e6 && fixed < 200e6, "{fixed}");
-    // Large ones average as the paper's EWMA.
-    e.add(MIB, 176e6);
-    let b = e.per_byte.unwrap();
-    assert!((b - (0.3 * 176e6 + 0.7 * 88e6) / MIB as f64).abs() < 1e-9, "{b}");
-}
-
-#[test]
 fn with_the_block_size_known_a_first_small_file_is_no_measure_of_speed() {
     let m = migrator(10 * LEN);
     m.set_block_size(4 * LEN);
@@ -375,24 +350,6 @@ fn with_the_block_size_known_a_first_small_file_is_no_measure_of_speed() {
     let r = m.report().0.sources[0];
     assert_eq!(r.ns_per_byte, 0.0, "speed not measured yet");
     assert!(r.ns_per_migration >= 5e6, "{}", r.ns_per_migration);
-}
-
-#[test]
-fn a_migration_past_its_estimate_raises_the_part_it_measures() {
-    const MIB: u64 = 1 << 20;
-    let mut e = Estimate::default();
-    e.add(MIB, 88e6);
-    e.add(3000, 4e6);
-    // Within its estimate: unchanged.
-    assert_eq!(e.raised(3000, 1e6), e);
-    assert_eq!(e.raised(MIB, 50e6), e);
-    // A small one stuck for half a second: the fixed cost is at least that.
-    let r = e.raised(3000, 500e6);
-    assert_eq!((r.per_migration, r.per_byte), (Some(500e6), e.per_byte));
-    // A full block past its estimate: its age over its bytes.
-    let r = e.raised(MIB, 200e6);
-    assert_eq!((r.per_migration, r.per_byte), (e.per_migration, Some(200e6 / MIB as f64)));
-    assert_eq!(Estimate::default().raised(MIB, 1e9), Estimate::default(), "no measurement, nothing to raise");
 }
 
 #[test]
