@@ -29,6 +29,9 @@
 //!   migration whose block the job already read is dropped at the master too, and
 //!   a job's progress counts blocks read.
 
+mod plan;
+pub use plan::{Cost, PLAN_WINDOW, PLAN_WINDOW_PER_WORKER};
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -194,26 +197,6 @@ struct Migration {
     failed_on: Vec<u64>,
 }
 
-/// A device's migration time model as its worker reports it (see the worker's
-/// `Estimate`): `len` bytes take `max(per_migration, len x per_byte)` ns.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Cost {
-    pub per_byte: f64,
-    pub per_migration: f64,
-}
-
-impl Cost {
-    pub fn of(&self, len: u64) -> f64 {
-        self.per_migration.max(self.per_byte * len as f64)
-    }
-
-    /// Of `n` blocks of `bytes` in all (sizes unknown): at least the fixed cost
-    /// of each, and at least the bytes' transfer.
-    pub fn of_queue(&self, n: u32, bytes: u64) -> f64 {
-        (self.per_migration * n as f64).max(self.per_byte * bytes as f64)
-    }
-}
-
 /// What the master knows of a worker's executor, from its last heartbeat.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerLoad {
@@ -261,12 +244,6 @@ pub struct Migrations {
     /// Memory copies may have been lost since the last `repair`.
     dirty: bool,
 }
-
-/// Pending migrations a planning pass targets, at most: those in front, plus a
-/// margin per worker. Only the front of the order is bound before the next pass,
-/// and sorting a long tail every pass would hold the master's lock for nothing.
-pub const PLAN_WINDOW: usize = 2048;
-pub const PLAN_WINDOW_PER_WORKER: usize = 64;
 
 impl Migrations {
     pub fn new(policy: Policy, priority: Priority, default_lease: Duration) -> Self {
@@ -632,140 +609,6 @@ impl Migrations {
         Some(info)
     }
 
-    // ---- planning (dyrs.txt Algorithm 1) ----
-
-    /// Sets the target of every pending migration: the candidate device where it
-    /// would finish earliest, given each device's estimate and queue, scanning the
-    /// pending list in priority order. Pending blocks that reached memory some
-    /// other way are dropped (their jobs become references).
-    pub fn plan(&mut self, cluster: &Cluster) {
-        if self.policy != Policy::Dyrs {
-            return;
-        }
-        self.prune();
-        let mut in_mem = Vec::new();
-        let mut pending: Vec<(PendingKey, u64)> = Vec::new();
-        for (&b, m) in &self.migrations {
-            if let State::Pending { .. } = m.state {
-                if mem_holder(cluster, b).is_some() {
-                    in_mem.push(b);
-                } else {
-                    pending.push((self.key(m), b));
-                }
-            }
-        }
-        for b in in_mem {
-            let m = self.migrations.remove(&b).expect("listed");
-            let w = mem_holder(cluster, b).expect("checked");
-            for j in &m.jobs {
-                if let Some(job) = self.jobs.get(j) {
-                    let r = BlockReference { block_id: b, job: Some(job.job_ref(j)) };
-                    self.load(w).out_references.push(r);
-                }
-            }
-        }
-        let live = cluster.workers().filter(|w| w.alive).count();
-        let window = PLAN_WINDOW + PLAN_WINDOW_PER_WORKER * live;
-        if pending.len() > window {
-            pending.select_nth_unstable(window);
-            pending.truncate(window);
-        }
-        pending.sort_unstable();
-        let estimates = self.estimates(cluster);
-        let mut finish: HashMap<(u64, Device), f64> = HashMap::new();
-        let mut targets: HashMap<(u64, Device), VecDeque<u64>> = HashMap::new();
-        let mut no_source = Vec::new();
-        for (_, b) in pending {
-            let m = &self.migrations[&b];
-            let cands = candidates(cluster, b, m.ufs.is_some(), &m.failed_on);
-            if cands.is_empty() && no_copy(cluster, b, m.ufs.is_some()) {
-                no_source.push(b);
-                continue;
-            }
-            let mut best: Option<((u64, Device), f64)> = None;
-            for c in cands {
-                let cost = estimates.get(&c).copied().unwrap_or_default();
-                let base = *finish.entry(c).or_insert_with(|| {
-                    let w = self.workers.get(&c.0);
-                    let queued = w.and_then(|w| w.queued.get(&c.1)).copied().unwrap_or(0);
-                    let bytes = w.and_then(|w| w.queued_bytes.get(&c.1)).copied().unwrap_or(0);
-                    cost.of_queue(queued, bytes)
-                });
-                let done = base + cost.of(m.length);
-                if best.is_none_or(|(bc, bt)| done < bt || (done == bt && c < bc)) {
-                    best = Some((c, done));
-                }
-            }
-            let m = self.migrations.get_mut(&b).expect("listed");
-            match best {
-                Some((c, done)) => {
-                    m.state = State::Pending { target: Some(c) };
-                    finish.insert(c, done);
-                    targets.entry(c).or_default().push_back(b);
-                }
-                None => m.state = State::Pending { target: None },
-            }
-        }
-        for b in no_source {
-            self.give_up(b, None, "no copy of it is left to migrate from");
-        }
-        self.targets = targets;
-    }
-
-    /// Per-device cost models; a part of a model a device has not measured yet
-    /// is the mean of the measured ones of its kind, else [`DEFAULT_NS_PER_BYTE`]
-    /// (per byte) and 0 (per migration).
-    fn estimates(&self, cluster: &Cluster) -> HashMap<(u64, Device), Cost> {
-        let mut out = HashMap::new();
-        let mut sums: HashMap<Device, [(f64, u32); 2]> = HashMap::new();
-        for w in cluster.workers().filter(|w| w.alive) {
-            if let Some(l) = self.workers.get(&w.id) {
-                for (&d, &c) in &l.costs {
-                    out.insert((w.id, d), c);
-                    let s = sums.entry(d).or_default();
-                    for (i, v) in [c.per_byte, c.per_migration].into_iter().enumerate() {
-                        if v > 0.0 {
-                            s[i].0 += v;
-                            s[i].1 += 1;
-                        }
-                    }
-                }
-            }
-        }
-        let mean = |d: Device, i: usize, default: f64| match sums.get(&d).map(|s| s[i]) {
-            Some((s, n)) if n > 0 => s / n as f64,
-            _ => default,
-        };
-        for w in cluster.workers().filter(|w| w.alive) {
-            for d in [Device::Disk, Device::Ufs] {
-                let c = out.entry((w.id, d)).or_default();
-                if c.per_byte <= 0.0 {
-                    c.per_byte = mean(d, 0, DEFAULT_NS_PER_BYTE);
-                }
-                if c.per_migration <= 0.0 {
-                    c.per_migration = mean(d, 1, 0.0);
-                }
-            }
-        }
-        out
-    }
-
-    fn key(&self, m: &Migration) -> PendingKey {
-        match self.priority {
-            Priority::Fifo => (0, 0, 0, m.seq),
-            Priority::SmallestJobFirst => {
-                let best = m
-                    .jobs
-                    .iter()
-                    .filter_map(|j| self.jobs.get(j))
-                    .map(|j| (j.bytes, j.submitted_ms, j.order))
-                    .min()
-                    .unwrap_or((u64::MAX, u64::MAX, u64::MAX));
-                (best.0, best.1, best.2, m.seq)
-            }
-        }
-    }
-
     // ---- the worker protocol ----
 
     /// Takes a worker's heartbeat report (estimates, queue, finished migrations,
@@ -856,51 +699,6 @@ impl Migrations {
             migrating_jobs: self.jobs.keys().cloned().collect(),
             dead_jobs,
             migrations_waiting,
-        }
-    }
-
-    /// Binds blocks targeted at `worker` until each of its device queues holds a
-    /// heartbeat interval's worth of work at its estimate, plus one block.
-    fn feed(&mut self, worker: u64, interval: Duration) {
-        for device in [Device::Disk, Device::Ufs] {
-            let Some(mut queue) = self.targets.remove(&(worker, device)) else {
-                continue;
-            };
-            let (cost, mut queued_bytes, mut queued) = {
-                let load = self.load(worker);
-                (
-                    load.costs.get(&device).copied().filter(|c| c.per_byte > 0.0 || c.per_migration > 0.0),
-                    load.queued_bytes.get(&device).copied().unwrap_or(0),
-                    load.queued.get(&device).copied().unwrap_or(0),
-                )
-            };
-            // The device's queue must last an interval at its estimate. A device
-            // not measured yet gets only the minimum: binding is final, so wait
-            // for its first measurement before trusting it with more.
-            let interval_ns = interval.as_nanos() as f64;
-            let lasts = |queued: u32, bytes: u64| cost.is_none_or(|c| c.of_queue(queued, bytes) >= interval_ns);
-            while let Some(&b) = queue.front() {
-                let still = self
-                    .migrations
-                    .get(&b)
-                    .is_some_and(|m| m.state == State::Pending { target: Some((worker, device)) });
-                if !still {
-                    queue.pop_front();
-                    continue;
-                }
-                // The running block plus one queued, then enough for an interval.
-                if queued >= 2 && lasts(queued, queued_bytes) {
-                    break;
-                }
-                queue.pop_front();
-                let len = self.migrations[&b].length;
-                self.bind(b, worker, device);
-                queued += 1;
-                queued_bytes += len;
-            }
-            if !queue.is_empty() {
-                self.targets.insert((worker, device), queue);
-            }
         }
     }
 
@@ -1046,9 +844,6 @@ impl Migrations {
         matches!(self.migrations.get(&block).map(|m| m.state), Some(State::Bound { .. }))
     }
 }
-
-/// (job bytes, job submission, job order, migration seq): smaller first.
-type PendingKey = (u64, u64, u64, u64);
 
 /// A live worker holding the block in memory.
 fn mem_holder(cluster: &Cluster, block: u64) -> Option<u64> {
