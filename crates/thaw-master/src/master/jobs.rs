@@ -1,0 +1,132 @@
+//! The master's job calls (ignem.txt III-A, dyrs.txt III-A): migrate, evict,
+//! lease renewal, job status, and the migration event log.
+
+use crate::migration::BlockSpec;
+
+use super::*;
+
+/// Longest job id accepted.
+pub const MAX_JOB_ID: usize = 1024;
+/// Shortest lease a migrate call may ask for.
+pub const MIN_LEASE_MS: u64 = 100;
+
+impl Master {
+    /// The blocks of the complete files at or under `paths` (directories expand
+    /// recursively; files still being written inside them are skipped).
+    async fn input_blocks(&self, paths: &[String]) -> Result<Vec<BlockSpec>> {
+        let mut files = Vec::new();
+        let mut stack: Vec<(String, bool)> = paths.iter().map(|p| (p.clone(), true)).collect();
+        while let Some((p, named)) = stack.pop() {
+            let p = path::normalize(&p)?;
+            let id = self.resolve(&p).await?;
+            let is_dir = self.read().ns.get(id).is_some_and(|i| i.is_dir());
+            if is_dir {
+                self.sync_dir(id, &p).await?;
+                let st = self.read();
+                for (name, _) in st.ns.children(id) {
+                    stack.push((if p == "/" { format!("/{name}") } else { format!("{p}/{name}") }, false));
+                }
+                continue;
+            }
+            let st = self.read();
+            let Some(ino) = st.ns.get(id) else { continue };
+            if !ino.rec.complete {
+                if named {
+                    return Err(ThawError::precondition(format!("{p} is incomplete: it is still being written")));
+                }
+                continue;
+            }
+            files.push(id);
+        }
+        files.sort_unstable();
+        files.dedup();
+        let st = self.read();
+        let mut out = Vec::new();
+        for id in files {
+            let Some(ino) = st.ns.get(id) else { continue };
+            let r = &ino.rec;
+            let path = st.ns.path_of(id);
+            for index in 0..block_count(r.length, r.block_size) {
+                let length = block_length(r.length, r.block_size, index);
+                let offset = index * r.block_size;
+                let ufs = r.persisted.then(|| UfsSource { path: path.clone(), offset, length });
+                out.push(BlockSpec { block: block_id(r.id, index), length, ufs });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Registers the job and starts migrating its inputs; returns at once.
+    pub async fn migrate(&self, req: MigrateRequest) -> Result<MigrateResponse> {
+        if req.job_id.is_empty() {
+            return Err(ThawError::invalid("migrate needs a job id"));
+        }
+        if req.job_id.len() > MAX_JOB_ID {
+            return Err(ThawError::invalid(format!("job id is longer than {MAX_JOB_ID} bytes")));
+        }
+        if req.job_id.chars().any(char::is_control) {
+            return Err(ThawError::invalid("a job id may not contain control characters"));
+        }
+        if req.lease_ms > 0 && req.lease_ms < MIN_LEASE_MS {
+            return Err(ThawError::invalid(format!(
+                "a lease of {} ms is too short to renew (at least {MIN_LEASE_MS} ms)",
+                req.lease_ms
+            )));
+        }
+        let eviction = EvictionMode::try_from(req.eviction)
+            .map_err(|_| ThawError::invalid(format!("unknown eviction mode {}", req.eviction)))?;
+        let blocks = self.input_blocks(&req.paths).await?;
+        let lease = (req.lease_ms > 0).then(|| Duration::from_millis(req.lease_ms));
+        let mut st = self.write();
+        let st = &mut *st;
+        let n = blocks.len();
+        st.migrations.migrate(&st.cluster, &req.job_id, eviction, lease, blocks, Instant::now())?;
+        tracing::info!(job = %req.job_id, blocks = n, "migrate");
+        let job = st.migrations.job_info(&st.cluster, &req.job_id, Instant::now());
+        Ok(MigrateResponse { job })
+    }
+
+    /// Releases a job's blocks (all of them, ending the job, if no paths).
+    pub async fn evict(&self, req: EvictRequest) -> Result<EvictResponse> {
+        let blocks = if req.paths.is_empty() {
+            None
+        } else {
+            Some(self.input_blocks(&req.paths).await?.into_iter().map(|b| b.block).collect::<Vec<_>>())
+        };
+        let mut st = self.write();
+        let st = &mut *st;
+        let live = live_workers(&st.cluster);
+        st.migrations.evict(&req.job_id, blocks.as_deref(), &live)?;
+        tracing::info!(job = %req.job_id, all = blocks.is_none(), "evict");
+        Ok(EvictResponse { job: st.migrations.job_info(&st.cluster, &req.job_id, Instant::now()) })
+    }
+
+    pub fn renew_lease(&self, req: RenewLeaseRequest) -> RenewLeaseResponse {
+        let unknown = self.write().migrations.renew(&req.job_ids, Instant::now());
+        RenewLeaseResponse { unknown }
+    }
+
+    pub fn list_jobs(&self, req: ListJobsRequest) -> Result<ListJobsResponse> {
+        let st = self.read();
+        let now = Instant::now();
+        let jobs: Vec<JobInfo> = if req.job_id.is_empty() {
+            st.migrations.job_ids().filter_map(|j| st.migrations.job_info(&st.cluster, j, now)).collect()
+        } else {
+            vec![
+                st.migrations
+                    .job_info(&st.cluster, &req.job_id, now)
+                    .ok_or_else(|| ThawError::not_found(format!("no job {:?}", req.job_id)))?,
+            ]
+        };
+        Ok(ListJobsResponse {
+            jobs,
+            policy: st.migrations.policy.name().to_string(),
+            priority: st.migrations.priority.name().to_string(),
+        })
+    }
+
+    pub fn migration_events(&self, req: MigrationEventsRequest) -> MigrationEventsResponse {
+        let (events, next) = self.read().migrations.events(req.since, req.limit as usize);
+        MigrationEventsResponse { events, next }
+    }
+}
