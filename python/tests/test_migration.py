@@ -159,3 +159,44 @@ def test_bad_evict_and_lease_arguments(client: thaw.Client, root: str, ufs_dir: 
             client.migrate(root, name, lease=bad)
     with pytest.raises(InvalidArgument, match="control"):
         client.migrate(root, "bad\njob")
+
+
+def test_a_wait_for_inputs_larger_than_memory_returns_with_the_reason(tmp_path: Path) -> None:
+    """Memory full of the job's own blocks: the rest fail after the room wait
+    (saying who holds the memory) and the wait returns instead of hanging."""
+    ufs = tmp_path / "ufs"
+    cold(ufs / "big", "a.bin", 10 * BLOCK)
+    with thaw.LocalCluster(
+        ufs=ufs, mem_capacity=8 * BLOCK, block_size=BLOCK, heartbeat_ms=200, migration_room_wait_ms=500
+    ) as cluster:
+        client = thaw.Client(cluster.master)
+        started = time.monotonic()
+        with thaw.job("too-big", inputs=["/big"], client=client, wait=60) as j:
+            p = j.progress()
+        assert time.monotonic() - started < 50
+        assert p is not None
+        assert p["blocks_pending"] + p["blocks_queued"] == 0, p
+        assert p["blocks_failed"] > 0 and p["blocks_in_memory"] > 0, p
+        assert "no room in the migration buffer" in p["failure"], p
+        assert "held by job too-big" in p["failure"], p
+
+
+def test_inputs_in_ram_past_the_cluster_s_memory_is_refused_at_once(tmp_path: Path) -> None:
+    from thaw.bench.runner import InputsExceedMemory, preload_inputs
+
+    ufs = tmp_path / "ufs"
+    cold(ufs / "in", "a.bin", 10 * BLOCK)
+    with thaw.LocalCluster(ufs=ufs, mem_capacity=8 * BLOCK, block_size=BLOCK, heartbeat_ms=200) as cluster:
+        client = thaw.Client(cluster.master)
+        wait_for(lambda: all(w.get("migration") for w in client.status()["workers"]))
+        started = time.monotonic()
+        with pytest.raises(InputsExceedMemory, match=r"inputs are 10 MiB.*hold 6 MiB"):
+            preload_inputs(client, ["/in"], timeout=60, say=lambda _m: None)
+        assert time.monotonic() - started < 5
+        assert client.job("inputs-in-ram") is None
+        # Inputs that fit are moved, and the result says they all made it.
+        cold(ufs / "small", "b.bin", 3 * BLOCK)
+        said: list[str] = []
+        preload = preload_inputs(client, ["/small"], timeout=60, say=said.append)
+        assert preload["complete"] and preload["job"]["blocks_in_memory"] == 3, preload
+        assert said and "3 blocks" in said[0]

@@ -64,7 +64,11 @@ class LocalCluster:
     to finish first), "ignem" (random replica, bound at once) or "none";
     ``priority`` "fifo" or "smallest-job-first" (default: the policy's paper's);
     ``migration_buffer``: memory per worker for migrated blocks (default 80% of
-    ``mem_capacity``).
+    ``mem_capacity``); a migration that finds no room in it for
+    ``migration_room_wait_ms`` (nothing freed meanwhile) fails, saying which
+    jobs hold it. A full MEM tier evicts cached blocks (read into memory, or
+    released by their jobs) by ``replacement`` ("lru"); blocks a job still
+    expects and blocks with no other copy stay.
 
     For evaluations, ``device_model`` puts an emulated device in front of every
     worker's DISK-tier and under-store reads, e.g.
@@ -92,6 +96,8 @@ class LocalCluster:
         priority: str | None = None,
         migration_buffer: int | str | None = None,
         implicit_eviction_delay_ms: int = 2000,
+        migration_room_wait_ms: int = 5000,
+        replacement: str = "lru",
         device_model: str | None = None,
         worker_device_models: dict[int, str] | None = None,
     ) -> None:
@@ -127,6 +133,8 @@ class LocalCluster:
             "--remove-on-exit", self._tmp,
             "--migration-policy", migration_policy,
             "--implicit-eviction-delay-ms", str(implicit_eviction_delay_ms),
+            "--migration-room-wait-ms", str(migration_room_wait_ms),
+            "--replacement", replacement,
         ]  # fmt: skip
         if priority is not None:
             cmd += ["--priority", priority]

@@ -95,8 +95,9 @@ fn settled(j: &JobInfo) -> u64 {
 }
 
 fn summary(j: &JobInfo) -> String {
+    let why = if j.blocks_failed > 0 && !j.failure.is_empty() { format!(" ({})", j.failure) } else { String::new() };
     format!(
-        "job {}: {} blocks ({}), {} pending, {} queued, {} in memory, {} read, {} failed",
+        "job {}: {} blocks ({}), {} pending, {} queued, {} in memory, {} read, {} failed{why}",
         j.job_id,
         j.blocks,
         format_size(j.bytes),

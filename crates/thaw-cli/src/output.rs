@@ -86,6 +86,19 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
         "{:<4} {:<22} {:<12} {:<8} {:<6} {:<24} {:<24}",
         "id", "address", "host", "rack", "alive", "MEM used/capacity", "DISK used/capacity"
     );
+    let mem_line = |w: &WorkerInfo| {
+        w.tiers.iter().find(|u| u.tier == Tier::Mem as i32).map(|u| {
+            format!(
+                "MEM: {} held for jobs, {} not persisted elsewhere, {} evictable ({}: {} blocks, {} evicted so far)",
+                format_size(u.held),
+                format_size(u.pinned),
+                format_size(u.evictable),
+                if u.replacement.is_empty() { "-" } else { &u.replacement },
+                u.evictions,
+                format_size(u.evicted_bytes)
+            )
+        })
+    };
     for w in &s.workers {
         let tier = |t: Tier| {
             w.tiers
@@ -104,6 +117,9 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
             tier(Tier::Mem),
             tier(Tier::Disk)
         );
+        if let Some(line) = mem_line(w) {
+            println!("     {line}");
+        }
         for d in &w.devices {
             println!("     {}", device_line(d));
         }

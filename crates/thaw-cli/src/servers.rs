@@ -90,7 +90,8 @@ pub struct PlannerArgs {
     pub plan_interval_ms: u64,
 }
 
-/// A worker's migration buffer (ignem.txt III-B2).
+/// A worker's memory: the migration buffer (ignem.txt III-B2) and what a full
+/// tier evicts.
 #[derive(Args, Clone)]
 pub struct BufferArgs {
     /// Memory for migrated blocks, held and in flight (default: 80% of the MEM tier).
@@ -106,6 +107,15 @@ pub struct BufferArgs {
     /// normal (a stream like any other, as in the papers).
     #[arg(long, default_value = "idle", value_parser = ["idle", "normal"])]
     pub migration_io: String,
+    /// A migration waits this long for room in a full migration buffer in
+    /// which nothing frees up, then fails saying which jobs hold it, milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub migration_room_wait_ms: u64,
+    /// Which cached blocks (read into memory, released by their jobs, or with
+    /// another copy) a full tier evicts to make room: lru. Blocks a job still
+    /// expects and blocks with no other copy are never evicted.
+    #[arg(long, default_value = "lru", value_parser = replacement_arg)]
+    pub replacement: thaw_worker::replacement::Policy,
 }
 
 impl Default for PlannerArgs {
@@ -116,7 +126,13 @@ impl Default for PlannerArgs {
 
 impl Default for BufferArgs {
     fn default() -> Self {
-        BufferArgs { migration_buffer: None, implicit_eviction_delay_ms: 2000, migration_io: "idle".into() }
+        BufferArgs {
+            migration_buffer: None,
+            implicit_eviction_delay_ms: 2000,
+            migration_io: "idle".into(),
+            migration_room_wait_ms: 5000,
+            replacement: thaw_worker::replacement::Policy::Lru,
+        }
     }
 }
 
@@ -126,9 +142,14 @@ impl BufferArgs {
             buffer_limit: self.migration_buffer,
             implicit_delay: Duration::from_millis(self.implicit_eviction_delay_ms),
             background_io: self.migration_io == "idle",
+            room_wait: Duration::from_millis(self.migration_room_wait_ms),
             ..Default::default()
         }
     }
+}
+
+fn replacement_arg(s: &str) -> Result<thaw_worker::replacement::Policy, String> {
+    thaw_worker::replacement::Policy::parse(s).map_err(|e| e.message)
 }
 
 fn policy_arg(s: &str) -> Result<Policy, String> {
@@ -287,6 +308,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         remove_mem_on_exit: false,
         max_connections: args.max_connections,
         migration: args.buffer.config(),
+        replacement: args.buffer.replacement,
         device_models: args.device_model.unwrap_or_default(),
     };
     say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
@@ -347,6 +369,7 @@ impl LocalCluster {
                 remove_mem_on_exit: true,
                 max_connections: thaw_worker::DEFAULT_MAX_CONNECTIONS,
                 migration: args.buffer.config(),
+                replacement: args.buffer.replacement,
                 // The last model given for this worker, else the one of all workers.
                 device_models: args
                     .worker_device_model

@@ -66,6 +66,12 @@ fn tier_json(t: &TierUsage) -> Value {
         "used": t.used,
         "blocks": t.blocks,
         "dir": t.dir,
+        "held": t.held,
+        "pinned": t.pinned,
+        "evictable": t.evictable,
+        "replacement": t.replacement,
+        "evictions": t.evictions,
+        "evicted_bytes": t.evicted_bytes,
     })
 }
 
@@ -159,6 +165,7 @@ pub fn job_info_json(j: &JobInfo) -> Value {
         "bytes_in_memory": j.bytes_in_memory,
         "bytes_read": j.bytes_read,
         "progress": if j.blocks == 0 { 1.0 } else { settled as f64 / j.blocks as f64 },
+        "failure": j.failure,
     })
 }
 

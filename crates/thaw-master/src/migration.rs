@@ -163,6 +163,8 @@ struct Job {
     lease_until: Instant,
     blocks: BTreeMap<u64, JobBlock>,
     bytes: u64,
+    /// Why its latest failed migration failed (shown with its progress).
+    failure: Option<String>,
 }
 
 impl Job {
@@ -307,6 +309,7 @@ impl Migrations {
             lease_until: now + lease,
             blocks: BTreeMap::new(),
             bytes: 0,
+            failure: None,
         });
         if job.order == order {
             self.next_job += 1;
@@ -467,8 +470,11 @@ impl Migrations {
         };
         tracing::warn!(block, why, "migration given up");
         for j in &m.jobs {
-            if let Some(jb) = self.jobs.get_mut(j).and_then(|j| j.blocks.get_mut(&block)) {
-                jb.failed = true;
+            if let Some(job) = self.jobs.get_mut(j) {
+                job.failure = Some(why.trim_start_matches("failed: ").to_string());
+                if let Some(jb) = job.blocks.get_mut(&block) {
+                    jb.failed = true;
+                }
             }
         }
         let now = now_ms();
@@ -587,6 +593,7 @@ impl Migrations {
             lease_remaining_ms: job.lease_until.saturating_duration_since(now).as_millis() as u64,
             blocks: job.blocks.len() as u64,
             bytes: job.bytes,
+            failure: job.failure.clone().unwrap_or_default(),
             ..Default::default()
         };
         for (b, jb) in &job.blocks {
@@ -712,7 +719,13 @@ impl Migrations {
         );
         if bound_here {
             if e.outcome.starts_with("failed") {
+                let why = e.outcome.trim_start_matches("failed: ").to_string();
                 let m = self.migrations.get_mut(&block).expect("checked");
+                for j in &m.jobs {
+                    if let Some(job) = self.jobs.get_mut(j) {
+                        job.failure = Some(why.clone());
+                    }
+                }
                 m.attempts += 1;
                 m.failed_on.push(worker);
                 m.state = State::Pending { target: None };

@@ -29,11 +29,15 @@ pub(crate) struct BlockFile {
     file: Option<std::fs::File>,
     pub written: u64,
     reservation: Option<Reservation>,
+    /// No other copy of the block exists (a memory-only write): never evicted.
+    pinned: bool,
 }
 
 impl BlockFile {
-    pub fn create(store: &Arc<TierStore>, block: u64, reserve: u64) -> Result<Self> {
-        let reservation = store.reserve(reserve)?;
+    /// A new block file holding `reserve` bytes of the tier, made room for by
+    /// evicting cache if the tier is full (see [`Worker::reserve`]).
+    pub fn create(w: &Worker, store: &Arc<TierStore>, block: u64, reserve: u64, pinned: bool) -> Result<Self> {
+        let reservation = w.reserve(store, reserve)?;
         let temp = store.temp_path(block);
         let file = std::fs::File::create(&temp)?;
         Ok(BlockFile {
@@ -43,6 +47,7 @@ impl BlockFile {
             file: Some(file),
             written: 0,
             reservation: Some(reservation),
+            pinned,
         })
     }
 
@@ -63,7 +68,7 @@ impl BlockFile {
     pub async fn commit(mut self, w: &Worker, filled_from: Option<UfsSource>) -> Result<()> {
         drop(self.file.take());
         let reservation = self.reservation.take().expect("held until commit");
-        self.store.commit(self.block, &self.temp, self.written, reservation)?;
+        self.store.commit(self.block, &self.temp, self.written, reservation, self.pinned)?;
         if let Err(e) = w.commit_block(self.block, self.store.tier, self.written, filled_from).await {
             if let Some(len) = self.store.remove(self.block) {
                 w.note_removed(self.block, self.store.tier, len);
@@ -194,7 +199,7 @@ impl Worker {
     }
 
     async fn fill_from(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>) -> Result<()> {
-        let mut file = BlockFile::create(tier, block, ufs.length)?;
+        let mut file = BlockFile::create(self, tier, block, ufs.length, false)?;
         let store = self.ufs()?;
         // An emulated under-store device, if modelled, paces the copy.
         let mut device = self.device_stream(DeviceKind::Ufs);

@@ -126,7 +126,7 @@ async fn dispatch(w: &Arc<Worker>, sock: &mut TcpStream, req: DataRequest, sent:
 
 async fn send_stats(w: &Arc<Worker>, sock: &mut TcpStream, sent: &mut bool) -> Result<()> {
     let stats = WorkerStats {
-        tiers: w.tiers().map(|t| t.usage()).collect(),
+        tiers: w.tiers().map(|t| w.tier_usage(t)).collect(),
         jobs: w.stats.snapshot(),
         devices: w.device_states(),
     };
@@ -218,6 +218,7 @@ async fn serve_stored(
                 sock.write_all(&chunk).await?;
             }
         }
+        store.touch(block);
         w.stats.record(job, Access::Read(n));
         w.note_read(job, block, n);
         tracing::debug!(job, block, bytes = n, tier = store.name(), "read");
@@ -411,6 +412,8 @@ async fn receive_file(
 ) -> Result<u64> {
     let mut current: Option<BlockFile> = None;
     let mut total = 0u64;
+    // Without an under-store copy the tier's blocks are the only ones.
+    let pinned = ufs.is_none();
     loop {
         let n = frame::read_chunk_len(sock).await?;
         if n == 0 {
@@ -432,7 +435,7 @@ async fn receive_file(
                         if index >= MAX_BLOCKS_PER_FILE {
                             return Err(ThawError::invalid("file has more blocks than a file may have"));
                         }
-                        current.insert(BlockFile::create(store, block_id(file_id, index), bs)?)
+                        current.insert(BlockFile::create(w, store, block_id(file_id, index), bs, pinned)?)
                     }
                 };
                 let k = ((bs - block.written) as usize).min(rest.len());
@@ -478,6 +481,7 @@ async fn open_local(
                     req.block_id, w.address
                 )));
             }
+            store.touch(req.block_id);
             w.stats.record(job, Access::ShortCircuit(len));
             w.note_read(job, req.block_id, 0);
             tracing::debug!(job, block = req.block_id, bytes = len, tier = store.name(), "short-circuit open");

@@ -8,6 +8,7 @@ pub mod device;
 pub mod ioprio;
 pub mod master_link;
 pub mod migration;
+pub mod replacement;
 pub mod stats;
 pub mod tier;
 
@@ -51,6 +52,8 @@ pub struct WorkerConfig {
     pub rack: String,
     pub mem: Option<TierConfig>,
     pub disk: Option<TierConfig>,
+    /// Which cached blocks a full tier evicts to make room.
+    pub replacement: replacement::Policy,
     /// Address clients use to reach the data service (default: the listener's).
     pub advertise: Option<String>,
     /// Delete the MEM tier directory on exit (a local cluster's tmpfs files).
@@ -86,8 +89,9 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(config: WorkerConfig, address: String) -> Result<Self> {
-        let mem = config.mem.as_ref().map(|t| TierStore::open(Tier::Mem, &t.dir, t.capacity, true)).transpose()?;
-        let disk = config.disk.as_ref().map(|t| TierStore::open(Tier::Disk, &t.dir, t.capacity, false)).transpose()?;
+        let open = |t: &TierConfig, tier, wipe| TierStore::open(tier, &t.dir, t.capacity, wipe, config.replacement);
+        let mem = config.mem.as_ref().map(|t| open(t, Tier::Mem, true)).transpose()?;
+        let disk = config.disk.as_ref().map(|t| open(t, Tier::Disk, false)).transpose()?;
         let channel = Channel::from_shared(format!("http://{}", config.master))
             .map_err(|e| ThawError::invalid(format!("master address {:?}: {e}", config.master)))?
             .connect_timeout(std::time::Duration::from_secs(2))
@@ -126,6 +130,42 @@ impl Worker {
         }
     }
 
+    /// Holds `bytes` of `store`, evicting cached blocks by the tier's replacement
+    /// policy when it is full: never a block a job still expects (the migrator's
+    /// reference lists), one with no other copy, or one being written. The
+    /// evictions go to the master with the next heartbeat. A tier full of such
+    /// blocks fails with what holds it, by job.
+    pub(crate) fn reserve(&self, store: &Arc<TierStore>, bytes: u64) -> Result<tier::Reservation> {
+        let (r, evicted) = self.migrator.protecting(|held| store.reserve_evicting(bytes, held));
+        for &(b, len) in &evicted {
+            tracing::debug!(
+                block = b,
+                bytes = len,
+                tier = store.name(),
+                policy = store.policy().name(),
+                "evicted to make room"
+            );
+            self.note_removed(b, store.tier, len);
+        }
+        r.map_err(|mut e| {
+            let holders = self.migrator.holders();
+            if !holders.is_empty() {
+                let named: Vec<String> = holders
+                    .iter()
+                    .take(5)
+                    .map(|(j, b)| format!("{j} {}", thaw_common::size::format_size(*b)))
+                    .collect();
+                e.message = format!("{}; held by job: {}", e.message, named.join(", "));
+            }
+            e
+        })
+    }
+
+    /// A tier's use, its held bytes being the blocks jobs still expect here.
+    pub fn tier_usage(&self, store: &TierStore) -> thaw_common::proto::TierUsage {
+        self.migrator.protecting(|held| store.usage(held))
+    }
+
     /// Runs one migration: copies the block into the MEM tier from the DISK tier
     /// or the under-store. `Ok(true)`: migrated; `Ok(false)`: it was in memory
     /// already; `Err((true, _))`: no room in the tier yet (retry later).
@@ -155,7 +195,7 @@ impl Worker {
     async fn copy_from_disk(&self, block: u64, mem: &Arc<TierStore>) -> Result<()> {
         let disk = self.disk.clone().ok_or_else(|| ThawError::not_found("this worker has no DISK tier"))?;
         let len = disk.get(block).ok_or_else(|| ThawError::not_found(format!("block {block} is not on DISK here")))?;
-        let mut file = cache::BlockFile::create(mem, block, len)?;
+        let mut file = cache::BlockFile::create(self, mem, block, len, false)?;
         // The DISK device, if modelled, paces the copy like any DISK read, in the
         // background class unless configured otherwise; the real disk sees the
         // copying thread in the kernel's idle class likewise.

@@ -30,7 +30,7 @@ impl Worker {
         let mut tiers = Vec::new();
         for t in self.tiers() {
             blocks.extend(t.report());
-            tiers.push(t.usage());
+            tiers.push(self.tier_usage(t));
         }
         // Removals not yet reported are covered by the full report.
         self.removed.lock().unwrap_or_else(|e| e.into_inner()).clear();
@@ -89,7 +89,7 @@ impl Worker {
         let req = HeartbeatRequest {
             worker_id: reg.worker_id,
             master_epoch: reg.epoch,
-            tiers: self.tiers().map(|t| t.usage()).collect(),
+            tiers: self.tiers().map(|t| self.tier_usage(t)).collect(),
             removed_blocks: removed.clone(),
             jobs: self.stats.snapshot(),
             migration: Some(report.clone()),
@@ -104,7 +104,7 @@ impl Worker {
                 }
                 if !resp.reregister {
                     let mem = self.tier(Tier::Mem);
-                    let fx = self.migrator.apply(&resp, |b| mem.as_ref().is_some_and(|m| m.get(b).is_some()));
+                    let fx = self.migrator.apply(&resp, |b| mem.as_ref().and_then(|m| m.get(b)));
                     self.carry_out(fx);
                 }
                 Ok(resp.reregister)

@@ -16,6 +16,17 @@
 //! - When the buffer is full, migrations wait: a referenced block is never evicted
 //!   to make room (do-not-harm). A queued migration whose jobs have all read the
 //!   block already is dropped.
+//! - A block a job expects that was in memory already (a read cached it, a write
+//!   left it) is held too, so the tier's replacement never evicts it; when its
+//!   jobs let go it stays, as cache (only migrated blocks are evicted then).
+//!
+//! Improvement on the papers: the wait for room is bounded. When the buffer has
+//! been full for `room_wait` with nothing freed and nothing started (its blocks
+//! are held by jobs that have not read them: a job waiting for its own inputs
+//! larger than the buffer, or jobs queued behind), the migrations that do not
+//! fit fail, saying which jobs hold how much; the master tries another worker or
+//! gives them up, and the job reads those blocks from where they are. The papers
+//! let them wait, which leaves a `migrate --wait` hanging for good.
 //!
 //! Improvement on the papers: implicit eviction waits until the job has read the
 //! whole block, or has not touched it for a short delay. Readers of columnar
@@ -35,6 +46,7 @@ use thaw_common::proto::{
     HeartbeatResponse, JobBlockRead, JobRef, MigrationCommand, MigrationEvent, MigrationSource, SourceEstimate,
     UfsSource, WorkerMigrationReport,
 };
+use thaw_common::size::format_size;
 
 /// A migration that found no room in the MEM tier this many times (about 5 s:
 /// the tier is full of blocks no migration can evict) is reported failed.
@@ -55,6 +67,9 @@ pub struct MigrationConfig {
     /// `Device::open_background_stream`), a real one with the copying thread in
     /// the kernel's idle class (see [`crate::ioprio`]).
     pub background_io: bool,
+    /// A migration waits this long for room in a full buffer in which nothing
+    /// frees up, then fails with the reason.
+    pub room_wait: Duration,
 }
 
 impl Default for MigrationConfig {
@@ -64,6 +79,7 @@ impl Default for MigrationConfig {
             implicit_delay: Duration::from_secs(2),
             dead_job_threshold: 0.8,
             background_io: true,
+            room_wait: Duration::from_secs(5),
         }
     }
 }
@@ -119,6 +135,9 @@ struct Ref {
 struct Held {
     length: u64,
     refs: HashMap<String, Ref>,
+    /// Brought in by a migration (counts in the buffer, evicted when released);
+    /// else it was in memory already and stays there, as cache, when released.
+    migrated: bool,
 }
 
 #[derive(Debug)]
@@ -148,6 +167,9 @@ struct State {
     master_has_more: bool,
     /// The file system's default block size (from registration).
     block_size: u64,
+    /// Per device whose queue head does not fit in the buffer: since when, and
+    /// the buffer use then (any release resets the wait).
+    room_wait: HashMap<Source, (Instant, u64)>,
 }
 
 /// What the executor and the reference lists decided; the worker carries it out.
@@ -214,7 +236,8 @@ impl Migrator {
     // ---- orders from the master ----
 
     /// Applies a heartbeat answer's migration orders.
-    pub fn apply(&self, resp: &HeartbeatResponse, in_mem: impl Fn(u64) -> bool) -> Effects {
+    /// `in_mem`: a block's length if it is in the MEM tier.
+    pub fn apply(&self, resp: &HeartbeatResponse, in_mem: impl Fn(u64) -> Option<u64>) -> Effects {
         let mut fx = Effects::default();
         let mut st = self.lock();
         st.migrating_jobs = resp.migrating_jobs.iter().cloned().collect();
@@ -241,6 +264,9 @@ impl Migrator {
                 && !read_recently(&st, &job.job_id, r.block_id)
             {
                 add_reference(&mut st, r.block_id, job);
+                if let Some(length) = in_mem(r.block_id) {
+                    hold_cached(&mut st, r.block_id, length, job);
+                }
             }
         }
         for j in &resp.dead_jobs {
@@ -265,7 +291,7 @@ impl Migrator {
         fx
     }
 
-    fn enqueue(&self, st: &mut State, cmd: &MigrationCommand, in_mem: &impl Fn(u64) -> bool) {
+    fn enqueue(&self, st: &mut State, cmd: &MigrationCommand, in_mem: &impl Fn(u64) -> Option<u64>) {
         let block = cmd.block_id;
         let source = match MigrationSource::try_from(cmd.source) {
             Ok(MigrationSource::Disk) => Source::Disk,
@@ -300,8 +326,12 @@ impl Migrator {
             }
             return;
         }
-        if in_mem(block) {
-            // Already in memory (written or cached there): nothing to move.
+        if in_mem(block).is_some() {
+            // Already in memory (written or cached there): nothing to move, but
+            // its jobs expect it, so it is held for them.
+            for j in &cmd.jobs {
+                hold_cached(st, block, cmd.length, j);
+            }
             st.events.push(event(block, cmd.source, 0, "done"));
             return;
         }
@@ -328,28 +358,75 @@ impl Migrator {
     /// device, and the head of the queue fits in the buffer. The caller runs it
     /// and calls [`Migrator::finish`].
     pub fn next(&self, source: Source) -> Option<Task> {
+        self.next_at(source, Instant::now())
+    }
+
+    /// [`Migrator::next`] at `now`: the head of the queue waits for room in the
+    /// buffer (never evicting a referenced block: do-not-harm), but only while
+    /// room frees up at least every `room_wait`; past that the heads that do not
+    /// fit fail, with who holds the buffer.
+    pub fn next_at(&self, source: Source, now: Instant) -> Option<Task> {
         let mut st = self.lock();
         if st.active.contains_key(&source) {
             return None;
         }
-        let (&k, head) = st.queues.get(&source)?.iter().next()?;
-        if head.length > self.limit {
-            // It could never fit: fail it, so the master tries another worker.
+        loop {
+            let (&k, head) = st.queues.get(&source)?.iter().next()?;
+            let length = head.length;
+            let why = if length > self.limit {
+                // It could never fit: fail it, so the master tries another worker.
+                format!(
+                    "failed: block of {} is larger than the migration buffer ({})",
+                    format_size(length),
+                    format_size(self.limit)
+                )
+            } else if st.used + length > self.limit {
+                let used = st.used;
+                let since = st.room_wait.entry(source).or_insert((now, used));
+                if used < since.1 {
+                    *since = (now, used); // room freed up since: wait on
+                }
+                let waited = now.saturating_duration_since(since.0);
+                if waited < self.config.room_wait {
+                    return None;
+                }
+                format!(
+                    "failed: no room in the migration buffer for {} in {:.1}s: {} of {} is held by {}; it frees up when they read or evict their blocks",
+                    format_size(length),
+                    waited.as_secs_f64(),
+                    format_size(used),
+                    format_size(self.limit),
+                    holders_text(&st)
+                )
+            } else {
+                break;
+            };
             let task = st.queues.get_mut(&source).expect("present").remove(&k).expect("present");
             st.queued.remove(&task.block);
-            let why =
-                format!("failed: block of {} bytes is larger than the migration buffer ({})", task.length, self.limit);
+            tracing::info!(block = task.block, why, "migration fails");
             st.events.push(event(task.block, source.proto() as i32, task.length, &why));
-            return None;
         }
-        if st.used + head.length > self.limit {
-            return None; // wait for room: never evict a referenced block (do-not-harm)
-        }
+        let k = *st.queues[&source].keys().next().expect("the head fits");
         let task = st.queues.get_mut(&source).expect("present").remove(&k).expect("present");
         st.queued.remove(&task.block);
+        st.room_wait.remove(&source);
         st.used += task.length;
-        st.active.insert(source, Active { task: task.clone(), started: Instant::now() });
+        st.active.insert(source, Active { task: task.clone(), started: now });
         Some(task)
+    }
+
+    /// Bytes of memory each job holds here (a block counts for each of its
+    /// jobs), most first; running migrations count for their jobs too.
+    pub fn holders(&self) -> Vec<(String, u64)> {
+        holders(&self.lock())
+    }
+
+    /// Runs `f` with the test "is this block one a job still expects here",
+    /// while no reference can be added or dropped: the tier's replacement
+    /// decides under it, so it never evicts a block a job was just given.
+    pub fn protecting<R>(&self, f: impl FnOnce(&dyn Fn(u64) -> bool) -> R) -> R {
+        let st = self.lock();
+        f(&|b| st.held.contains_key(&b))
     }
 
     /// Records the end of a running migration. `Ok(true)`: the block is now in
@@ -377,6 +454,18 @@ impl Migrator {
                 e.start_ms = start_ms;
                 st.events.push(e);
             }
+            Ok(false) => {
+                // In memory already (a read cached it meanwhile): held for the
+                // jobs, as cache.
+                let mut e = event(task.block, source.proto() as i32, task.length, "done");
+                e.start_ms = start_ms;
+                st.events.push(e);
+                if task.generation == st.generation {
+                    for j in task.jobs.iter().filter(|j| !task.read_by.contains(&j.job_id)) {
+                        hold_cached(&mut st, task.block, task.length, j);
+                    }
+                }
+            }
             Ok(migrated) => {
                 if migrated {
                     let largest = st.block_size;
@@ -401,7 +490,7 @@ impl Migrator {
                         fx.evict.push(task.block);
                     } else {
                         st.used += task.length;
-                        st.held.insert(task.block, Held { length: task.length, refs });
+                        st.held.insert(task.block, Held { length: task.length, refs, migrated: true });
                     }
                 }
             }
@@ -587,8 +676,8 @@ impl Migrator {
         st.events.clear();
         st.reads.clear();
         st.migrating_jobs.clear();
-        let evict: Vec<u64> = st.held.keys().copied().collect();
-        let held: u64 = st.held.values().map(|h| h.length).sum();
+        let evict: Vec<u64> = st.held.iter().filter(|(_, h)| h.migrated).map(|(b, _)| *b).collect();
+        let held: u64 = st.held.values().filter(|h| h.migrated).map(|h| h.length).sum();
         st.held.clear();
         st.used = st.used.saturating_sub(held);
         if !evict.is_empty() {
@@ -600,7 +689,9 @@ impl Migrator {
     /// A block left the MEM tier for another reason (its file was deleted).
     pub fn forget(&self, block: u64) {
         let mut st = self.lock();
-        if let Some(h) = st.held.remove(&block) {
+        if let Some(h) = st.held.remove(&block)
+            && h.migrated
+        {
             st.used = st.used.saturating_sub(h.length);
         }
         if let Some((s, k)) = st.queued.remove(&block)
@@ -722,9 +813,47 @@ fn drop_ref(st: &mut State, block: u64, job: &str, fx: &mut Effects) {
     h.refs.remove(job);
     if h.refs.is_empty() {
         let h = st.held.remove(&block).expect("present");
-        st.used = st.used.saturating_sub(h.length);
-        fx.evict.push(block);
+        if h.migrated {
+            st.used = st.used.saturating_sub(h.length);
+            fx.evict.push(block);
+        }
     }
+}
+
+/// Holds a block that is in memory already (not migrated) for `job`.
+fn hold_cached(st: &mut State, block: u64, length: u64, job: &JobRef) {
+    let h = st.held.entry(block).or_insert_with(|| Held { length, refs: HashMap::new(), migrated: false });
+    h.refs.entry(job.job_id.clone()).or_insert(Ref { implicit: job.implicit, bytes_read: 0, last_read: None });
+}
+
+fn holders(st: &State) -> Vec<(String, u64)> {
+    let mut by_job: HashMap<&str, u64> = HashMap::new();
+    for h in st.held.values() {
+        for j in h.refs.keys() {
+            *by_job.entry(j).or_default() += h.length;
+        }
+    }
+    for a in st.active.values() {
+        for j in &a.task.jobs {
+            *by_job.entry(&j.job_id).or_default() += a.task.length;
+        }
+    }
+    let mut v: Vec<(String, u64)> = by_job.into_iter().map(|(j, b)| (j.to_string(), b)).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v
+}
+
+/// "jobs a (1.0 GiB), b (64.0 MiB)", at most five named.
+fn holders_text(st: &State) -> String {
+    let h = holders(st);
+    if h.is_empty() {
+        return "no job (migrations in flight)".to_string();
+    }
+    let mut parts: Vec<String> = h.iter().take(5).map(|(j, b)| format!("{j} ({})", format_size(*b))).collect();
+    if h.len() > 5 {
+        parts.push(format!("{} more", h.len() - 5));
+    }
+    format!("job{} {}", if h.len() == 1 { "" } else { "s" }, parts.join(", "))
 }
 
 /// Runs one device's migrations until shutdown: whenever the device is free and

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .cluster import ClusterSpec, EmulatedCluster
-from .runner import CONFIGS, SCENARIOS, Runner, Scenario, start_dask, write_json
+from .runner import CONFIGS, SCENARIOS, InputsExceedMemory, Runner, Scenario, start_dask, write_json
 from .workloads import JobSpec, place_inputs, single_job, swim_jobs
 
 MiB = 1 << 20
@@ -136,7 +136,12 @@ def _run_all(
                 config = CONFIGS[name]
                 run_name = f"{prefix}{scenario.name}-{name}" + (f"-r{rep}" if repeats > 1 else "")
                 bench.say(f"{run_name}: {config.label}, {scenario.label}")
-                res = runner.run(jobs, config, scenario, run_name, progress=bench.say)
+                try:
+                    res = runner.run(jobs, config, scenario, run_name, progress=bench.say)
+                except InputsExceedMemory as e:
+                    bench.say(f"  skipped: {e}")
+                    doc.setdefault("skipped", []).append({"run": run_name, "why": str(e)})
+                    continue
                 res["repeat"] = rep
                 mean = sum(j["duration"] for j in res["jobs"]) / max(1, len(res["jobs"]))
                 bench.say(

@@ -642,6 +642,8 @@ def render_markdown(
     out.append(f"- Date: {results.get('date', '-')}")
     out.append(f"- Command: `{results.get('command', '-')}`")
     out.append(f"- Runs: {len(results.get('runs', []))}\n")
+    for s in results.get("skipped", []):
+        out.append(f"- Skipped {s['run']}: {s['why']}\n")
     params = results.get("params") or {}
     if params:
         out.append("## Parameters\n")

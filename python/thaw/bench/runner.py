@@ -43,6 +43,51 @@ class Config:
     label: str = ""
 
 
+class InputsExceedMemory(ValueError):
+    """The inputs-in-RAM configuration cannot be reached: the inputs are larger
+    than the memory the cluster's workers give migrated blocks."""
+
+
+def preload_inputs(
+    client: Any, paths: list[str], timeout: float, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """Moves ``paths`` into memory before a run (the inputs-in-RAM bound) and
+    waits for them. Inputs larger than the sum of the live workers' migration
+    buffers raise :class:`InputsExceedMemory` at once, instead of waiting for a
+    bound that cannot be reached. Blocks that still fail to move (no room on the
+    workers holding them) end the wait too: the result says how many made it
+    (``complete`` is False then) and why the rest did not."""
+    t = time.time()
+    job = "inputs-in-ram"
+    info = client.migrate(paths, job=job, eviction="explicit", lease=timeout + 600)
+    buffers = [
+        w["migration"]["buffer_limit"]
+        for w in client.status()["workers"]
+        if w["alive"] and w.get("migration")
+    ]
+    if buffers and info["bytes"] > sum(buffers):
+        client.evict(job)
+        raise InputsExceedMemory(
+            f"inputs-in-RAM cannot be reached: the inputs are {info['bytes'] / 2**20:.0f} MiB, "
+            f"the {len(buffers)} workers' migration buffers hold {sum(buffers) / 2**20:.0f} MiB "
+            "(give the nodes more memory, a smaller byte scale, or fewer jobs)"
+        )
+    info = client.wait_migrated(job, timeout=timeout)
+    preload = {
+        "seconds": round(time.time() - t, 3),
+        "job": info,
+        "complete": info["blocks_in_memory"] == info["blocks"],
+    }
+    if preload["complete"]:
+        say(f"  inputs in RAM: {info['blocks_in_memory']} blocks in {preload['seconds']:.1f}s")
+    else:
+        say(
+            f"  inputs in RAM: only {info['blocks_in_memory']} of {info['blocks']} blocks "
+            f"in {preload['seconds']:.1f}s ({info.get('failure') or 'no reason given'})"
+        )
+    return preload
+
+
 CONFIGS: dict[str, Config] = {
     c.name: c
     for c in [
@@ -223,12 +268,7 @@ class Runner:
         splits = {j.name: splits_of(client, j) for j in jobs}
         preload = None
         if config.preload:
-            t = time.time()
-            paths = [p for j in jobs for p in j.inputs]
-            client.migrate(paths, job="inputs-in-ram", eviction="explicit", lease=timeout + 600)
-            info = client.wait_migrated("inputs-in-ram", timeout=timeout)
-            preload = {"seconds": round(time.time() - t, 3), "job": info}
-            say(f"  inputs in RAM: {info['blocks_in_memory']} blocks in {preload['seconds']:.1f}s")
+            preload = preload_inputs(client, [p for j in jobs for p in j.inputs], timeout, say)
         log_dir = self.out_dir / f"{run_name}-tasks"
         shutil.rmtree(log_dir, ignore_errors=True)
         log_dir.mkdir(parents=True)

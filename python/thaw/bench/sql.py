@@ -44,7 +44,15 @@ from ..client import Client, ThawFile
 from ..errors import NotFound
 from ..fs import ThawFileSystem
 from .cluster import EmulatedCluster
-from .runner import Config, Interference, Sampler, Scenario, migration_events, write_json
+from .runner import (
+    Config,
+    Interference,
+    Sampler,
+    Scenario,
+    migration_events,
+    preload_inputs,
+    write_json,
+)
 from .workloads import PART_BLOCKS
 
 TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
@@ -463,11 +471,7 @@ def run_config(
     client = cluster.client(host=COORDINATOR)
     preload = None
     if config.preload:
-        t = time.time()
-        client.migrate([data.root], job="inputs-in-ram", eviction="explicit", lease=timeout + 600)
-        info = client.wait_migrated("inputs-in-ram", timeout=timeout)
-        preload = {"seconds": round(time.time() - t, 3), "job": info}
-        say(f"  inputs in RAM: {info['blocks_in_memory']} blocks in {preload['seconds']:.1f}s")
+        preload = preload_inputs(client, [data.root], timeout, say)
     names: dict[str, int] = {}
     runs: list[_Query] = []
     for n in queries:

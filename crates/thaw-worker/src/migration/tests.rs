@@ -50,8 +50,8 @@ fn known(mut r: HeartbeatResponse) -> HeartbeatResponse {
     r
 }
 
-fn none_in_mem(_: u64) -> bool {
-    false
+fn none_in_mem(_: u64) -> Option<u64> {
+    None
 }
 
 /// Runs the next migration of the DISK device to a successful end.
@@ -281,8 +281,88 @@ fn references_join_queued_running_and_held_blocks_once() {
     run_one(&m);
     assert_eq!(m.held()[&1], vec!["a".to_string(), "b".to_string(), "c".to_string()]);
     // A command for a block already in memory (not migrated here) is done at once.
-    m.apply(&known(orders(vec![cmd(9, 4, vec![job("a", 1, 1, false)], false)])), |b| b == 9);
+    m.apply(&known(orders(vec![cmd(9, 4, vec![job("a", 1, 1, false)], false)])), |b| (b == 9).then_some(4));
     assert!(m.queue(Source::Disk).is_empty());
+}
+
+#[test]
+fn a_block_already_in_memory_is_held_for_its_job_and_stays_as_cache_when_released() {
+    let m = migrator(10 * LEN);
+    let in_mem = |b: u64| (b == 9).then_some(40);
+    m.apply(&known(orders(vec![cmd(9, 1, vec![job("a", 1, 1, false)], false)])), in_mem);
+    // Protected from the tier's replacement while the job expects it...
+    assert_eq!(m.held()[&9], vec!["a".to_string()]);
+    assert!(m.protecting(|held| held(9)));
+    assert_eq!(m.buffer_used(), 0, "a block that was not migrated takes no buffer");
+    // ... and a reference the master sends for it (a second job) adds to it.
+    let r = HeartbeatResponse {
+        references: vec![BlockReference { block_id: 9, job: Some(job("b", 1, 1, false)) }],
+        ..Default::default()
+    };
+    m.apply(&known(r), in_mem);
+    assert_eq!(m.held()[&9], vec!["a".to_string(), "b".to_string()]);
+    // Released by both: not evicted (it is cache now, the replacement's to judge).
+    let ev = |j: &str| HeartbeatResponse {
+        evictions: vec![EvictCommand { job_id: j.into(), blocks: vec![] }],
+        ..Default::default()
+    };
+    assert!(m.apply(&known(ev("a")), in_mem).evict.is_empty());
+    assert!(m.apply(&known(ev("b")), in_mem).evict.is_empty());
+    assert!(!m.protecting(|held| held(9)));
+    // A purge (new master) leaves such blocks alone too, but evicts migrated ones.
+    m.apply(&known(orders(vec![cmd(9, 2, vec![job("a", 1, 1, false)], false)])), in_mem);
+    m.apply(&known(orders(vec![cmd(1, 3, vec![job("a", 1, 1, false)], false)])), in_mem);
+    run_one(&m);
+    assert_eq!(m.purge().evict, vec![1]);
+}
+
+#[test]
+fn a_migration_that_finds_its_block_cached_holds_it_for_its_jobs() {
+    let m = migrator(10 * LEN);
+    m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
+    let t = m.next(Source::Disk).unwrap();
+    // A read cached the block meanwhile: the copy finds it there.
+    assert!(m.finish(Source::Disk, Ok(false)).evict.is_empty());
+    assert_eq!(m.held()[&t.block], vec!["a".to_string()]);
+    assert_eq!(m.buffer_used(), 0);
+}
+
+#[test]
+fn a_buffer_full_of_held_blocks_fails_waiting_migrations_after_the_room_wait_naming_the_holders() {
+    let config =
+        MigrationConfig { buffer_limit: Some(2 * LEN), room_wait: Duration::from_secs(5), ..Default::default() };
+    let m = Migrator::new(config, 2 * LEN);
+    for b in 1..=2 {
+        m.apply(&known(orders(vec![cmd(b, b, vec![job("a", 1, 1, false)], false)])), none_in_mem);
+        run_one(&m);
+    }
+    m.apply(&known(orders((3..=5).map(|b| cmd(b, b, vec![job("b", 1, 1, false)], false)).collect())), none_in_mem);
+    let t0 = Instant::now();
+    m.report(); // clear the events so far
+    assert!(m.next_at(Source::Disk, t0).is_none(), "waits for room");
+    assert!(m.next_at(Source::Disk, t0 + Duration::from_secs(4)).is_none(), "still within the wait");
+    assert!(m.report().0.events.is_empty());
+    // Room frees up (job a evicts one block): the wait starts over.
+    let r = HeartbeatResponse {
+        evictions: vec![EvictCommand { job_id: "a".into(), blocks: vec![1] }],
+        ..Default::default()
+    };
+    assert_eq!(m.apply(&known(r), none_in_mem).evict, vec![1]);
+    let started = m.next_at(Source::Disk, t0 + Duration::from_secs(4)).expect("fits now");
+    assert_eq!(started.block, 3);
+    m.finish(Source::Disk, Ok(true));
+    let t1 = t0 + Duration::from_secs(5);
+    assert!(m.next_at(Source::Disk, t1).is_none());
+    assert!(m.next_at(Source::Disk, t1 + Duration::from_millis(4900)).is_none());
+    // Nothing freed for the whole wait: every head that does not fit fails.
+    assert!(m.next_at(Source::Disk, t1 + Duration::from_secs(5)).is_none());
+    assert!(m.queue(Source::Disk).is_empty());
+    let events = m.report().0.events;
+    let failed: Vec<u64> = events.iter().filter(|e| e.outcome.starts_with("failed")).map(|e| e.block_id).collect();
+    assert_eq!(failed, vec![4, 5]);
+    let why = &events.iter().find(|e| e.block_id == 4).unwrap().outcome;
+    assert!(why.contains("no room in the migration buffer"), "{why}");
+    assert!(why.contains("held by jobs a (100 B), b (100 B)"), "{why}");
 }
 
 #[test]
