@@ -89,7 +89,7 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
     let mem_line = |w: &WorkerInfo| {
         w.tiers.iter().find(|u| u.tier == Tier::Mem as i32).map(|u| {
             format!(
-                "MEM: {} held for jobs, {} not persisted elsewhere, {} evictable ({}: {} blocks, {} evicted so far)",
+                "MEM: {} held for jobs, {} not persisted elsewhere, {} evictable ({} has evicted {} blocks, {})",
                 format_size(u.held),
                 format_size(u.pinned),
                 format_size(u.evictable),

@@ -113,7 +113,7 @@ async fn reads_into_a_full_tier_evict_the_least_recently_used_cached_blocks() {
     let out = thaw(&c, &["status"], Duration::from_secs(20));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("0 B held for jobs, 0 B not persisted elsewhere"), "{text}");
-    assert!(text.contains("evictable (lru: 10 blocks"), "{text}");
+    assert!(text.contains("evictable (lru has evicted 10 blocks, 10.0 MiB)"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
