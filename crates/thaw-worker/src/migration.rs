@@ -9,6 +9,9 @@
 //!   runs past its estimate, the estimate is raised at every heartbeat.
 //! - When a device runs dry while the master holds more work for this worker,
 //!   the worker asks for it at once (an early heartbeat).
+//! - A copy reads a fast device with the streams measured to move the most
+//!   bytes per second ([`parallelism`]); still one block per device at a time,
+//!   and one stream on a hard disk or a modelled device.
 //! - A migrated block is held in memory while its reference list (the jobs that
 //!   will read it) is not empty. References go on an explicit evict, on an
 //!   implicit read, when the master says the job is dead (asked only once buffer
@@ -28,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod estimate;
+pub(crate) mod parallelism;
 use estimate::Estimate;
 
 use thaw_common::now_ms;
