@@ -8,7 +8,9 @@
 //!   cost per migration and of a speed per byte: see `Estimate`); while one
 //!   runs past its estimate, the estimate is raised at every heartbeat.
 //! - When a device runs dry while the master holds more work for this worker,
-//!   the worker asks for it at once (an early heartbeat).
+//!   the worker asks for it at once (an early, light heartbeat: its answer
+//!   carries no live-job list, so it releases nothing); an idle worker keeps
+//!   such an ask open at the master, so new work arrives as soon as planned.
 //! - A copy reads a fast device with the streams measured to move the most
 //!   bytes per second ([`parallelism`]); still one block per device at a time,
 //!   and one stream on a hard disk or a modelled device.
@@ -221,12 +223,17 @@ impl Migrator {
     pub fn apply(&self, resp: &HeartbeatResponse, in_mem: impl Fn(u64) -> bool) -> Effects {
         let mut fx = Effects::default();
         let mut st = self.lock();
-        st.migrating_jobs = resp.migrating_jobs.iter().cloned().collect();
+        // A light answer (to an early ask) carries no live-job list: the last
+        // full answer's stands, and nothing is released for want of it.
+        let light = resp.light;
+        if !light {
+            st.migrating_jobs = resp.migrating_jobs.iter().cloned().collect();
+            // Reads since the job became known: report them now.
+            let known: Vec<(String, u64)> =
+                st.recent_reads.iter().flatten().filter(|(j, _)| st.migrating_jobs.contains(j)).cloned().collect();
+            st.reads.extend(known);
+        }
         st.master_has_more = resp.migrations_waiting;
-        // Reads since the job became known: report them now.
-        let known: Vec<(String, u64)> =
-            st.recent_reads.iter().flatten().filter(|(j, _)| st.migrating_jobs.contains(j)).cloned().collect();
-        st.reads.extend(known);
         for e in &resp.evictions {
             let blocks = (!e.blocks.is_empty()).then_some(&e.blocks[..]);
             release(&mut st, &e.job_id, blocks, &mut fx);
@@ -253,14 +260,17 @@ impl Migrator {
         }
         // A job the master no longer knows (evicted or expired: an answer that
         // carried its eviction may have been lost) holds nothing here.
-        let gone: HashSet<String> = st
-            .held
-            .values()
-            .flat_map(|h| h.refs.keys())
-            .chain(st.queues.values().flat_map(|q| q.values().flat_map(|t| t.jobs.iter().map(|j| &j.job_id))))
-            .filter(|j| !st.migrating_jobs.contains(*j))
-            .cloned()
-            .collect();
+        let gone: HashSet<String> = if light {
+            HashSet::new()
+        } else {
+            st.held
+                .values()
+                .flat_map(|h| h.refs.keys())
+                .chain(st.queues.values().flat_map(|q| q.values().flat_map(|t| t.jobs.iter().map(|j| &j.job_id))))
+                .filter(|j| !st.migrating_jobs.contains(*j))
+                .cloned()
+                .collect()
+        };
         for j in gone {
             release(&mut st, &j, None, &mut fx);
         }
@@ -433,6 +443,13 @@ impl Migrator {
         drop(st);
         self.fetch.notify_one();
         true
+    }
+
+    /// No device has a migration queued or running: the worker may hold a
+    /// light ask open at the master until work comes.
+    pub fn idle(&self) -> bool {
+        let st = self.lock();
+        st.active.is_empty() && st.queues.values().all(|q| q.is_empty())
     }
 
     // ---- reads ----

@@ -237,6 +237,48 @@ fn references_of_jobs_the_master_no_longer_knows_are_dropped() {
 }
 
 #[test]
+fn a_light_answer_binds_work_but_releases_nothing() {
+    // The last full answer knew only "a"; a light answer (to an early ask) binds
+    // a migration for "b", a job the master took on since, and names no jobs.
+    let m = migrator(10 * LEN);
+    let full = HeartbeatResponse {
+        migrations: vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)],
+        migrating_jobs: vec!["a".into()],
+        ..Default::default()
+    };
+    m.apply(&full, none_in_mem);
+    run_one(&m);
+    assert!(m.idle());
+    let light = HeartbeatResponse {
+        migrations: vec![cmd(2, 2, vec![job("b", 1, 1, false)], false)],
+        migrations_waiting: true,
+        light: true,
+        ..Default::default()
+    };
+    assert_eq!(m.apply(&light, none_in_mem), Effects::default());
+    assert_eq!(m.held().get(&1), Some(&vec!["a".to_string()]), "a's block stays");
+    assert_eq!(m.queue(Source::Disk), vec![2], "b's migration is bound");
+    assert!(!m.idle());
+    run_one(&m);
+    assert_eq!(m.held().get(&2), Some(&vec!["b".to_string()]));
+    // The same answer as a full one would have released both.
+    let full_empty = HeartbeatResponse { migrating_jobs: vec!["c".into()], ..Default::default() };
+    let mut evicted = m.apply(&full_empty, none_in_mem).evict;
+    evicted.sort();
+    assert_eq!(evicted, vec![1, 2]);
+}
+
+#[test]
+fn a_light_answer_keeps_reads_of_known_jobs_reported() {
+    let m = migrator(10 * LEN);
+    m.apply(&HeartbeatResponse { migrating_jobs: vec!["a".into()], ..Default::default() }, none_in_mem);
+    m.apply(&HeartbeatResponse { light: true, ..Default::default() }, none_in_mem);
+    m.on_read("a", 5, LEN);
+    let (_, reads) = m.report();
+    assert_eq!(reads, vec![JobBlockRead { job_id: "a".into(), block_id: 5 }], "the light answer kept a's list");
+}
+
+#[test]
 fn a_migration_arriving_after_the_job_read_the_block_is_skipped() {
     let m = migrator(10 * LEN);
     m.on_read("a", 7, LEN);
