@@ -678,6 +678,7 @@ impl Master {
             dead_jobs: orders.dead_jobs,
             migrations_waiting: orders.migrations_waiting,
             light,
+            waiting_sources: orders.waiting_sources.into_iter().map(|s| s as i32).collect(),
         }
     }
 

@@ -237,6 +237,8 @@ pub struct HeartbeatOrders {
     pub dead_jobs: Vec<String>,
     /// More migrations are targeted at this worker than were bound now.
     pub migrations_waiting: bool,
+    /// The devices they are targeted at.
+    pub waiting_sources: Vec<MigrationSource>,
 }
 
 pub struct Migrations {
@@ -739,7 +741,10 @@ impl Migrations {
         if self.policy == Policy::Dyrs {
             self.feed(worker, interval);
         }
-        let migrations_waiting = self.targets.keys().any(|(w, _)| *w == worker);
+        let mut waiting_sources: Vec<MigrationSource> =
+            self.targets.keys().filter(|(w, _)| *w == worker).map(|(_, d)| d.source()).collect();
+        waiting_sources.sort();
+        let migrations_waiting = !waiting_sources.is_empty();
         let load = self.load(worker);
         let beats = load.beats;
         for cmd in &load.out_migrations {
@@ -752,6 +757,7 @@ impl Migrations {
             migrating_jobs: if light { Vec::new() } else { self.jobs.keys().cloned().collect() },
             dead_jobs,
             migrations_waiting,
+            waiting_sources,
         }
     }
 

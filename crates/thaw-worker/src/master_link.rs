@@ -139,8 +139,9 @@ impl Worker {
     /// migration work (see [`Migrator::idle`](crate::migration::Migrator)): an
     /// idle worker holds one open at the master until its next full heartbeat
     /// is due, and a busy one whose device ran dry while the master has more
-    /// work asks at once (but not within an eighth of an interval of the last
-    /// exchange).
+    /// work asks at once (but not within a twentieth of an interval of the last
+    /// exchange: an eighth while asks were full heartbeats; a light one costs
+    /// the master a hundredth of one).
     pub async fn run_master_link(self: Arc<Self>, shutdown: CancellationToken) {
         let mut backoff = Duration::from_millis(100);
         let mut last = tokio::time::Instant::now();
@@ -178,7 +179,7 @@ impl Worker {
             } else {
                 let early = async {
                     self.migrator.fetch.notified().await;
-                    tokio::time::sleep_until(last + reg.heartbeat / 8).await;
+                    tokio::time::sleep_until(last + reg.heartbeat / 20).await;
                 };
                 tokio::select! {
                     _ = shutdown.cancelled() => return,

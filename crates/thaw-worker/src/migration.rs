@@ -84,6 +84,14 @@ pub enum Source {
 impl Source {
     pub const ALL: [Source; 2] = [Source::Disk, Source::Ufs];
 
+    fn from_proto(s: i32) -> Option<Source> {
+        match MigrationSource::try_from(s).ok()? {
+            MigrationSource::Disk => Some(Source::Disk),
+            MigrationSource::Ufs => Some(Source::Ufs),
+            MigrationSource::Unspecified => None,
+        }
+    }
+
     fn proto(self) -> MigrationSource {
         match self {
             Source::Disk => MigrationSource::Disk,
@@ -150,8 +158,8 @@ struct State {
     recent_reads: [HashSet<(String, u64)>; 2],
     migrating_jobs: HashSet<String>,
     generation: u64,
-    /// The last answer said the master holds more migrations for this worker.
-    master_has_more: bool,
+    /// The devices the last answer said the master holds more migrations for.
+    master_has_more: HashSet<Source>,
     /// The file system's default block size (from registration).
     block_size: u64,
 }
@@ -233,7 +241,13 @@ impl Migrator {
                 st.recent_reads.iter().flatten().filter(|(j, _)| st.migrating_jobs.contains(j)).cloned().collect();
             st.reads.extend(known);
         }
-        st.master_has_more = resp.migrations_waiting;
+        st.master_has_more = if !resp.waiting_sources.is_empty() {
+            resp.waiting_sources.iter().filter_map(|&s| Source::from_proto(s)).collect()
+        } else if resp.migrations_waiting {
+            Source::ALL.into_iter().collect()
+        } else {
+            HashSet::new()
+        };
         for e in &resp.evictions {
             let blocks = (!e.blocks.is_empty()).then_some(&e.blocks[..]);
             release(&mut st, &e.job_id, blocks, &mut fx);
@@ -425,21 +439,23 @@ impl Migrator {
         fx
     }
 
-    /// The executor of `source` found nothing to run. If its queue is empty and
-    /// the master said it holds more work for this worker, asks for an early
-    /// heartbeat (once per answer) so the device does not idle until the next.
+    /// The queue of `source` is empty (its last block started, or it had none).
+    /// If the master said it holds more work for this device, asks for it with
+    /// an early, light heartbeat (once per answer), so the answer comes back
+    /// while the last block copies and the device does not idle.
     ///
     /// Improvement on dyrs.txt III-B, which sizes each slave's queue so it does
     /// not drain before the next heartbeat but lets it idle when it does (an
     /// estimate off by a little, a heartbeat late): here the slave "queries the
-    /// master for more work" as soon as it has none.
+    /// master for more work" as soon as its queue is empty. Only the device the
+    /// work is targeted at asks: an idle device beside a busy one asked again
+    /// and again for the busy one's backlog.
     pub fn ran_dry(&self, source: Source) -> bool {
         let mut st = self.lock();
-        let empty = st.queues.get(&source).is_none_or(|q| q.is_empty()) && !st.active.contains_key(&source);
-        if !(empty && st.master_has_more) {
+        let empty = st.queues.get(&source).is_none_or(|q| q.is_empty());
+        if !(empty && st.master_has_more.remove(&source)) {
             return false;
         }
-        st.master_has_more = false;
         drop(st);
         self.fetch.notify_one();
         true
@@ -761,6 +777,8 @@ pub(crate) async fn run_device(
         tokio::pin!(woken);
         woken.as_mut().enable();
         if let Some(task) = m.next(source) {
+            // The last queued block started: ask for more now, not when it ends.
+            m.ran_dry(source);
             let outcome = worker.migrate_block(&task).await;
             if let Err((true, why)) = &outcome {
                 tracing::debug!(block = task.block, why, "no room in MEM yet: migration waits");

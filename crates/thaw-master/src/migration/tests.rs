@@ -184,6 +184,7 @@ fn a_light_ask_binds_like_a_heartbeat_without_the_job_lists() {
     let o = m.ask(&c, w[0], Some(r), vec![JobBlockRead { job_id: "j".into(), block_id: block_id(1, 29) }], HB * 10);
     assert_eq!(o.migrations.len(), 10);
     assert!(o.migrations_waiting);
+    assert_eq!(o.waiting_sources, vec![MigrationSource::Disk], "the DISK device's work: only it asks");
     assert!(o.migrating_jobs.is_empty() && o.dead_jobs.is_empty(), "no job lists in a light answer");
     // The read it carried counted: block 29 no longer pends.
     assert_eq!(m.target_of(block_id(1, 29)), None);

@@ -395,16 +395,25 @@ fn with_the_block_size_known_a_first_small_file_is_no_measure_of_speed() {
 }
 
 #[test]
-fn a_device_that_runs_dry_asks_early_only_when_the_master_has_more() {
+fn a_device_that_runs_dry_asks_early_only_when_the_master_has_more_for_it() {
     let m = migrator(10 * LEN);
-    let waiting = |migrations| HeartbeatResponse { migrations, migrations_waiting: true, ..Default::default() };
+    let waiting = |migrations| HeartbeatResponse {
+        migrations,
+        migrations_waiting: true,
+        waiting_sources: vec![MigrationSource::Disk as i32],
+        ..Default::default()
+    };
     m.apply(&known(waiting(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
     assert!(!m.ran_dry(Source::Disk), "a block is still queued");
+    assert!(!m.ran_dry(Source::Ufs), "the waiting work is the DISK device's, not this idle one's");
     let _t = m.next(Source::Disk).unwrap();
-    assert!(!m.ran_dry(Source::Disk), "a block is still running");
-    m.finish(Source::Disk, Ok(true));
-    assert!(m.ran_dry(Source::Disk), "empty, and the master said it has more");
+    assert!(m.ran_dry(Source::Disk), "the last block started, and the master said it has more");
     assert!(!m.ran_dry(Source::Disk), "once per answer");
+    m.finish(Source::Disk, Ok(true));
+    assert!(!m.ran_dry(Source::Disk));
+    // An answer without the per-device list (an older master): any device asks.
+    m.apply(&known(HeartbeatResponse { migrations_waiting: true, ..Default::default() }), none_in_mem);
+    assert!(m.ran_dry(Source::Ufs));
     // The early heartbeat's answer: nothing more waiting.
     m.apply(&known(orders(vec![])), none_in_mem);
     assert!(!m.ran_dry(Source::Disk));
