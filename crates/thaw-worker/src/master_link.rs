@@ -181,8 +181,19 @@ impl Worker {
                     self.migrator.fetch.notified().await;
                     tokio::time::sleep_until(last + reg.heartbeat / 20).await;
                 };
+                // Woken when a migration ends: if that left the worker idle,
+                // go back to holding an ask.
+                let ended = async {
+                    loop {
+                        self.migrator.wake.notified().await;
+                        if self.migrator.idle() {
+                            break;
+                        }
+                    }
+                };
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
+                    _ = ended => continue,
                     _ = tokio::time::sleep_until(full_due) => None,
                     _ = early => {
                         tracing::trace!("a migration device ran dry: early ask");
