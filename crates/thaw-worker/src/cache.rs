@@ -308,3 +308,49 @@ pub(crate) fn gone_is_lost(e: ThawError, path: &str) -> ThawError {
         e
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use thaw_common::proto::Tier;
+
+    #[test]
+    fn a_range_splits_into_whole_mib_parts_that_cover_it() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(split(64 * MIB, 1), vec![(0, 64 * MIB)]);
+        assert_eq!(
+            split(64 * MIB, 4),
+            vec![(0, 16 * MIB), (16 * MIB, 16 * MIB), (32 * MIB, 16 * MIB), (48 * MIB, 16 * MIB)]
+        );
+        // A short last block: parts of whole MiBs, the last one shorter.
+        assert_eq!(split(5 * MIB + 7, 2), vec![(0, 3 * MIB), (3 * MIB, 2 * MIB + 7)]);
+        // Never more parts than MiBs.
+        assert_eq!(split(MIB / 2, 4), vec![(0, MIB / 2)]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_copy_with_several_streams_writes_the_same_bytes_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src.bin");
+        let bytes: Vec<u8> = (0..(9u64 << 20) + 12345).map(|i| (i * 31 + i / 4099) as u8).collect();
+        std::fs::write(&src, &bytes).unwrap();
+        let store = TierStore::open(Tier::Mem, &dir.path().join("mem"), 64 << 20, true).unwrap();
+        let (offset, len) = (777u64, (8u64 << 20) + 4321);
+        for streams in [1, 3, 4] {
+            let mut f = BlockFile::create(&store, 100 + streams as u64, len).unwrap();
+            f.copy_from_local(src.clone(), offset, len, false, streams).await.unwrap();
+            assert_eq!(f.written, len);
+            // The file position is at the end: a further write appends.
+            f.write(b"tail").unwrap();
+            drop(f.file.take());
+            let got = std::fs::read(&f.temp).unwrap();
+            assert_eq!(got.len() as u64, len + 4, "{streams} streams");
+            assert!(got[..len as usize] == bytes[offset as usize..(offset + len) as usize], "{streams} streams");
+            assert_eq!(&got[len as usize..], b"tail");
+        }
+        // A source that ends early copies less, whatever the streams.
+        let mut f = BlockFile::create(&store, 200, len).unwrap();
+        f.copy_from_local(src.clone(), bytes.len() as u64 - 1000, len, false, 4).await.unwrap();
+        assert!(f.written < len);
+    }
+}
