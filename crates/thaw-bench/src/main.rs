@@ -3,11 +3,13 @@
 //! metadata lookups. Every figure is the median of alternating repeats. Results go
 //! to stdout and to a JSON summary (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|planner] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|migrate-cli|early-ask|planner] [--size 1GiB] [--repeats 5]`
 
 mod cold;
+mod heartbeat;
 mod measure;
 mod metadata;
+mod migrate_cli;
 mod migration;
 mod payload;
 mod planner;
@@ -56,6 +58,8 @@ enum Which {
     Metadata,
     Planner,
     Migration,
+    MigrateCli,
+    EarlyAsk,
 }
 
 /// What every benchmark is given.
@@ -119,6 +123,12 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     }
     if wants(Which::Migration) {
         migration::run(cfg).await?.into_iter().for_each(&mut done);
+    }
+    if wants(Which::MigrateCli) {
+        done(migrate_cli::run(cfg).await?);
+    }
+    if wants(Which::EarlyAsk) {
+        done(heartbeat::run(cfg).await?);
     }
     if wants(Which::Planner) {
         done(planner::run(cfg)?);

@@ -499,3 +499,36 @@ async fn a_read_of_a_block_under_migration_waits_for_it_instead_of_reading_the_d
     }
     assert_eq!(from_disks, bytes.len() as u64);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_gets_a_migrate_call_s_blocks_without_waiting_for_its_heartbeat() {
+    // A 3 s heartbeat: a worker that learned of new work only at its next
+    // heartbeat would take 1.5 s on average, up to 3 s. Its held light ask gets
+    // the blocks as soon as they are planned.
+    let mut o = ClusterOptions::workers(1);
+    o.heartbeat_ms = 3000;
+    o.worker_timeout_ms = 20_000;
+    let c = start(o).await;
+    let client = c.remote_client().with_job("fast");
+    let mut took = Vec::new();
+    for (i, name) in ["/quick/a", "/quick/b", "/quick/c"].into_iter().enumerate() {
+        cold_file(&c, name, 1_000_000, i as u64);
+        // Let the worker go idle and settle into its held ask.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let t0 = Instant::now();
+        client.migrate("fast", &paths(&[name]), EvictionMode::Explicit, None).await.unwrap();
+        loop {
+            let j = job(&client, "fast").await.expect("job exists");
+            if j.blocks_in_memory == j.blocks {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "migration did not finish: {j:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        took.push(t0.elapsed());
+    }
+    took.sort();
+    // The median of three: one slow run on a loaded machine does not fail it,
+    // heartbeat pacing (two of three past 1 s is likely at a 3 s heartbeat) does.
+    assert!(took[1] < Duration::from_millis(1000), "blocks waited for a heartbeat: {took:?}");
+}

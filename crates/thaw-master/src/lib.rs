@@ -51,6 +51,7 @@ pub async fn serve(config: MasterConfig, listener: TcpListener, shutdown: Cancel
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
                     _ = tick.tick() => master.plan(),
+                    _ = master.plan_soon.notified() => master.plan(),
                 }
             }
         })

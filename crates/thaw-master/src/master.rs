@@ -65,6 +65,11 @@ pub struct Master {
     /// Random per start: workers that see a new epoch re-register.
     epoch: u64,
     config: MasterConfig,
+    /// Wakes light asks held for work (see [`Master::ask`]): new commands or
+    /// targets for some worker.
+    work: tokio::sync::Notify,
+    /// Wakes the planner before its next tick (a migrate call came).
+    pub(crate) plan_soon: tokio::sync::Notify,
 }
 
 fn is_persisted_write(wt: WriteType) -> bool {
@@ -88,6 +93,8 @@ impl Master {
             ufs,
             epoch: rand::random::<u64>() | 1,
             config,
+            work: tokio::sync::Notify::new(),
+            plan_soon: tokio::sync::Notify::new(),
         })
     }
 
@@ -626,24 +633,31 @@ impl Master {
             return again;
         };
         w.last_heartbeat = Instant::now();
-        w.tiers = req.tiers;
-        w.jobs = req.jobs;
-        w.devices = req.devices;
-        let remove_blocks = std::mem::take(&mut w.pending_removals);
-        for b in req.removed_blocks {
-            let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
-            st.cluster.remove_replica(b.block_id, req.worker_id, tier);
-            if tier == Tier::Mem {
-                st.migrations.mark_dirty();
+        let light = req.light;
+        // A light ask leaves tier use, job counters, devices and removals (and
+        // the removals the master asks for) to the next full heartbeat.
+        let remove_blocks = if light {
+            Vec::new()
+        } else {
+            w.tiers = req.tiers;
+            w.jobs = req.jobs;
+            w.devices = req.devices;
+            let remove_blocks = std::mem::take(&mut w.pending_removals);
+            for b in req.removed_blocks {
+                let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
+                st.cluster.remove_replica(b.block_id, req.worker_id, tier);
+                if tier == Tier::Mem {
+                    st.migrations.mark_dirty();
+                }
             }
-        }
-        let mut orders = st.migrations.heartbeat(
-            &st.cluster,
-            req.worker_id,
-            req.migration,
-            req.reads,
-            self.config.heartbeat_interval,
-        );
+            remove_blocks
+        };
+        let interval = self.config.heartbeat_interval;
+        let mut orders = if light {
+            st.migrations.ask(&st.cluster, req.worker_id, req.migration, req.reads, interval)
+        } else {
+            st.migrations.heartbeat(&st.cluster, req.worker_id, req.migration, req.reads, interval)
+        };
         // Under-store sources as of now: a file renamed since the migrate call
         // is read at its new path.
         for cmd in &mut orders.migrations {
@@ -663,7 +677,41 @@ impl Master {
             migrating_jobs: orders.migrating_jobs,
             dead_jobs: orders.dead_jobs,
             migrations_waiting: orders.migrations_waiting,
+            light,
+            waiting_sources: orders.waiting_sources.into_iter().map(|s| s as i32).collect(),
         }
+    }
+
+    /// A light ask that may wait (`wait_ms`, at most a heartbeat interval) until
+    /// the master has migration work for the worker: an idle worker holds one
+    /// open between its heartbeats, so a migrate call's blocks reach it as soon
+    /// as they are planned (dyrs.txt III-A: "when a slave queries the master for
+    /// more work"; the paper's slaves wait for their next heartbeat). A full
+    /// heartbeat, or a light one without a wait, is answered at once.
+    pub async fn ask(&self, req: HeartbeatRequest) -> HeartbeatResponse {
+        if !req.light || req.wait_ms == 0 {
+            return self.heartbeat(req);
+        }
+        let wait = Duration::from_millis(req.wait_ms as u64).min(self.config.heartbeat_interval);
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notified = self.work.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let ready = req.master_epoch != self.epoch || {
+                let st = self.read();
+                st.cluster.worker(req.worker_id).is_none_or(|w| !w.alive) || st.migrations.has_work(req.worker_id)
+            };
+            if ready || tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break;
+            }
+        }
+        self.heartbeat(req)
+    }
+
+    /// Wakes held light asks: some worker may have work now.
+    pub(crate) fn work_ready(&self) {
+        self.work.notify_waiters();
     }
 
     pub fn commit_block(&self, req: CommitBlockRequest) -> Result<CommitBlockResponse> {
@@ -700,13 +748,20 @@ impl Master {
         let live = live_workers(&st.cluster);
         st.migrations.expire(now, &live);
         st.migrations.repair(&st.cluster);
+        self.work_ready();
     }
 
     /// One planning pass (dyrs.txt Algorithm 1), off the heartbeat path.
     pub fn plan(&self) {
-        let mut st = self.write();
-        let st = &mut *st;
-        st.migrations.plan(&st.cluster);
+        let targeted = {
+            let mut st = self.write();
+            let st = &mut *st;
+            st.migrations.plan(&st.cluster);
+            st.migrations.targeted()
+        };
+        if targeted {
+            self.work_ready();
+        }
     }
 }
 

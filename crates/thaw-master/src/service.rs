@@ -48,7 +48,7 @@ impl MasterService for MasterRpc {
         reply(self.master.register_worker(r.into_inner()))
     }
     async fn heartbeat(&self, r: Request<HeartbeatRequest>) -> Reply<HeartbeatResponse> {
-        Ok(Response::new(self.master.heartbeat(r.into_inner())))
+        Ok(Response::new(self.master.ask(r.into_inner()).await))
     }
     async fn commit_block(&self, r: Request<CommitBlockRequest>) -> Reply<CommitBlockResponse> {
         reply(self.master.commit_block(r.into_inner()))

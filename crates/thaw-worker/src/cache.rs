@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use crate::Worker;
 use crate::device::DeviceKind;
+use crate::migration::Source;
 use crate::tier::{Reservation, TierStore};
 
 /// A block being written into a tier: a temp file plus its reserved space.
@@ -37,7 +38,16 @@ impl BlockFile {
     /// A new block file holding `reserve` bytes of the tier, made room for by
     /// evicting cache if the tier is full (see [`Worker::reserve`]).
     pub fn create(w: &Worker, store: &Arc<TierStore>, block: u64, reserve: u64, pinned: bool) -> Result<Self> {
-        let reservation = w.reserve(store, reserve)?;
+        Self::with_reservation(store, block, w.reserve(store, reserve)?, pinned)
+    }
+
+    /// A new block file in space already reserved.
+    pub fn with_reservation(
+        store: &Arc<TierStore>,
+        block: u64,
+        reservation: Reservation,
+        pinned: bool,
+    ) -> Result<Self> {
         let temp = store.temp_path(block);
         let file = std::fs::File::create(&temp)?;
         Ok(BlockFile {
@@ -79,33 +89,53 @@ impl BlockFile {
     }
 
     /// Copies `len` bytes at `offset` of the local file `src` into this block with
-    /// sendfile(2), on a blocking thread; in the kernel's idle I/O class if
-    /// `idle_io` (a migration: see [`crate::ioprio`]).
+    /// sendfile(2), on blocking threads; in the kernel's idle I/O class if
+    /// `idle_io` (a migration: see [`crate::ioprio`]). `streams` > 1 splits the
+    /// range into that many parts copied at once (a fast device's measured
+    /// parallelism: see [`crate::migration::parallelism`]).
     pub(crate) async fn copy_from_local(
         &mut self,
         src: std::path::PathBuf,
         offset: u64,
         len: u64,
         idle_io: bool,
+        streams: usize,
     ) -> Result<()> {
-        use std::os::fd::AsRawFd;
         let out = self.file.take().expect("open until commit");
+        let (temp, at) = (self.temp.clone(), self.written);
         let (out, copied) = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
-            let _idle = idle_io.then(crate::ioprio::IdleIo::enter);
-            let input = std::fs::File::open(&src)?;
-            let mut at = offset as libc::off_t;
-            let mut left = len;
-            while left > 0 {
-                // SAFETY: both descriptors are open for the duration of the call.
-                let r =
-                    unsafe { libc::sendfile(out.as_raw_fd(), input.as_raw_fd(), &mut at, left.min(1 << 30) as usize) };
-                match r {
-                    r if r < 0 => return Err(std::io::Error::last_os_error().into()),
-                    0 => break,
-                    r => left -= r as u64,
-                }
+            let parts = split(len, streams);
+            if parts.len() <= 1 {
+                let _idle = idle_io.then(crate::ioprio::IdleIo::enter);
+                let copied = sendfile_range(&src, &out, offset, len)?;
+                return Ok((out, copied));
             }
-            Ok((out, len - left))
+            // Each part writes through its own descriptor, positioned at its
+            // place in the block file.
+            let copied = std::thread::scope(|s| {
+                let handles: Vec<_> = parts
+                    .iter()
+                    .map(|&(from, n)| {
+                        let (src, temp) = (&src, &temp);
+                        s.spawn(move || -> Result<u64> {
+                            use std::io::{Seek, SeekFrom};
+                            let _idle = idle_io.then(crate::ioprio::IdleIo::enter);
+                            let mut part = std::fs::OpenOptions::new().write(true).open(temp)?;
+                            part.seek(SeekFrom::Start(at + from))?;
+                            sendfile_range(src, &part, offset + from, n)
+                        })
+                    })
+                    .collect();
+                let mut total = 0;
+                for h in handles {
+                    total += h.join().map_err(|_| ThawError::internal("copy thread panicked"))??;
+                }
+                Ok::<u64, ThawError>(total)
+            })?;
+            use std::io::{Seek, SeekFrom};
+            let mut out = out;
+            out.seek(SeekFrom::Start(at + copied))?;
+            Ok((out, copied))
         })
         .await
         .map_err(|e| ThawError::internal(format!("copy task: {e}")))??;
@@ -113,6 +143,40 @@ impl BlockFile {
         self.written += copied;
         Ok(())
     }
+}
+
+/// `len` bytes split into at most `streams` parts of whole MiBs: (offset, length).
+fn split(len: u64, streams: usize) -> Vec<(u64, u64)> {
+    const ALIGN: u64 = 1 << 20;
+    let k = (streams.max(1) as u64).min(len.div_ceil(ALIGN)).max(1);
+    let part = len.div_ceil(k).div_ceil(ALIGN) * ALIGN;
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < len {
+        let n = part.min(len - at);
+        out.push((at, n));
+        at += n;
+    }
+    out
+}
+
+/// sendfile(2) of `len` bytes at `offset` of `src` to `out`'s position; returns
+/// the bytes copied (fewer if `src` ends first).
+fn sendfile_range(src: &std::path::Path, out: &std::fs::File, offset: u64, len: u64) -> Result<u64> {
+    use std::os::fd::AsRawFd;
+    let input = std::fs::File::open(src)?;
+    let mut at = offset as libc::off_t;
+    let mut left = len;
+    while left > 0 {
+        // SAFETY: both descriptors are open for the duration of the call.
+        let r = unsafe { libc::sendfile(out.as_raw_fd(), input.as_raw_fd(), &mut at, left.min(1 << 30) as usize) };
+        match r {
+            r if r < 0 => return Err(std::io::Error::last_os_error().into()),
+            0 => break,
+            r => left -= r as u64,
+        }
+    }
+    Ok(len - left)
 }
 
 impl Drop for BlockFile {
@@ -128,7 +192,9 @@ const FILL_CHUNK: u64 = 4 << 20;
 
 impl BlockFile {
     /// Copies `len` bytes at `offset` of the local file `src` into this block;
-    /// through an emulated device, in chunks that each wait for their device time.
+    /// through an emulated device, in chunks that each wait for their device time
+    /// (one stream: the model's concurrency penalty is the device's to charge);
+    /// else with `streams` parts at once.
     /// Stops early (without error) if the file ends: callers check `written`.
     pub(crate) async fn copy_paced(
         &mut self,
@@ -137,15 +203,16 @@ impl BlockFile {
         len: u64,
         device: Option<&mut crate::device::DeviceStream>,
         idle_io: bool,
+        streams: usize,
     ) -> Result<()> {
         let Some(d) = device else {
-            return self.copy_from_local(src, offset, len, idle_io).await;
+            return self.copy_from_local(src, offset, len, idle_io, streams).await;
         };
         let start = self.written;
         while self.written - start < len {
             let (before, k) = (self.written, (len - (self.written - start)).min(FILL_CHUNK));
             d.consume(k).await;
-            self.copy_from_local(src.clone(), offset + (before - start), k, idle_io).await?;
+            self.copy_from_local(src.clone(), offset + (before - start), k, idle_io, 1).await?;
             if self.written - before < k {
                 break; // the file ended early
             }
@@ -165,17 +232,26 @@ impl Worker {
         block: u64,
         ufs: &UfsSource,
         tier: &Arc<TierStore>,
+        migration: bool,
     ) -> Result<()> {
         if tier.get(block).is_some() {
             return Ok(());
         }
-        let mut state = self.start_fill(block, ufs, tier);
+        let mut state = self.start_fill(block, ufs, tier, migration);
         let done = state.wait_for(|s| s.is_some()).await.map_err(|_| ThawError::internal("fill task vanished"))?;
         done.clone().expect("waited for Some")
     }
 
-    /// Starts filling `block` unless a fill of it is already running.
-    pub(crate) fn start_fill(self: &Arc<Self>, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>) -> FillState {
+    /// Starts filling `block` unless a fill of it is already running. A
+    /// `migration`'s fill reads the under-store with the streams its measured
+    /// parallelism gives, and measures it.
+    pub(crate) fn start_fill(
+        self: &Arc<Self>,
+        block: u64,
+        ufs: &UfsSource,
+        tier: &Arc<TierStore>,
+        migration: bool,
+    ) -> FillState {
         let mut fills = self.fills.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(state) = fills.get(&block) {
             return state.clone();
@@ -184,7 +260,7 @@ impl Worker {
         fills.insert(block, rx.clone());
         let (w, ufs, tier) = (self.clone(), ufs.clone(), tier.clone());
         self.tasks.spawn(async move {
-            let r = if tier.get(block).is_some() { Ok(()) } else { w.fill(block, &ufs, &tier).await };
+            let r = if tier.get(block).is_some() { Ok(()) } else { w.fill(block, &ufs, &tier, migration).await };
             if let Err(e) = &r {
                 tracing::debug!(block, error = %e, "fill from the under-store failed");
             }
@@ -194,17 +270,25 @@ impl Worker {
         rx
     }
 
-    async fn fill(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>) -> Result<()> {
-        self.fill_from(block, ufs, tier).await.map_err(|e| gone_is_lost(e, &ufs.path))
+    async fn fill(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>, migration: bool) -> Result<()> {
+        self.fill_from(block, ufs, tier, migration).await.map_err(|e| gone_is_lost(e, &ufs.path))
     }
 
-    async fn fill_from(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>) -> Result<()> {
+    async fn fill_from(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>, migration: bool) -> Result<()> {
         let mut file = BlockFile::create(self, tier, block, ufs.length, false)?;
         let store = self.ufs()?;
         // An emulated under-store device, if modelled, paces the copy.
         let mut device = self.device_stream(DeviceKind::Ufs);
         match store.local_path(&ufs.path)? {
-            Some(src) => file.copy_paced(src, ufs.offset, ufs.length, device.as_mut(), false).await?,
+            Some(src) => {
+                let modelled = device.is_some();
+                let streams = if migration { self.copy_streams(Source::Ufs, ufs.length, modelled) } else { 1 };
+                let started = std::time::Instant::now();
+                file.copy_paced(src, ufs.offset, ufs.length, device.as_mut(), false, streams).await?;
+                if migration && !modelled && file.written == ufs.length {
+                    self.copy_took(Source::Ufs, streams, ufs.length, started.elapsed());
+                }
+            }
             None => {
                 let mut stream = store.read_range(&ufs.path, ufs.offset..ufs.offset + ufs.length).await?;
                 while let Some(chunk) = stream.next().await {
@@ -236,5 +320,57 @@ pub(crate) fn gone_is_lost(e: ThawError, path: &str) -> ThawError {
         ThawError::data_lost(format!("the under-store copy of {path} is gone ({})", e.message))
     } else {
         e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use thaw_common::proto::Tier;
+
+    #[test]
+    fn a_range_splits_into_whole_mib_parts_that_cover_it() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(split(64 * MIB, 1), vec![(0, 64 * MIB)]);
+        assert_eq!(
+            split(64 * MIB, 4),
+            vec![(0, 16 * MIB), (16 * MIB, 16 * MIB), (32 * MIB, 16 * MIB), (48 * MIB, 16 * MIB)]
+        );
+        // A short last block: parts of whole MiBs, the last one shorter.
+        assert_eq!(split(5 * MIB + 7, 2), vec![(0, 3 * MIB), (3 * MIB, 2 * MIB + 7)]);
+        // Never more parts than MiBs.
+        assert_eq!(split(MIB / 2, 4), vec![(0, MIB / 2)]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_copy_with_several_streams_writes_the_same_bytes_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src.bin");
+        let bytes: Vec<u8> = (0..(9u64 << 20) + 12345).map(|i| (i * 31 + i / 4099) as u8).collect();
+        std::fs::write(&src, &bytes).unwrap();
+        let store =
+            TierStore::open(Tier::Mem, &dir.path().join("mem"), 64 << 20, true, crate::replacement::Policy::Lru)
+                .unwrap();
+        let create = |block: u64, len: u64| {
+            let reservation = store.reserve_evicting(len, &|_| true).0.unwrap();
+            BlockFile::with_reservation(&store, block, reservation, false).unwrap()
+        };
+        let (offset, len) = (777u64, (8u64 << 20) + 4321);
+        for streams in [1, 3, 4] {
+            let mut f = create(100 + streams as u64, len);
+            f.copy_from_local(src.clone(), offset, len, false, streams).await.unwrap();
+            assert_eq!(f.written, len);
+            // The file position is at the end: a further write appends.
+            f.write(b"tail").unwrap();
+            drop(f.file.take());
+            let got = std::fs::read(&f.temp).unwrap();
+            assert_eq!(got.len() as u64, len + 4, "{streams} streams");
+            assert!(got[..len as usize] == bytes[offset as usize..(offset + len) as usize], "{streams} streams");
+            assert_eq!(&got[len as usize..], b"tail");
+        }
+        // A source that ends early copies less, whatever the streams.
+        let mut f = create(200, len);
+        f.copy_from_local(src.clone(), bytes.len() as u64 - 1000, len, false, 4).await.unwrap();
+        assert!(f.written < len);
     }
 }

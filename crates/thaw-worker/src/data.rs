@@ -292,14 +292,14 @@ async fn read_through(
     let cache_tier = Tier::try_from(req.cache_tier).ok().and_then(|t| w.tier(t));
     if let Some(tier) = &cache_tier {
         if off == 0 && n == ufs.length && n > 0 {
-            match w.cache_block(block, &ufs, tier).await {
+            match w.cache_block(block, &ufs, tier, false).await {
                 Ok(()) if serve_stored(w, sock, job, req, true, sent).await? => return Ok(()),
                 Ok(()) => {} // removed again at once (the file was deleted): stream it
                 Err(e) if e.kind == thaw_common::ErrorKind::ResourceExhausted => {}
                 Err(e) => return Err(e),
             }
         } else if tier.get(block).is_none() {
-            w.start_fill(block, &ufs, tier);
+            w.start_fill(block, &ufs, tier, false);
         }
     }
     let range = ufs.offset + off..ufs.offset + off + n;
@@ -340,7 +340,7 @@ async fn cache_block(
         .ok()
         .and_then(|t| w.tier(t))
         .ok_or_else(|| ThawError::invalid(format!("worker {} has no tier {}", w.address, req.tier)))?;
-    w.cache_block(req.block_id, &ufs, &tier).await?;
+    w.cache_block(req.block_id, &ufs, &tier, false).await?;
     tracing::debug!(job, block = req.block_id, "cached on request");
     *sent = true;
     let resp = DataResponse { length: ufs.length, source_tier: tier.tier as i32, ..Default::default() };

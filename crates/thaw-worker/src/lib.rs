@@ -85,6 +85,8 @@ pub struct Worker {
     tasks: TaskTracker,
     disk_device: Option<Arc<Device>>,
     ufs_device: Option<Arc<Device>>,
+    /// Per migration device: how many streams a copy reads it with (measured).
+    copy_parallelism: Mutex<HashMap<Source, migration::parallelism::Parallelism>>,
 }
 
 impl Worker {
@@ -114,6 +116,7 @@ impl Worker {
             tasks: TaskTracker::new(),
             disk_device,
             ufs_device,
+            copy_parallelism: Mutex::new(HashMap::new()),
         })
     }
 
@@ -178,7 +181,7 @@ impl Worker {
         }
         let r = match (task.source, &task.ufs) {
             (Source::Disk, _) => self.copy_from_disk(task.block, &mem).await,
-            (Source::Ufs, Some(ufs)) => self.cache_block(task.block, ufs, &mem).await,
+            (Source::Ufs, Some(ufs)) => self.cache_block(task.block, ufs, &mem, true).await,
             (Source::Ufs, None) => Err(ThawError::invalid("under-store migration without a source")),
         };
         match r {
@@ -202,7 +205,12 @@ impl Worker {
         let idle = self.config.migration.background_io;
         let mut device =
             self.device(DeviceKind::Disk).map(|d| if idle { d.open_background_stream() } else { d.open_stream() });
-        file.copy_paced(disk.block_path(block), 0, len, device.as_mut(), idle).await?;
+        let streams = self.copy_streams(Source::Disk, len, device.is_some());
+        let started = std::time::Instant::now();
+        file.copy_paced(disk.block_path(block), 0, len, device.as_mut(), idle, streams).await?;
+        if device.is_none() && file.written == len {
+            self.copy_took(Source::Disk, streams, len, started.elapsed());
+        }
         drop(device);
         if file.written != len {
             return Err(ThawError::data_lost(format!(
@@ -211,6 +219,27 @@ impl Worker {
             )));
         }
         file.commit(self, None).await
+    }
+
+    /// Streams the next migration copy of `len` bytes from `source` uses: the
+    /// device's measured parallelism; one through a device model (its
+    /// concurrency penalty is the model's to charge, as a hard disk's seeks).
+    pub(crate) fn copy_streams(&self, source: Source, len: u64, modelled: bool) -> usize {
+        if modelled {
+            return 1;
+        }
+        let mut p = self.copy_parallelism.lock().unwrap_or_else(|e| e.into_inner());
+        let streams = p.entry(source).or_default().streams(len);
+        tracing::trace!(?source, len, streams, "migration copy");
+        streams
+    }
+
+    /// Records how long a migration copy from `source` took with `streams`.
+    pub(crate) fn copy_took(&self, source: Source, streams: usize, len: u64, took: Duration) {
+        let mut p = self.copy_parallelism.lock().unwrap_or_else(|e| e.into_inner());
+        let p = p.entry(source).or_default();
+        p.record(streams, len, took.as_nanos() as u64);
+        tracing::trace!(?source, streams, len, took_ms = took.as_millis() as u64, chosen = p.chosen(), "copy measured");
     }
 
     /// Evicts the migrated blocks the reference lists released.

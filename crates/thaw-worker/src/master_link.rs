@@ -12,6 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Worker;
 
+/// An idle worker's light asks are at least this far apart.
+const IDLE_ASK_GAP: Duration = Duration::from_millis(20);
+
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Registration {
     pub worker_id: u64,
@@ -81,20 +84,33 @@ impl Worker {
         });
     }
 
-    async fn heartbeat(&self, reg: Registration) -> Result<bool> {
+    /// A full heartbeat (tier use, removals, job counters, devices, migration
+    /// report) or, if `light`, an ask carrying only the migration report and
+    /// reads, which the master may hold up to `wait` for work.
+    async fn heartbeat(&self, reg: Registration, light: bool, wait: Duration) -> Result<bool> {
         let fx = self.migrator.sweep(std::time::Instant::now());
         self.carry_out(fx);
-        let removed = std::mem::take(&mut *self.removed.lock().unwrap_or_else(|e| e.into_inner()));
-        let (report, reads) = self.migrator.report();
+        let removed = if light {
+            Vec::new()
+        } else {
+            std::mem::take(&mut *self.removed.lock().unwrap_or_else(|e| e.into_inner()))
+        };
+        let (mut report, reads) = self.migrator.report();
+        if light {
+            // Asked again with the next full heartbeat; the master ignores it here.
+            report.referenced_jobs.clear();
+        }
         let req = HeartbeatRequest {
             worker_id: reg.worker_id,
             master_epoch: reg.epoch,
-            tiers: self.tiers().map(|t| self.tier_usage(t)).collect(),
+            tiers: if light { Vec::new() } else { self.tiers().map(|t| self.tier_usage(t)).collect() },
             removed_blocks: removed.clone(),
-            jobs: self.stats.snapshot(),
+            jobs: if light { Vec::new() } else { self.stats.snapshot() },
             migration: Some(report.clone()),
             reads: reads.clone(),
-            devices: self.device_states(),
+            devices: if light { Vec::new() } else { self.device_states() },
+            light,
+            wait_ms: if light { wait.as_millis().min(u32::MAX as u128) as u32 } else { 0 },
         };
         match self.master.clone().heartbeat(req).await {
             Ok(resp) => {
@@ -119,11 +135,17 @@ impl Worker {
     }
 
     /// Registers (retrying until the master answers), then heartbeats until
-    /// shutdown: every interval, or sooner (but not within an eighth of one of
-    /// the last) when a migration device ran dry and the master has more work.
+    /// shutdown: a full one every interval; in between, light asks for
+    /// migration work (see [`Migrator::idle`](crate::migration::Migrator)): an
+    /// idle worker holds one open at the master until its next full heartbeat
+    /// is due, and a busy one whose device ran dry while the master has more
+    /// work asks at once (but not within a twentieth of an interval of the last
+    /// exchange: an eighth while asks were full heartbeats; a light one costs
+    /// the master a hundredth of one).
     pub async fn run_master_link(self: Arc<Self>, shutdown: CancellationToken) {
         let mut backoff = Duration::from_millis(100);
         let mut last = tokio::time::Instant::now();
+        let mut last_full = last;
         loop {
             let reg = match self.registration() {
                 Some(r) => r,
@@ -141,24 +163,68 @@ impl Worker {
                     continue;
                 }
             };
-            let early = async {
-                self.migrator.fetch.notified().await;
-                tokio::time::sleep_until(last + reg.heartbeat / 8).await;
+            let full_due = last_full + reg.heartbeat;
+            let now = tokio::time::Instant::now();
+            let light = if now >= full_due {
+                None
+            } else if self.migrator.idle() {
+                // Held at the master until work comes or the full one is due;
+                // a short pause first, so an ask that came back empty (its
+                // work taken by another) does not spin.
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep_until(last + IDLE_ASK_GAP) => {}
+                }
+                Some(full_due.saturating_duration_since(tokio::time::Instant::now()))
+            } else {
+                let early = async {
+                    self.migrator.fetch.notified().await;
+                    tokio::time::sleep_until(last + reg.heartbeat / 20).await;
+                };
+                // Woken when a migration ends: if that left the worker idle,
+                // go back to holding an ask.
+                let ended = async {
+                    loop {
+                        self.migrator.wake.notified().await;
+                        if self.migrator.idle() {
+                            break;
+                        }
+                    }
+                };
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = ended => continue,
+                    _ = tokio::time::sleep_until(full_due) => None,
+                    _ = early => {
+                        tracing::trace!("a migration device ran dry: early ask");
+                        Some(Duration::ZERO)
+                    }
+                }
             };
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep_until(last + reg.heartbeat) => {}
-                _ = early => tracing::trace!("a migration device ran dry: early heartbeat"),
-            }
             last = tokio::time::Instant::now();
-            match self.heartbeat(reg).await {
+            if light.is_none() {
+                last_full = last;
+            }
+            let outcome = match light {
+                Some(wait) if wait.is_zero() && self.migrator.idle() => continue,
+                Some(wait) => self.heartbeat(reg, true, wait).await,
+                None => self.heartbeat(reg, false, Duration::ZERO).await,
+            };
+            match outcome {
                 Ok(false) => {}
                 Ok(true) => {
                     tracing::info!("master asks to register again (it restarted or declared this worker dead)");
                     *self.registration.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 }
                 Err(_) if shutdown.is_cancelled() => return,
-                Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "heartbeat failed");
+                    // Not again at once: wait for the next full heartbeat.
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep_until(last_full + reg.heartbeat) => {}
+                    }
+                }
             }
         }
     }

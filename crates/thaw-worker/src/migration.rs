@@ -8,7 +8,12 @@
 //!   cost per migration and of a speed per byte: see `Estimate`); while one
 //!   runs past its estimate, the estimate is raised at every heartbeat.
 //! - When a device runs dry while the master holds more work for this worker,
-//!   the worker asks for it at once (an early heartbeat).
+//!   the worker asks for it at once (an early, light heartbeat: its answer
+//!   carries no live-job list, so it releases nothing); an idle worker keeps
+//!   such an ask open at the master, so new work arrives as soon as planned.
+//! - A copy reads a fast device with the streams measured to move the most
+//!   bytes per second ([`parallelism`]); still one block per device at a time,
+//!   and one stream on a hard disk or a modelled device.
 //! - A migrated block is held in memory while its reference list (the jobs that
 //!   will read it) is not empty. References go on an explicit evict, on an
 //!   implicit read, when the master says the job is dead (asked only once buffer
@@ -39,6 +44,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod estimate;
+pub(crate) mod parallelism;
 use estimate::Estimate;
 
 use thaw_common::now_ms;
@@ -93,6 +99,14 @@ pub enum Source {
 
 impl Source {
     pub const ALL: [Source; 2] = [Source::Disk, Source::Ufs];
+
+    fn from_proto(s: i32) -> Option<Source> {
+        match MigrationSource::try_from(s).ok()? {
+            MigrationSource::Disk => Some(Source::Disk),
+            MigrationSource::Ufs => Some(Source::Ufs),
+            MigrationSource::Unspecified => None,
+        }
+    }
 
     fn proto(self) -> MigrationSource {
         match self {
@@ -163,8 +177,8 @@ struct State {
     recent_reads: [HashSet<(String, u64)>; 2],
     migrating_jobs: HashSet<String>,
     generation: u64,
-    /// The last answer said the master holds more migrations for this worker.
-    master_has_more: bool,
+    /// The devices the last answer said the master holds more migrations for.
+    master_has_more: HashSet<Source>,
     /// The file system's default block size (from registration).
     block_size: u64,
     /// Per device whose queue head does not fit in the buffer: since when, and
@@ -240,12 +254,23 @@ impl Migrator {
     pub fn apply(&self, resp: &HeartbeatResponse, in_mem: impl Fn(u64) -> Option<u64>) -> Effects {
         let mut fx = Effects::default();
         let mut st = self.lock();
-        st.migrating_jobs = resp.migrating_jobs.iter().cloned().collect();
-        st.master_has_more = resp.migrations_waiting;
-        // Reads since the job became known: report them now.
-        let known: Vec<(String, u64)> =
-            st.recent_reads.iter().flatten().filter(|(j, _)| st.migrating_jobs.contains(j)).cloned().collect();
-        st.reads.extend(known);
+        // A light answer (to an early ask) carries no live-job list: the last
+        // full answer's stands, and nothing is released for want of it.
+        let light = resp.light;
+        if !light {
+            st.migrating_jobs = resp.migrating_jobs.iter().cloned().collect();
+            // Reads since the job became known: report them now.
+            let known: Vec<(String, u64)> =
+                st.recent_reads.iter().flatten().filter(|(j, _)| st.migrating_jobs.contains(j)).cloned().collect();
+            st.reads.extend(known);
+        }
+        st.master_has_more = if !resp.waiting_sources.is_empty() {
+            resp.waiting_sources.iter().filter_map(|&s| Source::from_proto(s)).collect()
+        } else if resp.migrations_waiting {
+            Source::ALL.into_iter().collect()
+        } else {
+            HashSet::new()
+        };
         for e in &resp.evictions {
             let blocks = (!e.blocks.is_empty()).then_some(&e.blocks[..]);
             release(&mut st, &e.job_id, blocks, &mut fx);
@@ -275,14 +300,17 @@ impl Migrator {
         }
         // A job the master no longer knows (evicted or expired: an answer that
         // carried its eviction may have been lost) holds nothing here.
-        let gone: HashSet<String> = st
-            .held
-            .values()
-            .flat_map(|h| h.refs.keys())
-            .chain(st.queues.values().flat_map(|q| q.values().flat_map(|t| t.jobs.iter().map(|j| &j.job_id))))
-            .filter(|j| !st.migrating_jobs.contains(*j))
-            .cloned()
-            .collect();
+        let gone: HashSet<String> = if light {
+            HashSet::new()
+        } else {
+            st.held
+                .values()
+                .flat_map(|h| h.refs.keys())
+                .chain(st.queues.values().flat_map(|q| q.values().flat_map(|t| t.jobs.iter().map(|j| &j.job_id))))
+                .filter(|j| !st.migrating_jobs.contains(*j))
+                .cloned()
+                .collect()
+        };
         for j in gone {
             release(&mut st, &j, None, &mut fx);
         }
@@ -500,24 +528,33 @@ impl Migrator {
         fx
     }
 
-    /// The executor of `source` found nothing to run. If its queue is empty and
-    /// the master said it holds more work for this worker, asks for an early
-    /// heartbeat (once per answer) so the device does not idle until the next.
+    /// The queue of `source` is empty (its last block started, or it had none).
+    /// If the master said it holds more work for this device, asks for it with
+    /// an early, light heartbeat (once per answer), so the answer comes back
+    /// while the last block copies and the device does not idle.
     ///
     /// Improvement on dyrs.txt III-B, which sizes each slave's queue so it does
     /// not drain before the next heartbeat but lets it idle when it does (an
     /// estimate off by a little, a heartbeat late): here the slave "queries the
-    /// master for more work" as soon as it has none.
+    /// master for more work" as soon as its queue is empty. Only the device the
+    /// work is targeted at asks: an idle device beside a busy one asked again
+    /// and again for the busy one's backlog.
     pub fn ran_dry(&self, source: Source) -> bool {
         let mut st = self.lock();
-        let empty = st.queues.get(&source).is_none_or(|q| q.is_empty()) && !st.active.contains_key(&source);
-        if !(empty && st.master_has_more) {
+        let empty = st.queues.get(&source).is_none_or(|q| q.is_empty());
+        if !(empty && st.master_has_more.remove(&source)) {
             return false;
         }
-        st.master_has_more = false;
         drop(st);
         self.fetch.notify_one();
         true
+    }
+
+    /// No device has a migration queued or running: the worker may hold a
+    /// light ask open at the master until work comes.
+    pub fn idle(&self) -> bool {
+        let st = self.lock();
+        st.active.is_empty() && st.queues.values().all(|q| q.is_empty())
     }
 
     // ---- reads ----
@@ -869,6 +906,8 @@ pub(crate) async fn run_device(
         tokio::pin!(woken);
         woken.as_mut().enable();
         if let Some(task) = m.next(source) {
+            // The last queued block started: ask for more now, not when it ends.
+            m.ran_dry(source);
             let outcome = worker.migrate_block(&task).await;
             if let Err((true, why)) = &outcome {
                 tracing::debug!(block = task.block, why, "no room in MEM yet: migration waits");

@@ -83,6 +83,10 @@ impl Master {
         st.migrations.migrate(&st.cluster, &req.job_id, eviction, lease, blocks, Instant::now())?;
         tracing::info!(job = %req.job_id, blocks = n, "migrate");
         let job = st.migrations.job_info(&st.cluster, &req.job_id, Instant::now());
+        // Plan now rather than at the next tick, and wake idle workers' asks
+        // (references and ignem's bindings are theirs already).
+        self.plan_soon.notify_one();
+        self.work_ready();
         Ok(MigrateResponse { job })
     }
 
@@ -98,6 +102,7 @@ impl Master {
         let live = live_workers(&st.cluster);
         st.migrations.evict(&req.job_id, blocks.as_deref(), &live)?;
         tracing::info!(job = %req.job_id, all = blocks.is_none(), "evict");
+        self.work_ready();
         Ok(EvictResponse { job: st.migrations.job_info(&st.cluster, &req.job_id, Instant::now()) })
     }
 

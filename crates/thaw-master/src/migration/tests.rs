@@ -168,6 +168,46 @@ fn a_heartbeat_binds_just_enough_to_last_until_the_next() {
 }
 
 #[test]
+fn a_light_ask_binds_like_a_heartbeat_without_the_job_lists() {
+    let (c, w) = cluster(1, 30);
+    let mut m = dyrs();
+    m.heartbeat(&c, w[0], Some(report(Device::Disk, 1000.0, 0)), vec![], HB);
+    assert!(!m.has_work(w[0]));
+    m.migrate(&c, "j", EvictionMode::Explicit, None, specs(1, 0..30), Instant::now()).unwrap();
+    assert!(!m.has_work(w[0]), "not targeted before a planning pass");
+    m.plan(&c);
+    assert!(m.targeted() && m.has_work(w[0]), "a held ask is answered once the pass targets blocks here");
+    // A light ask binds a heartbeat interval's worth, and says more is waiting;
+    // the dead-job question is left to the full heartbeat.
+    let mut r = report(Device::Disk, 1000.0, 0);
+    r.referenced_jobs = vec!["gone".into()];
+    let o = m.ask(&c, w[0], Some(r), vec![JobBlockRead { job_id: "j".into(), block_id: block_id(1, 29) }], HB * 10);
+    assert_eq!(o.migrations.len(), 10);
+    assert!(o.migrations_waiting);
+    assert_eq!(o.waiting_sources, vec![MigrationSource::Disk], "the DISK device's work: only it asks");
+    assert!(o.migrating_jobs.is_empty() && o.dead_jobs.is_empty(), "no job lists in a light answer");
+    // The read it carried counted: block 29 no longer pends.
+    assert_eq!(m.target_of(block_id(1, 29)), None);
+    // It ran dry (the ten are done): the next light ask gets the rest (but the
+    // one read).
+    let mut r = report(Device::Disk, 1000.0, 0);
+    r.events = o
+        .migrations
+        .iter()
+        .map(|c| MigrationEvent { block_id: c.block_id, outcome: "done".into(), ..Default::default() })
+        .collect();
+    let o = m.ask(&c, w[0], Some(r), vec![], Duration::from_secs(1));
+    assert_eq!(o.migrations.len(), 19);
+    assert!(!o.migrations_waiting);
+    assert_eq!(m.worker_load(w[0]).map(|l| l.done), Some(10), "the light ask's events counted");
+    m.plan(&c);
+    assert!(!m.has_work(w[0]));
+    // A full heartbeat still names the live jobs.
+    let o = m.heartbeat(&c, w[0], Some(report(Device::Disk, 1000.0, 0)), vec![], HB);
+    assert_eq!(o.migrating_jobs, vec!["j".to_string()]);
+}
+
+#[test]
 fn smallest_job_first_with_submission_as_tie_breaker() {
     let (c, w) = cluster(1, 10);
     for (priority, want) in [

@@ -237,6 +237,48 @@ fn references_of_jobs_the_master_no_longer_knows_are_dropped() {
 }
 
 #[test]
+fn a_light_answer_binds_work_but_releases_nothing() {
+    // The last full answer knew only "a"; a light answer (to an early ask) binds
+    // a migration for "b", a job the master took on since, and names no jobs.
+    let m = migrator(10 * LEN);
+    let full = HeartbeatResponse {
+        migrations: vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)],
+        migrating_jobs: vec!["a".into()],
+        ..Default::default()
+    };
+    m.apply(&full, none_in_mem);
+    run_one(&m);
+    assert!(m.idle());
+    let light = HeartbeatResponse {
+        migrations: vec![cmd(2, 2, vec![job("b", 1, 1, false)], false)],
+        migrations_waiting: true,
+        light: true,
+        ..Default::default()
+    };
+    assert_eq!(m.apply(&light, none_in_mem), Effects::default());
+    assert_eq!(m.held().get(&1), Some(&vec!["a".to_string()]), "a's block stays");
+    assert_eq!(m.queue(Source::Disk), vec![2], "b's migration is bound");
+    assert!(!m.idle());
+    run_one(&m);
+    assert_eq!(m.held().get(&2), Some(&vec!["b".to_string()]));
+    // The same answer as a full one would have released both.
+    let full_empty = HeartbeatResponse { migrating_jobs: vec!["c".into()], ..Default::default() };
+    let mut evicted = m.apply(&full_empty, none_in_mem).evict;
+    evicted.sort();
+    assert_eq!(evicted, vec![1, 2]);
+}
+
+#[test]
+fn a_light_answer_keeps_reads_of_known_jobs_reported() {
+    let m = migrator(10 * LEN);
+    m.apply(&HeartbeatResponse { migrating_jobs: vec!["a".into()], ..Default::default() }, none_in_mem);
+    m.apply(&HeartbeatResponse { light: true, ..Default::default() }, none_in_mem);
+    m.on_read("a", 5, LEN);
+    let (_, reads) = m.report();
+    assert_eq!(reads, vec![JobBlockRead { job_id: "a".into(), block_id: 5 }], "the light answer kept a's list");
+}
+
+#[test]
 fn a_migration_arriving_after_the_job_read_the_block_is_skipped() {
     let m = migrator(10 * LEN);
     m.on_read("a", 7, LEN);
@@ -433,16 +475,25 @@ fn with_the_block_size_known_a_first_small_file_is_no_measure_of_speed() {
 }
 
 #[test]
-fn a_device_that_runs_dry_asks_early_only_when_the_master_has_more() {
+fn a_device_that_runs_dry_asks_early_only_when_the_master_has_more_for_it() {
     let m = migrator(10 * LEN);
-    let waiting = |migrations| HeartbeatResponse { migrations, migrations_waiting: true, ..Default::default() };
+    let waiting = |migrations| HeartbeatResponse {
+        migrations,
+        migrations_waiting: true,
+        waiting_sources: vec![MigrationSource::Disk as i32],
+        ..Default::default()
+    };
     m.apply(&known(waiting(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
     assert!(!m.ran_dry(Source::Disk), "a block is still queued");
+    assert!(!m.ran_dry(Source::Ufs), "the waiting work is the DISK device's, not this idle one's");
     let _t = m.next(Source::Disk).unwrap();
-    assert!(!m.ran_dry(Source::Disk), "a block is still running");
-    m.finish(Source::Disk, Ok(true));
-    assert!(m.ran_dry(Source::Disk), "empty, and the master said it has more");
+    assert!(m.ran_dry(Source::Disk), "the last block started, and the master said it has more");
     assert!(!m.ran_dry(Source::Disk), "once per answer");
+    m.finish(Source::Disk, Ok(true));
+    assert!(!m.ran_dry(Source::Disk));
+    // An answer without the per-device list (an older master): any device asks.
+    m.apply(&known(HeartbeatResponse { migrations_waiting: true, ..Default::default() }), none_in_mem);
+    assert!(m.ran_dry(Source::Ufs));
     // The early heartbeat's answer: nothing more waiting.
     m.apply(&known(orders(vec![])), none_in_mem);
     assert!(!m.ran_dry(Source::Disk));
