@@ -317,7 +317,7 @@ impl NativeClient {
             let mut r = c.open(&path).await?;
             let name = local.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
             let tmp = local.with_file_name(format!(".{name}.thaw-part"));
-            let mut out = std::fs::File::create(&tmp)
+            let out = std::fs::File::create(&tmp)
                 .map_err(|e| ThawError::from(e).context(format!("cannot create {}", tmp.display())))?;
             let copied = async {
                 let step = if progress.is_some() { PROGRESS_STEP } else { u64::MAX };

@@ -80,7 +80,7 @@ async fn receive_local(
                 if open.is_some() {
                     return Err(ThawError::invalid("a block was opened while another is still open"));
                 }
-                if index != committed.len() as u64 || total % bs != 0 {
+                if index != committed.len() as u64 || !total.is_multiple_of(bs) {
                     return Err(ThawError::invalid(format!(
                         "block {index} opened after {} committed blocks of {total} bytes",
                         committed.len()
