@@ -171,3 +171,69 @@ async fn a_short_circuit_write_stopped_early_leaves_nothing_and_frees_its_space(
     assert!(!w.is_local());
     w.abort().await;
 }
+
+/// One framed message of the data protocol.
+async fn send<M: prost::Message>(sock: &mut tokio::net::TcpStream, msg: &M) {
+    thaw_common::frame::write_msg(sock, msg).await.unwrap();
+}
+
+async fn answer(sock: &mut tokio::net::TcpStream) -> thaw_common::proto::DataResponse {
+    thaw_common::frame::read_msg(sock).await.unwrap().expect("an answer")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_commits_no_block_a_client_misreports() {
+    use thaw_common::proto::*;
+    let c = start(ClusterOptions::workers(1)).await;
+    let client = c.client("h0", "r0");
+    let addr = client.cluster_status().await.unwrap().workers[0].data_address.clone();
+    let request = |tier: Tier| DataRequest {
+        version: thaw_proto::DATA_PROTOCOL_VERSION,
+        job_id: "bad".into(),
+        request: Some(data_request::Request::WriteLocal(WriteFileRequest {
+            file_id: 4242,
+            block_size: 1 << 20,
+            tier: tier as i32,
+            ufs_path: String::new(),
+        })),
+    };
+    let step = |s: local_write_step::Step| LocalWriteStep { step: Some(s) };
+    let ok = ErrorCode::Ok as i32;
+
+    // No tier to write into: refused (a client then streams).
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    send(&mut sock, &request(Tier::Unspecified)).await;
+    assert_eq!(answer(&mut sock).await.code, ErrorCode::InvalidArgument as i32);
+
+    // A block announced longer than what was written is not committed.
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    send(&mut sock, &request(Tier::Mem)).await;
+    assert_eq!(answer(&mut sock).await.code, ok);
+    send(&mut sock, &step(local_write_step::Step::OpenBlock(0))).await;
+    let opened = answer(&mut sock).await;
+    assert_eq!(opened.code, ok);
+    std::fs::write(&opened.local_path, vec![7u8; 100]).unwrap();
+    assert_eq!(mem_used(&client, "h0").await, 1 << 20, "the block's space is reserved");
+    send(&mut sock, &step(local_write_step::Step::CommitLength(200))).await;
+    let refused = answer(&mut sock).await;
+    assert_eq!(refused.code, ErrorCode::InvalidArgument as i32, "{}", refused.message);
+    assert!(!std::path::Path::new(&opened.local_path).exists(), "the temp file is dropped");
+    assert_eq!(tier_files(&c, 0, "blocks"), 0);
+    assert_eq!(mem_used(&client, "h0").await, 0, "the reservation is given back");
+
+    // Blocks out of order, and a finish with a block still open, are refused.
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    send(&mut sock, &request(Tier::Mem)).await;
+    assert_eq!(answer(&mut sock).await.code, ok);
+    send(&mut sock, &step(local_write_step::Step::OpenBlock(1))).await;
+    assert_eq!(answer(&mut sock).await.code, ErrorCode::InvalidArgument as i32);
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    send(&mut sock, &request(Tier::Mem)).await;
+    assert_eq!(answer(&mut sock).await.code, ok);
+    send(&mut sock, &step(local_write_step::Step::OpenBlock(0))).await;
+    assert_eq!(answer(&mut sock).await.code, ok);
+    send(&mut sock, &step(local_write_step::Step::Finish(0))).await;
+    assert_eq!(answer(&mut sock).await.code, ErrorCode::InvalidArgument as i32);
+    assert_eq!(tier_files(&c, 0, "tmp"), 0);
+    assert_eq!(mem_used(&client, "h0").await, 0);
+}
