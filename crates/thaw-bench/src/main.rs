@@ -3,7 +3,7 @@
 //! metadata lookups. Every figure is the median of alternating repeats. Results go
 //! to stdout and to a JSON summary (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|migrate-cli|early-ask|planner] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|migrate-cli|early-ask|planner|user-paths] [--size 1GiB] [--repeats 5]`
 
 mod cold;
 mod heartbeat;
@@ -16,6 +16,7 @@ mod planner;
 mod remote;
 mod setup;
 mod short_circuit;
+mod user_paths;
 
 use std::path::PathBuf;
 
@@ -60,6 +61,8 @@ enum Which {
     Migration,
     MigrateCli,
     EarlyAsk,
+    /// `thaw fs cat/get/put` against `cat`/`cp` of tmpfs files.
+    UserPaths,
 }
 
 /// What every benchmark is given.
@@ -110,6 +113,9 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     };
     if wants(Which::ShortCircuit) {
         done(short_circuit::run(cfg).await?);
+    }
+    if wants(Which::UserPaths) {
+        user_paths::run(cfg).await?.into_iter().for_each(&mut done);
     }
     if wants(Which::Remote) {
         done(remote::run(cfg).await?);

@@ -1,13 +1,12 @@
 //! `thaw fs ...`: file system commands against a running cluster.
 
-use std::io::Write;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Subcommand;
 use thaw_client::{Client, WriteOptions};
 use thaw_common::proto::WriteType;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::output;
 use crate::size_arg;
@@ -65,33 +64,20 @@ fn parse_write_type(s: &str) -> Result<(WriteType, u32), String> {
     thaw_client::parse_write_type(s).map_err(|e| e.message)
 }
 
-const COPY_BUF: usize = 4 << 20;
-
 pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
     match cmd {
         FsCommand::Ls { path, json } => output::print_listing(&client.list(&path).await?, json),
         FsCommand::Stat { path, json } => output::print_stat(&client.stat_blocks(&path, true).await?.0, json),
         FsCommand::Cat { path } => {
             let mut r = client.open(&path).await?;
-            let mut out = tokio::io::stdout();
-            let mut buf = vec![0u8; COPY_BUF];
-            loop {
-                let n = r.read(&mut buf).await?;
-                if n == 0 {
-                    break;
-                }
-                if let Err(e) = out.write_all(&buf[..n]).await {
-                    if e.kind() == std::io::ErrorKind::BrokenPipe {
-                        return Ok(());
-                    }
-                    return Err(e.into());
-                }
-            }
-            out.flush().await?;
+            // Standard output as a file: blocks on this host go to it in the kernel.
+            // (A closed pipe ends the command by SIGPIPE, as it ends `cat`.)
+            let out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+            r.copy_to(&out, u64::MAX).await?;
         }
         FsCommand::Put { local, path, write_type: (write_type, replication), block_size, force } => {
-            let mut file =
-                tokio::fs::File::open(&local).await.with_context(|| format!("cannot open {}", local.display()))?;
+            let file = std::fs::File::open(&local).with_context(|| format!("cannot open {}", local.display()))?;
+            let len = file.metadata().with_context(|| format!("cannot open {}", local.display()))?.len();
             let opts = WriteOptions {
                 write_type,
                 block_size: block_size.unwrap_or(0),
@@ -100,14 +86,8 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
                 overwrite: force,
             };
             let mut w = client.create(&path, opts).await?;
-            let mut buf = vec![0u8; COPY_BUF];
-            loop {
-                let n = file.read(&mut buf).await.with_context(|| format!("reading {}", local.display()))?;
-                if n == 0 {
-                    break;
-                }
-                w.write(&buf[..n]).await?;
-            }
+            // A file still growing is taken up to its length at the start.
+            w.write_from_file(&file, 0, len).await.with_context(|| format!("copying {}", local.display()))?;
             let info = w.close().await?;
             println!(
                 "{} -> {} ({} bytes, {})",
@@ -120,17 +100,18 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
         FsCommand::Get { path, local } => {
             let mut r = client.open(&path).await?;
             let tmp = local.with_extension("thaw-part");
-            let mut out = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-            let mut buf = vec![0u8; COPY_BUF];
-            loop {
-                let n = r.read(&mut buf).await?;
-                if n == 0 {
-                    break;
-                }
-                out.write_all(&buf[..n])?;
+            let out = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+            let copied = async {
+                r.copy_to(&out, u64::MAX).await?;
+                out.sync_all()?;
+                std::fs::rename(&tmp, &local)?;
+                Ok::<_, anyhow::Error>(())
             }
-            out.sync_all()?;
-            std::fs::rename(&tmp, &local)?;
+            .await;
+            if copied.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            copied?;
         }
         FsCommand::Rm { path, recursive } => client.delete(&path, recursive).await?,
         FsCommand::Mkdir { path, parents } => {

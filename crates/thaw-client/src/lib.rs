@@ -3,8 +3,10 @@
 //! carries the client's job id. See ARCHITECTURE.md, "client".
 
 mod config;
+pub mod copy;
 mod data;
 pub mod json;
+mod local_write;
 mod reader;
 mod writer;
 

@@ -277,6 +277,57 @@ impl FileReader {
         }
     }
 
+    /// Copies up to `max` bytes from the read position into `dst` (at `dst`'s own
+    /// position); returns the bytes copied, 0 at the end of the file. A block on
+    /// this host goes from its file to `dst` in the kernel ([`crate::copy`]);
+    /// a streamed one through a buffer.
+    pub async fn copy_to(&mut self, dst: &std::fs::File, max: u64) -> Result<u64> {
+        let end = self.info.length.min(self.pos.saturating_add(max));
+        let mut buf = Vec::new();
+        let mut total = 0u64;
+        while self.pos < end {
+            let index = (self.pos / self.info.block_size) as usize;
+            let current = match &self.source {
+                Some(Source::Local { index: i, .. }) => *i == index,
+                Some(Source::Stream { index: i, pos, .. }) => *i == index && *pos == self.pos,
+                None => false,
+            };
+            if !current {
+                // A copy reads on to the end: a stream takes the rest of its block.
+                self.enter_block(index).await?;
+            }
+            if let Some(Source::Local { file, len, filled, .. }) = &self.source {
+                let at = self.pos - self.info.blocks[index].offset;
+                let want = (*len - at).min(end - self.pos);
+                let n = crate::copy::blocking(|| crate::copy::copy_range(file, at, want, dst))?;
+                if n < want {
+                    return Err(ThawError::internal(format!("local block file ended early at {} of {len}", at + n)));
+                }
+                if *filled {
+                    self.stats.under_store += n;
+                } else {
+                    self.stats.short_circuit += n;
+                }
+                self.pos += n;
+                total += n;
+                continue;
+            }
+            if buf.is_empty() {
+                buf = vec![0u8; (4 << 20).min((end - self.pos) as usize)];
+            }
+            let want = buf.len().min((end - self.pos) as usize);
+            let n = self.read_some(&mut buf[..want]).await?;
+            if n == 0 {
+                break;
+            }
+            let mut out = dst;
+            crate::copy::blocking(|| std::io::Write::write_all(&mut out, &buf[..n]))?;
+            total += n as u64;
+        }
+        self.last_end = Some(self.pos);
+        Ok(total)
+    }
+
     /// Reads until `buf` is full or the file ends; returns the bytes read.
     pub async fn read_exact_or_eof(&mut self, buf: &mut [u8]) -> Result<usize> {
         let mut done = 0;
@@ -540,13 +591,7 @@ async fn cache_then_open(
 /// multi-threaded runtime the read moves off the async worker thread.
 fn read_local(file: &std::fs::File, tier: Tier, buf: &mut [u8], at: u64) -> Result<usize> {
     use std::os::unix::fs::FileExt;
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    let n = if tier == Tier::Disk && multi_thread {
-        tokio::task::block_in_place(|| file.read_at(buf, at))?
-    } else {
-        file.read_at(buf, at)?
-    };
+    let n = if tier == Tier::Disk { crate::copy::blocking(|| file.read_at(buf, at))? } else { file.read_at(buf, at)? };
     Ok(n)
 }
 

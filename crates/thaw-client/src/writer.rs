@@ -1,6 +1,8 @@
 //! Writing a file: the master picks the worker(s) by write type and locality, the
-//! bytes stream straight to them, and `close` completes the file at the master
-//! once every worker has stored its part. A failed write deletes the partial file.
+//! bytes stream straight to them (or, to a single worker on this host, go into
+//! its block files directly: [`crate::local_write`]), and `close` completes the
+//! file at the master once every worker has stored its part. A failed write
+//! deletes the partial file.
 
 use futures::future::try_join_all;
 use thaw_common::frame;
@@ -10,6 +12,7 @@ use tokio::net::TcpStream;
 
 use crate::Client;
 use crate::data::{connect, request};
+use crate::local_write::LocalSink;
 
 /// Bytes per chunk on the wire.
 const CHUNK: usize = 4 << 20;
@@ -65,6 +68,8 @@ pub struct FileWriter {
     client: Client,
     info: FileInfo,
     streams: Vec<(String, TcpStream)>,
+    /// A short-circuit write (then `streams` is empty).
+    local: Option<LocalSink>,
     buf: Vec<u8>,
     written: u64,
 }
@@ -89,21 +94,34 @@ impl FileWriter {
             WriteType::ReplicatedDisk => (Tier::Disk, String::new()),
             WriteType::Unspecified => return Err(ThawError::invalid("write type is unspecified")),
         };
-        let mut writer = FileWriter { client, info, streams: Vec::new(), buf: Vec::with_capacity(CHUNK), written: 0 };
+        let mut writer =
+            FileWriter { client, info, streams: Vec::new(), local: None, buf: Vec::with_capacity(CHUNK), written: 0 };
+        let req = WriteFileRequest {
+            file_id: writer.info.file_id,
+            block_size: writer.info.block_size,
+            tier: tier as i32,
+            ufs_path: ufs_path.clone(),
+        };
+        let job = writer.client.config().job_id.clone();
+        // One worker, on this host, storing into a tier: write its block files here.
+        if let [w] = resp.workers.as_slice()
+            && writer.short_circuit(w, tier)
+        {
+            let open = request(&job, data_request::Request::WriteLocal(req.clone()));
+            match LocalSink::open(&w.data_address, open, writer.info.block_size).await {
+                Ok(sink) => {
+                    writer.local = Some(sink);
+                    return Ok(writer);
+                }
+                Err(e) => {
+                    tracing::debug!(worker = %w.data_address, error = %e, "short-circuit write refused; streaming")
+                }
+            }
+        }
         for w in resp.workers {
             let opened = async {
                 let mut sock = connect(&w.data_address).await?;
-                let req = WriteFileRequest {
-                    file_id: writer.info.file_id,
-                    block_size: writer.info.block_size,
-                    tier: tier as i32,
-                    ufs_path: ufs_path.clone(),
-                };
-                frame::write_msg(
-                    &mut sock,
-                    &request(&writer.client.config().job_id, data_request::Request::WriteFile(req)),
-                )
-                .await?;
+                frame::write_msg(&mut sock, &request(&job, data_request::Request::WriteFile(req.clone()))).await?;
                 Ok::<_, ThawError>(sock)
             }
             .await;
@@ -113,6 +131,17 @@ impl FileWriter {
             }
         }
         Ok(writer)
+    }
+
+    /// Whether the write to worker `w` goes into its block files from here.
+    fn short_circuit(&self, w: &WorkerInfo, tier: Tier) -> bool {
+        let cfg = self.client.config();
+        cfg.short_circuit && tier != Tier::Unspecified && !cfg.position.host.is_empty() && w.host == cfg.position.host
+    }
+
+    /// Whether the bytes go into block files on this host (short-circuit).
+    pub fn is_local(&self) -> bool {
+        self.local.is_some()
     }
 
     pub fn info(&self) -> &FileInfo {
@@ -125,6 +154,14 @@ impl FileWriter {
     }
 
     pub async fn write(&mut self, mut data: &[u8]) -> Result<()> {
+        if let Some(sink) = self.local.as_mut() {
+            let r = sink.write(data).await;
+            self.written = sink.written;
+            return match r {
+                Ok(()) => Ok(()),
+                Err(e) => Err(self.fail(e).await),
+            };
+        }
         while !data.is_empty() {
             if self.buf.is_empty() && data.len() >= CHUNK {
                 let (chunk, rest) = data.split_at(CHUNK);
@@ -144,6 +181,36 @@ impl FileWriter {
             }
         }
         Ok(())
+    }
+
+    /// Writes `len` bytes at `offset` of a local file (fewer if it ends first;
+    /// returns the bytes written). A short-circuit write copies them into the
+    /// block files in the kernel; a streamed one reads them through a buffer.
+    pub async fn write_from_file(&mut self, src: &std::fs::File, offset: u64, len: u64) -> Result<u64> {
+        if let Some(sink) = self.local.as_mut() {
+            let r = sink.write_from(src, offset, len).await;
+            self.written = sink.written;
+            return match r {
+                Ok(n) => Ok(n),
+                Err(e) => Err(self.fail(e).await),
+            };
+        }
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; CHUNK.min(len as usize)];
+        let mut done = 0u64;
+        while done < len {
+            let want = ((len - done) as usize).min(buf.len());
+            let n = match crate::copy::blocking(|| src.read_at(&mut buf[..want], offset + done)) {
+                Ok(n) => n,
+                Err(e) => return Err(self.fail(e.into()).await),
+            };
+            if n == 0 {
+                break;
+            }
+            self.write(&buf[..n]).await?;
+            done += n as u64;
+        }
+        Ok(done)
     }
 
     async fn send(&mut self, chunk: &[u8]) -> Result<()> {
@@ -175,6 +242,18 @@ impl FileWriter {
 
     /// Sends what is buffered, ends the streams, and completes the file.
     pub async fn close(mut self) -> Result<FileInfo> {
+        if let Some(sink) = self.local.take() {
+            let (addr, total) = (sink.addr.clone(), sink.written);
+            match sink.finish().await {
+                Ok(stored) if stored == total => {}
+                Ok(stored) => {
+                    let e = ThawError::internal(format!("worker {addr} stored {stored} of {total} bytes"));
+                    return Err(self.fail(e).await);
+                }
+                Err(e) => return Err(self.fail(e).await),
+            }
+            return self.complete(total).await;
+        }
         if !self.buf.is_empty() {
             let chunk = std::mem::take(&mut self.buf);
             self.send(&chunk).await?;
@@ -195,6 +274,11 @@ impl FileWriter {
         if let Err(e) = try_join_all(ends).await {
             return Err(self.fail(e).await);
         }
+        self.complete(total).await
+    }
+
+    /// Completes the file at the master once every worker stored its part.
+    async fn complete(&mut self, total: u64) -> Result<FileInfo> {
         let req = CompleteFileRequest { file_id: self.info.file_id, length: total };
         let resp = self.client.master().complete_file(req).await.map_err(|s| self.client.rpc_err(s));
         match resp {
@@ -217,6 +301,9 @@ impl FileWriter {
 
     async fn discard(&mut self) {
         self.streams.clear();
+        // The worker drops the open block and the committed ones when the
+        // exchange ends without its finish.
+        self.local = None;
         if let Err(d) = self.client.delete(&self.info.path, false).await {
             tracing::debug!(path = %self.info.path, error = %d, "could not delete the partial file");
         }

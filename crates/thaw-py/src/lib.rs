@@ -9,7 +9,6 @@ mod owned;
 mod reader;
 mod runtime;
 
-use std::io::{Read, Write};
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
@@ -23,8 +22,8 @@ use crate::convert::{json_to_py, thaw_err};
 use crate::owned::Owned;
 use crate::runtime::{block_on, wait};
 
-/// Bytes per step of `put_file` / `get_file` (and per progress report).
-const COPY_CHUNK: usize = 8 << 20;
+/// Bytes between progress reports of `put_file` and `get_file`.
+const PROGRESS_STEP: u64 = 32 << 20;
 
 /// A connection to one Thaw cluster, with a job id carried by every read and write.
 #[pyclass(module = "thaw._native", frozen)]
@@ -277,23 +276,23 @@ impl NativeClient {
         let opts = write_options(write_type, block_size, overwrite, true)?;
         let c = self.c()?;
         let info = wait(py, async move {
-            let mut file = std::fs::File::open(&local)
+            let file = std::fs::File::open(&local)
                 .map_err(|e| ThawError::from(e).context(format!("cannot open {}", local.display())))?;
+            let len = file
+                .metadata()
+                .map_err(|e| ThawError::from(e).context(format!("cannot open {}", local.display())))?
+                .len();
             let mut w = c.create(&path, opts).await?;
-            let mut buf = vec![0u8; COPY_CHUNK];
-            loop {
-                let n = match file.read(&mut buf) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        w.abort().await;
-                        return Err(ThawError::from(e).context(format!("reading {}", local.display())));
-                    }
-                };
+            // In steps when a progress bar wants to hear (each a kernel copy on this host).
+            let step = if progress.is_some() { PROGRESS_STEP } else { u64::MAX };
+            let mut at = 0u64;
+            while at < len {
+                let n = w.write_from_file(&file, at, step.min(len - at)).await?;
                 if n == 0 {
                     break;
                 }
-                w.write(&buf[..n]).await?;
-                if let Err(e) = report(&progress, n) {
+                at += n;
+                if let Err(e) = report(&progress, n as usize) {
                     w.abort().await;
                     return Ok(Err(e));
                 }
@@ -318,20 +317,18 @@ impl NativeClient {
             let mut r = c.open(&path).await?;
             let name = local.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
             let tmp = local.with_file_name(format!(".{name}.thaw-part"));
-            let mut out = std::fs::File::create(&tmp)
+            let out = std::fs::File::create(&tmp)
                 .map_err(|e| ThawError::from(e).context(format!("cannot create {}", tmp.display())))?;
             let copied = async {
-                let mut buf = vec![0u8; COPY_CHUNK];
+                let step = if progress.is_some() { PROGRESS_STEP } else { u64::MAX };
                 let mut total = 0u64;
                 loop {
-                    let n = r.read_exact_or_eof(&mut buf).await?;
+                    let n = r.copy_to(&out, step).await.map_err(|e| e.context(format!("writing {}", tmp.display())))?;
                     if n == 0 {
                         break;
                     }
-                    out.write_all(&buf[..n])
-                        .map_err(|e| ThawError::from(e).context(format!("writing {}", tmp.display())))?;
-                    total += n as u64;
-                    if let Err(e) = report(&progress, n) {
+                    total += n;
+                    if let Err(e) = report(&progress, n as usize) {
                         return Ok(Err(e));
                     }
                 }

@@ -61,6 +61,27 @@ impl BlockFile {
         })
     }
 
+    /// The temp file being written (handed to a client for a short-circuit write).
+    pub fn temp_path(&self) -> &std::path::Path {
+        &self.temp
+    }
+
+    /// Takes what a client wrote into the temp file itself: checks it holds
+    /// exactly `length` bytes, no more than were reserved.
+    pub fn adopt(&mut self, length: u64) -> Result<()> {
+        let file = self.file.as_ref().expect("open until commit");
+        let on_disk = file.metadata()?.len();
+        let reserved = self.reservation.as_ref().map_or(0, Reservation::bytes);
+        if on_disk != length || length > reserved {
+            return Err(ThawError::invalid(format!(
+                "block {} holds {on_disk} bytes, {length} announced, {reserved} reserved",
+                self.block
+            )));
+        }
+        self.written = length;
+        Ok(())
+    }
+
     pub fn write(&mut self, data: &[u8]) -> Result<()> {
         use std::io::Write;
         let file = self.file.as_mut().expect("open until commit");

@@ -113,6 +113,7 @@ async fn dispatch(w: &Arc<Worker>, sock: &mut TcpStream, req: DataRequest, sent:
     match req.request {
         Some(data_request::Request::ReadBlock(r)) => read_block(w, sock, &job, r, sent).await,
         Some(data_request::Request::WriteFile(r)) => write_file(w, sock, &job, r, sent).await,
+        Some(data_request::Request::WriteLocal(r)) => crate::local_write::write_local(w, sock, &job, r, sent).await,
         Some(data_request::Request::OpenLocal(r)) => open_local(w, sock, &job, r, sent).await,
         Some(data_request::Request::CacheBlock(r)) => cache_block(w, sock, &job, r, sent).await,
         Some(data_request::Request::Stats(_)) => send_stats(w, sock, sent).await,
@@ -348,13 +349,12 @@ async fn cache_block(
     Ok(())
 }
 
-async fn write_file(
+/// Where a write goes: its block size, its tier (if any) and its under-store
+/// writer (if any), checked.
+pub(crate) async fn write_target(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
-    job: &str,
-    req: WriteFileRequest,
-    sent: &mut bool,
-) -> Result<()> {
+    req: &WriteFileRequest,
+) -> Result<(u64, Option<Arc<TierStore>>, Option<thaw_ufs::UfsWriter>)> {
     let bs = req.block_size;
     if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&bs) {
         return Err(ThawError::invalid(format!("block size {bs} is out of range")));
@@ -370,10 +370,41 @@ async fn write_file(
     if tier.is_none() && req.ufs_path.is_empty() {
         return Err(ThawError::invalid("write names neither a tier nor an under-store path"));
     }
-    let mut ufs = match req.ufs_path.as_str() {
+    let ufs = match req.ufs_path.as_str() {
         "" => None,
         p => Some(w.ufs()?.writer(p).await?),
     };
+    Ok((bs, tier, ufs))
+}
+
+/// Undoes a write that failed: the under-store file is dropped, and the blocks
+/// it committed leave the tier (the master hears of it).
+pub(crate) async fn undo_write(
+    w: &Arc<Worker>,
+    tier: Option<&Arc<TierStore>>,
+    ufs: Option<thaw_ufs::UfsWriter>,
+    committed: Vec<(u64, u64)>,
+) {
+    if let Some(u) = ufs {
+        u.abort().await;
+    }
+    if let Some(t) = tier {
+        for (b, len) in committed {
+            if t.remove(b).is_some() {
+                w.note_removed(b, t.tier, len);
+            }
+        }
+    }
+}
+
+async fn write_file(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    job: &str,
+    req: WriteFileRequest,
+    sent: &mut bool,
+) -> Result<()> {
+    let (bs, tier, mut ufs) = write_target(w, &req).await?;
     let mut committed: Vec<(u64, u64)> = Vec::new();
     let result = receive_file(w, sock, req.file_id, bs, tier.as_ref(), &mut ufs, &mut committed).await;
     match result {
@@ -385,16 +416,7 @@ async fn write_file(
             Ok(())
         }
         Err(e) => {
-            if let Some(u) = ufs.take() {
-                u.abort().await;
-            }
-            if let Some(t) = &tier {
-                for (b, len) in committed {
-                    if t.remove(b).is_some() {
-                        w.note_removed(b, t.tier, len);
-                    }
-                }
-            }
+            undo_write(w, tier.as_ref(), ufs.take(), committed).await;
             Err(e)
         }
     }

@@ -6,6 +6,7 @@ mod cache;
 pub mod data;
 pub mod device;
 pub mod ioprio;
+mod local_write;
 pub mod master_link;
 pub mod migration;
 pub mod replacement;

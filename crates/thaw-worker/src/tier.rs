@@ -67,6 +67,13 @@ pub struct Reservation {
     bytes: u64,
 }
 
+impl Reservation {
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
 impl Drop for Reservation {
     fn drop(&mut self) {
         if self.bytes > 0 {

@@ -1,0 +1,133 @@
+//! The short-circuit write: a client on its worker's host writes each block
+//! straight into a temp file the worker hands out in its tier (space reserved
+//! first), and the worker commits the file once the client says it is whole.
+//! No byte crosses a socket, and a local source file is copied in the kernel
+//! ([`crate::copy`]). A write that ends early (error, drop, a dead client) never
+//! commits its open block, so nothing half-written is visible; the worker drops
+//! the temp file and its reservation, and the blocks it committed for the file.
+//! Alluxio's short-circuit write does the same (its worker's `createLocalBlock`).
+
+use std::fs::File;
+
+use thaw_common::frame;
+use thaw_common::proto::*;
+use thaw_common::{Result, ThawError};
+use tokio::net::TcpStream;
+
+use crate::copy::{blocking, copy_range};
+use crate::data::{RESPONSE_TIMEOUT, call, connect};
+
+/// A short-circuit write in progress to one worker on this host.
+pub(crate) struct LocalSink {
+    pub addr: String,
+    sock: TcpStream,
+    block_size: u64,
+    /// The open block's temp file and the bytes written into it.
+    block: Option<(File, u64)>,
+    /// Bytes of the file written so far (committed or in the open block).
+    pub written: u64,
+}
+
+impl LocalSink {
+    /// Asks worker `addr` for a short-circuit write of the file; `Err` if it
+    /// refuses (an older worker, a write with no tier), and the caller streams.
+    pub async fn open(addr: &str, req: DataRequest, block_size: u64) -> Result<Self> {
+        let mut sock = connect(addr).await?;
+        call(&mut sock, &req).await?;
+        Ok(LocalSink { addr: addr.to_string(), sock, block_size, block: None, written: 0 })
+    }
+
+    /// One step of the exchange and its answer.
+    async fn step(&mut self, step: local_write_step::Step) -> Result<DataResponse> {
+        let addr = &self.addr;
+        frame::write_msg(&mut self.sock, &LocalWriteStep { step: Some(step) })
+            .await
+            .map_err(|e| ThawError::from(e).context(format!("worker {addr}")))?;
+        let answer =
+            tokio::time::timeout(RESPONSE_TIMEOUT, frame::read_msg::<_, DataResponse>(&mut self.sock))
+                .await
+                .map_err(|_| ThawError::timeout(format!("worker {addr} gave no answer within {RESPONSE_TIMEOUT:?}")))?;
+        match answer? {
+            Some(resp) => frame::check_response(resp).map_err(|e| e.context(format!("worker {addr}"))),
+            None => Err(ThawError::unavailable(format!("worker {addr} closed the write"))),
+        }
+    }
+
+    /// The open block's file and the room left in it, opening the next block if none is.
+    async fn room(&mut self) -> Result<u64> {
+        if self.block.is_none() {
+            let index = self.written / self.block_size;
+            let resp = self.step(local_write_step::Step::OpenBlock(index)).await?;
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&resp.local_path)
+                .map_err(|e| ThawError::from(e).context(format!("block file {}", resp.local_path)))?;
+            self.block = Some((file, 0));
+        }
+        let (_, in_block) = self.block.as_ref().expect("opened above");
+        Ok(self.block_size - in_block)
+    }
+
+    /// Counts `n` bytes written into the open block; commits it when full.
+    async fn advance(&mut self, n: u64) -> Result<()> {
+        let (_, in_block) = self.block.as_mut().expect("a block is open");
+        *in_block += n;
+        self.written += n;
+        if *in_block == self.block_size {
+            self.commit().await?;
+        }
+        Ok(())
+    }
+
+    /// Closes the open block's file and has the worker commit it.
+    async fn commit(&mut self) -> Result<()> {
+        if let Some((file, n)) = self.block.take() {
+            drop(file);
+            let resp = self.step(local_write_step::Step::CommitLength(n)).await?;
+            if resp.length != n {
+                return Err(ThawError::internal(format!(
+                    "worker {} committed {} of {n} bytes",
+                    self.addr, resp.length
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn write(&mut self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            let k = (self.room().await? as usize).min(data.len());
+            let (file, _) = self.block.as_mut().expect("opened by room");
+            let mut out: &File = file;
+            blocking(|| std::io::Write::write_all(&mut out, &data[..k]))?;
+            data = &data[k..];
+            self.advance(k as u64).await?;
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes at `offset` of `src` into the file, in the kernel.
+    /// Returns the bytes copied: fewer only if `src` ends first.
+    pub async fn write_from(&mut self, src: &File, offset: u64, len: u64) -> Result<u64> {
+        let mut done = 0u64;
+        while done < len {
+            let k = self.room().await?.min(len - done);
+            let (file, _) = self.block.as_ref().expect("opened by room");
+            let n = blocking(|| copy_range(src, offset + done, k, file))?;
+            done += n;
+            self.advance(n).await?;
+            if n < k {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// Commits the last block and ends the write; the worker's count of bytes stored.
+    pub async fn finish(mut self) -> Result<u64> {
+        self.commit().await?;
+        let total = self.written;
+        let resp = self.step(local_write_step::Step::Finish(total)).await?;
+        Ok(resp.length)
+    }
+}

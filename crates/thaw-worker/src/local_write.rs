@@ -1,0 +1,141 @@
+//! The worker's side of a short-circuit write (`write_local` in
+//! proto/thaw/v1/data.proto): a client on this host writes each block into a
+//! temp file this worker creates in its tier, with the block's space reserved
+//! first, and says when the block is whole; the worker checks its length and
+//! commits it like a streamed block (rename into place, tell the master). A
+//! block is never visible before its commit; an exchange that ends without its
+//! finish drops the open temp file and its reservation, and removes the blocks
+//! it committed, as a failed streamed write does. For a cache-through write the
+//! worker copies each committed block on to the under-store.
+
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use thaw_common::frame;
+use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_id};
+use thaw_common::proto::*;
+use thaw_common::{Result, ThawError};
+use tokio::net::TcpStream;
+
+use crate::Worker;
+use crate::cache::BlockFile;
+use crate::data::{undo_write, write_target};
+use crate::stats::Access;
+use crate::tier::TierStore;
+
+/// Bytes per read of a committed block on its way to the under-store.
+const UFS_CHUNK: u64 = 4 << 20;
+
+pub(crate) async fn write_local(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    job: &str,
+    req: WriteFileRequest,
+    sent: &mut bool,
+) -> Result<()> {
+    let (bs, tier, mut ufs) = write_target(w, &req).await?;
+    let Some(tier) = tier else {
+        if let Some(u) = ufs {
+            u.abort().await;
+        }
+        return Err(ThawError::invalid("a short-circuit write needs a tier to write into"));
+    };
+    frame::write_msg(sock, &DataResponse::default()).await?;
+    let mut committed: Vec<(u64, u64)> = Vec::new();
+    match receive_local(w, sock, req.file_id, bs, &tier, &mut ufs, &mut committed).await {
+        Ok(total) => {
+            w.stats.record(job, Access::Write(total));
+            tracing::debug!(job, file = req.file_id, bytes = total, "file written by short-circuit");
+            *sent = true;
+            frame::write_msg(sock, &DataResponse { length: total, ..Default::default() }).await?;
+            Ok(())
+        }
+        Err(e) => {
+            undo_write(w, Some(&tier), ufs.take(), committed).await;
+            Err(e)
+        }
+    }
+}
+
+/// Runs the steps of the exchange until its finish; the file's length.
+async fn receive_local(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    file_id: u64,
+    bs: u64,
+    tier: &Arc<TierStore>,
+    ufs: &mut Option<thaw_ufs::UfsWriter>,
+    committed: &mut Vec<(u64, u64)>,
+) -> Result<u64> {
+    // Dropped on any early return: the temp file and its reservation go with it.
+    let mut open: Option<BlockFile> = None;
+    let mut total = 0u64;
+    loop {
+        let step = frame::read_msg::<_, LocalWriteStep>(sock)
+            .await?
+            .ok_or_else(|| ThawError::unavailable(format!("short-circuit write ended early after {total} bytes")))?;
+        match step.step {
+            Some(local_write_step::Step::OpenBlock(index)) => {
+                if open.is_some() {
+                    return Err(ThawError::invalid("a block was opened while another is still open"));
+                }
+                if index != committed.len() as u64 || !total.is_multiple_of(bs) {
+                    return Err(ThawError::invalid(format!(
+                        "block {index} opened after {} committed blocks of {total} bytes",
+                        committed.len()
+                    )));
+                }
+                if index >= MAX_BLOCKS_PER_FILE {
+                    return Err(ThawError::invalid("file has more blocks than a file may have"));
+                }
+                // Without an under-store copy the tier's blocks are the only ones.
+                let b = BlockFile::create(w, tier, block_id(file_id, index), bs, ufs.is_none())?;
+                let local_path = b.temp_path().display().to_string();
+                open = Some(b);
+                frame::write_msg(sock, &DataResponse { local_path, ..Default::default() }).await?;
+            }
+            Some(local_write_step::Step::CommitLength(n)) => {
+                let mut b = open.take().ok_or_else(|| ThawError::invalid("commit with no block open"))?;
+                if n == 0 {
+                    return Err(ThawError::invalid("an empty block cannot be committed"));
+                }
+                b.adopt(n)?;
+                if let Some(u) = ufs.as_mut() {
+                    copy_to_ufs(b.temp_path(), n, u).await?;
+                }
+                committed.push((b.block, n));
+                b.commit(w, None).await?;
+                total += n;
+                frame::write_msg(sock, &DataResponse { length: n, ..Default::default() }).await?;
+            }
+            Some(local_write_step::Step::Finish(length)) => {
+                if open.is_some() {
+                    return Err(ThawError::invalid("the write ended with a block still open"));
+                }
+                if length != total {
+                    return Err(ThawError::invalid(format!("the write ended at {length} bytes, {total} committed")));
+                }
+                if let Some(u) = ufs.take() {
+                    u.close().await?;
+                }
+                return Ok(total);
+            }
+            None => return Err(ThawError::invalid("empty short-circuit write step")),
+        }
+    }
+}
+
+/// Appends a block file's `n` bytes to the under-store file being written.
+async fn copy_to_ufs(path: &std::path::Path, n: u64, u: &mut thaw_ufs::UfsWriter) -> Result<()> {
+    let file = std::fs::File::open(path)?;
+    let mut at = 0u64;
+    while at < n {
+        let k = (n - at).min(UFS_CHUNK) as usize;
+        let mut buf = vec![0u8; k];
+        tokio::task::block_in_place(|| file.read_exact_at(&mut buf, at))?;
+        u.write(Bytes::from(buf)).await?;
+        at += k as u64;
+    }
+    Ok(())
+}
