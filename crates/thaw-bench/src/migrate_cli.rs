@@ -11,14 +11,14 @@
 //! Target: >= 0.5 of the direct read.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use thaw_common::drop_cached_pages;
-use thaw_common::proto::Tier;
 use thaw_testkit::{Cluster, ClusterOptions};
 
 use crate::measure::{Spec, compare};
+use crate::migration::wait_mem_empty;
 use crate::payload::{self, Transfer};
 use crate::{BLOCK_SIZE, Config};
 
@@ -69,19 +69,4 @@ pub async fn run(cfg: &Config) -> Result<crate::measure::Comparison> {
     let mut c = compare(spec, cfg.repeats, thaw, baseline).await?;
     c.notes = "page cache dropped before every run; 1 s heartbeat; no device model".into();
     Ok(c)
-}
-
-/// Waits until the worker's MEM tier is empty again and the master knows it
-/// (else the next migrate call would find the blocks "in memory").
-async fn wait_mem_empty(cluster: &Cluster, client: &thaw_client::Client, path: &str) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let s = client.worker_stats(cluster.worker_addr(0)).await?;
-        let used = s.tiers.iter().find(|t| t.tier == Tier::Mem as i32).map(|t| t.used).unwrap_or(0);
-        if used == 0 && client.stat(path).await?.in_memory_bytes == 0 {
-            return Ok(());
-        }
-        ensure!(Instant::now() < deadline, "MEM still holds {used} bytes after evict");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

@@ -139,7 +139,7 @@ async fn measure(cluster: &Cluster, client: &Client, cfg: &Config, device: Devic
 
 /// Waits until the worker's MEM tier is empty and the master knows it (the
 /// worker reports evictions with its next heartbeat).
-async fn wait_mem_empty(cluster: &Cluster, client: &Client, path: &str) -> Result<()> {
+pub(crate) async fn wait_mem_empty(cluster: &Cluster, client: &Client, path: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let s = client.worker_stats(cluster.worker_addr(0)).await?;

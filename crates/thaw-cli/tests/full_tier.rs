@@ -21,14 +21,6 @@ async fn small_memory(extra: &[&str]) -> Cluster {
     start(o).await
 }
 
-fn cold_file(c: &Cluster, path: &str, len: usize, seed: u64) -> Vec<u8> {
-    let bytes = data(len, seed);
-    let full = c.ufs.join(path.trim_start_matches('/'));
-    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-    std::fs::write(full, &bytes).unwrap();
-    bytes
-}
-
 /// Runs `thaw ARGS` against the cluster, killed if it runs past `limit`.
 fn thaw(c: &Cluster, args: &[&str], limit: Duration) -> Output {
     let mut child = Command::new(BIN)

@@ -10,15 +10,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use thaw_common::proto::{EvictionMode, JobInfo};
 
-/// Puts `len` bytes straight into the under-store: a cold file.
-fn cold_file(c: &Cluster, path: &str, len: usize, seed: u64) -> Vec<u8> {
-    let bytes = data(len, seed);
-    let full = c.ufs.join(path.trim_start_matches('/'));
-    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-    std::fs::write(full, &bytes).unwrap();
-    bytes
-}
-
 async fn job(client: &Client, id: &str) -> Option<JobInfo> {
     match client.jobs(Some(id)).await {
         Ok(r) => r.jobs.into_iter().next(),

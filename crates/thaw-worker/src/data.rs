@@ -407,16 +407,33 @@ async fn write_file(
     let (bs, tier, mut ufs) = write_target(w, &req).await?;
     let mut committed: Vec<(u64, u64)> = Vec::new();
     let result = receive_file(w, sock, req.file_id, bs, tier.as_ref(), &mut ufs, &mut committed).await;
+    end_write(w, sock, job, req.file_id, result, tier.as_ref(), ufs, committed, sent).await
+}
+
+/// Ends a write: a whole one is counted for its job and answered with its
+/// length; a failed one is undone ([`undo_write`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn end_write(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    job: &str,
+    file_id: u64,
+    result: Result<u64>,
+    tier: Option<&Arc<TierStore>>,
+    ufs: Option<thaw_ufs::UfsWriter>,
+    committed: Vec<(u64, u64)>,
+    sent: &mut bool,
+) -> Result<()> {
     match result {
         Ok(total) => {
             w.stats.record(job, Access::Write(total));
-            tracing::debug!(job, file = req.file_id, bytes = total, "file written");
+            tracing::debug!(job, file = file_id, bytes = total, "file written");
             *sent = true;
             frame::write_msg(sock, &DataResponse { length: total, ..Default::default() }).await?;
             Ok(())
         }
         Err(e) => {
-            undo_write(w, tier.as_ref(), ufs.take(), committed).await;
+            undo_write(w, tier, ufs, committed).await;
             Err(e)
         }
     }

@@ -20,8 +20,7 @@ use tokio::net::TcpStream;
 
 use crate::Worker;
 use crate::cache::BlockFile;
-use crate::data::{undo_write, write_target};
-use crate::stats::Access;
+use crate::data::{end_write, write_target};
 use crate::tier::TierStore;
 
 /// Bytes per read of a committed block on its way to the under-store.
@@ -43,19 +42,8 @@ pub(crate) async fn write_local(
     };
     frame::write_msg(sock, &DataResponse::default()).await?;
     let mut committed: Vec<(u64, u64)> = Vec::new();
-    match receive_local(w, sock, req.file_id, bs, &tier, &mut ufs, &mut committed).await {
-        Ok(total) => {
-            w.stats.record(job, Access::Write(total));
-            tracing::debug!(job, file = req.file_id, bytes = total, "file written by short-circuit");
-            *sent = true;
-            frame::write_msg(sock, &DataResponse { length: total, ..Default::default() }).await?;
-            Ok(())
-        }
-        Err(e) => {
-            undo_write(w, Some(&tier), ufs.take(), committed).await;
-            Err(e)
-        }
-    }
+    let result = receive_local(w, sock, req.file_id, bs, &tier, &mut ufs, &mut committed).await;
+    end_write(w, sock, job, req.file_id, result, Some(&tier), ufs, committed, sent).await
 }
 
 /// Runs the steps of the exchange until its finish; the file's length.

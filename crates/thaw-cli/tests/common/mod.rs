@@ -33,3 +33,12 @@ pub async fn start(options: ClusterOptions) -> Cluster {
 pub fn opts(write_type: WriteType) -> WriteOptions {
     WriteOptions { write_type, replication: 2, ..Default::default() }
 }
+
+/// Puts `len` bytes straight into the under-store: a cold file.
+pub fn cold_file(c: &Cluster, path: &str, len: usize, seed: u64) -> Vec<u8> {
+    let bytes = data(len, seed);
+    let full = c.ufs.join(path.trim_start_matches('/'));
+    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+    std::fs::write(full, &bytes).unwrap();
+    bytes
+}
