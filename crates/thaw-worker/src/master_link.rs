@@ -96,6 +96,7 @@ impl Worker {
             std::mem::take(&mut *self.removed.lock().unwrap_or_else(|e| e.into_inner()))
         };
         let (mut report, reads) = self.migrator.report();
+        tracing::trace!(light, wait_ms = wait.as_millis() as u64, "heartbeat");
         if light {
             // Asked again with the next full heartbeat; the master ignores it here.
             report.referenced_jobs.clear();
