@@ -152,14 +152,8 @@ impl Worker {
             self.note_removed(b, store.tier, len);
         }
         r.map_err(|mut e| {
-            let holders = self.migrator.holders();
-            if !holders.is_empty() {
-                let named: Vec<String> = holders
-                    .iter()
-                    .take(5)
-                    .map(|(j, b)| format!("{j} {}", thaw_common::size::format_size(*b)))
-                    .collect();
-                e.message = format!("{}; held by job: {}", e.message, named.join(", "));
+            if let Some(who) = self.migrator.holders_text() {
+                e.message = format!("{}; held by {who}", e.message);
             }
             e
         })

@@ -45,7 +45,9 @@ use std::time::{Duration, Instant};
 
 mod estimate;
 pub(crate) mod parallelism;
+mod refs;
 use estimate::Estimate;
+use refs::{add_reference, drop_ref, hold_cached, holders, holders_text, release, unqueue};
 
 use thaw_common::now_ms;
 use thaw_common::proto::{
@@ -443,10 +445,11 @@ impl Migrator {
         Some(task)
     }
 
-    /// Bytes of memory each job holds here (a block counts for each of its
-    /// jobs), most first; running migrations count for their jobs too.
-    pub fn holders(&self) -> Vec<(String, u64)> {
-        holders(&self.lock())
+    /// Who holds memory here, for error messages: "jobs a (1.0 GiB), b (64.0
+    /// MiB)", most first; `None` if no job does.
+    pub fn holders_text(&self) -> Option<String> {
+        let st = self.lock();
+        (!holders(&st).is_empty()).then(|| holders_text(&st))
     }
 
     /// Runs `f` with the test "is this block one a job still expects here",
@@ -781,116 +784,6 @@ fn event(block: u64, source: i32, bytes: u64, outcome: &str) -> MigrationEvent {
         outcome: outcome.to_string(),
         ..Default::default()
     }
-}
-
-/// Adds `job` to a block's queued migration, running migration, or reference list.
-fn add_reference(st: &mut State, block: u64, job: &JobRef) {
-    if let Some(&(s, k)) = st.queued.get(&block) {
-        let task = st.queues.get_mut(&s).and_then(|q| q.get_mut(&k)).expect("indexed");
-        if !task.jobs.iter().any(|j| j.job_id == job.job_id) {
-            task.jobs.push(job.clone());
-        }
-        return;
-    }
-    for a in st.active.values_mut() {
-        if a.task.block == block {
-            if !a.task.jobs.iter().any(|j| j.job_id == job.job_id) {
-                a.task.jobs.push(job.clone());
-            }
-            a.task.read_by.remove(&job.job_id);
-            return;
-        }
-    }
-    if let Some(h) = st.held.get_mut(&block) {
-        h.refs.entry(job.job_id.clone()).or_insert(Ref { implicit: job.implicit, bytes_read: 0, last_read: None });
-    }
-}
-
-/// Removes `job` from the given blocks (all it is on if `None`): queued
-/// migrations nobody wants any more are dropped, released blocks evicted.
-fn release(st: &mut State, job: &str, blocks: Option<&[u64]>, fx: &mut Effects) {
-    let held: Vec<u64> = match blocks {
-        Some(b) => b.to_vec(),
-        None => st.held.iter().filter(|(_, h)| h.refs.contains_key(job)).map(|(b, _)| *b).collect(),
-    };
-    for b in held {
-        drop_ref(st, b, job, fx);
-    }
-    let queued: Vec<u64> = st.queued.keys().copied().filter(|b| blocks.is_none_or(|bs| bs.contains(b))).collect();
-    for b in queued {
-        unqueue(st, b, job, "evicted");
-    }
-    for a in st.active.values_mut() {
-        if blocks.is_none_or(|bs| bs.contains(&a.task.block)) {
-            a.task.jobs.retain(|j| j.job_id != job);
-        }
-    }
-}
-
-/// Takes `job` off `block`'s queued migration, if any; one no job wants any
-/// more leaves the queue with `outcome`.
-fn unqueue(st: &mut State, block: u64, job: &str, outcome: &str) {
-    let Some(&(source, k)) = st.queued.get(&block) else {
-        return;
-    };
-    let q = st.queues.get_mut(&source).expect("indexed");
-    let task = q.get_mut(&k).expect("indexed");
-    task.jobs.retain(|j| j.job_id != job);
-    if task.jobs.is_empty() {
-        let task = q.remove(&k).expect("indexed");
-        st.queued.remove(&block);
-        st.events.push(event(block, source.proto() as i32, task.length, outcome));
-    }
-}
-
-fn drop_ref(st: &mut State, block: u64, job: &str, fx: &mut Effects) {
-    let Some(h) = st.held.get_mut(&block) else {
-        return;
-    };
-    h.refs.remove(job);
-    if h.refs.is_empty() {
-        let h = st.held.remove(&block).expect("present");
-        if h.migrated {
-            st.used = st.used.saturating_sub(h.length);
-            fx.evict.push(block);
-        }
-    }
-}
-
-/// Holds a block that is in memory already (not migrated) for `job`.
-fn hold_cached(st: &mut State, block: u64, length: u64, job: &JobRef) {
-    let h = st.held.entry(block).or_insert_with(|| Held { length, refs: HashMap::new(), migrated: false });
-    h.refs.entry(job.job_id.clone()).or_insert(Ref { implicit: job.implicit, bytes_read: 0, last_read: None });
-}
-
-fn holders(st: &State) -> Vec<(String, u64)> {
-    let mut by_job: HashMap<&str, u64> = HashMap::new();
-    for h in st.held.values() {
-        for j in h.refs.keys() {
-            *by_job.entry(j).or_default() += h.length;
-        }
-    }
-    for a in st.active.values() {
-        for j in &a.task.jobs {
-            *by_job.entry(&j.job_id).or_default() += a.task.length;
-        }
-    }
-    let mut v: Vec<(String, u64)> = by_job.into_iter().map(|(j, b)| (j.to_string(), b)).collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    v
-}
-
-/// "jobs a (1.0 GiB), b (64.0 MiB)", at most five named.
-fn holders_text(st: &State) -> String {
-    let h = holders(st);
-    if h.is_empty() {
-        return "no job (migrations in flight)".to_string();
-    }
-    let mut parts: Vec<String> = h.iter().take(5).map(|(j, b)| format!("{j} ({})", format_size(*b))).collect();
-    if h.len() > 5 {
-        parts.push(format!("{} more", h.len() - 5));
-    }
-    format!("job{} {}", if h.len() == 1 { "" } else { "s" }, parts.join(", "))
 }
 
 /// Runs one device's migrations until shutdown: whenever the device is free and

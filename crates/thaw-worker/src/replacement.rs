@@ -10,7 +10,7 @@
 //! The policy is a pure function of the candidates' access history; the tier
 //! keeps that history ([`crate::tier::TierStore`]). LRU is the first policy;
 //! frequency-based ones (LFU, cava.txt's affinity x frequency) plug in as further
-//! variants of [`Policy`] over the same [`Candidate`] fields.
+//! variants of [`Policy`], with the history they need added to [`Candidate`].
 
 use thaw_common::{Result, ThawError};
 
@@ -22,8 +22,6 @@ pub struct Candidate {
     pub length: u64,
     /// Tick of the block's last read (or its admission, if never read).
     pub last_access: u64,
-    /// Reads since admission.
-    pub accesses: u64,
 }
 
 /// How victims are chosen among evictable blocks.
@@ -87,7 +85,7 @@ mod tests {
     use super::*;
 
     fn c(block: u64, length: u64, last_access: u64) -> Candidate {
-        Candidate { block, length, last_access, accesses: 0 }
+        Candidate { block, length, last_access }
     }
 
     #[test]

@@ -26,7 +26,6 @@ struct Entry {
     /// No copy exists anywhere else (written to this tier only): never evicted.
     pinned: bool,
     last_access: u64,
-    accesses: u64,
 }
 
 #[derive(Debug, Default)]
@@ -109,7 +108,7 @@ impl TierStore {
             };
             let length = entry.metadata()?.len();
             state.used += length;
-            state.blocks.insert(id, Entry { length, pinned: true, last_access: 0, accesses: 0 });
+            state.blocks.insert(id, Entry { length, pinned: true, last_access: 0 });
         }
         Ok(Arc::new(TierStore { tier, dir: dir.to_path_buf(), capacity, policy, state: Mutex::new(state) }))
     }
@@ -130,10 +129,6 @@ impl TierStore {
         self.policy
     }
 
-    pub fn capacity(&self) -> u64 {
-        self.capacity
-    }
-
     /// Holds `bytes` of space, evicting cached blocks by the replacement policy
     /// if the tier is full. `protected`: blocks a job still expects (never
     /// evicted, nor are pinned ones). Returns the reservation, or a "full" error
@@ -152,12 +147,7 @@ impl TierStore {
                 .blocks
                 .iter()
                 .filter(|(b, e)| !e.pinned && !protected(**b))
-                .map(|(&block, e)| Candidate {
-                    block,
-                    length: e.length,
-                    last_access: e.last_access,
-                    accesses: e.accesses,
-                })
+                .map(|(&block, e)| Candidate { block, length: e.length, last_access: e.last_access })
                 .collect();
             let victims = if bytes > self.capacity { None } else { self.policy.victims(&candidates, need) };
             let Some(victims) = victims else {
@@ -198,7 +188,6 @@ impl TierStore {
         let now = st.clock;
         if let Some(e) = st.blocks.get_mut(&block) {
             e.last_access = now;
-            e.accesses += 1;
         }
     }
 
@@ -239,7 +228,7 @@ impl TierStore {
         let held = std::mem::take(&mut reservation.bytes);
         st.used = st.used.saturating_sub(held) + length;
         st.clock += 1;
-        let entry = Entry { length, pinned, last_access: st.clock, accesses: 0 };
+        let entry = Entry { length, pinned, last_access: st.clock };
         if let Some(old) = st.blocks.insert(block, entry) {
             st.used = st.used.saturating_sub(old.length);
         }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use thaw_common::ids::block_id;
-use thaw_common::proto::{SourceEstimate, TierUsage};
+use thaw_common::proto::{JobBlockRead, SourceEstimate, TierUsage};
 
 use super::*;
 
