@@ -105,8 +105,10 @@ fn main() {
     let server = matches!(cli.command, Command::Local(_) | Command::Master(_) | Command::Worker(_));
     let quiet_servers = matches!(cli.command, Command::Demo(_));
     init_logging(cli.log.as_deref(), if server && !quiet_servers { "info" } else { "warn" });
-    if !server {
+    if !server && !quiet_servers {
         // Client commands end quietly when their output pipe closes (`thaw fs cat | head`).
+        // Not `thaw demo`: it runs workers in this process, whose sendfile to a
+        // client's closed socket must fail with EPIPE, not kill the process.
         // SAFETY: setting a signal disposition before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }

@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 
 use crate::Worker;
 use crate::cache::BlockFile;
-use crate::data::{end_write, write_target};
+use crate::data::{IDLE_TIMEOUT, end_write, write_target};
 use crate::tier::TierStore;
 
 /// Bytes per read of a committed block on its way to the under-store.
@@ -60,8 +60,13 @@ async fn receive_local(
     let mut open: Option<BlockFile> = None;
     let mut total = 0u64;
     loop {
-        let step = frame::read_msg::<_, LocalWriteStep>(sock)
-            .await?
+        // A client that stops sending (stopped, not dead: a dead one's socket
+        // closes) gives its reservation back after the idle timeout.
+        let step = tokio::time::timeout(IDLE_TIMEOUT, frame::read_msg::<_, LocalWriteStep>(sock))
+            .await
+            .map_err(|_| {
+                ThawError::timeout(format!("short-circuit write idle for {IDLE_TIMEOUT:?} after {total} bytes"))
+            })??
             .ok_or_else(|| ThawError::unavailable(format!("short-circuit write ended early after {total} bytes")))?;
         match step.step {
             Some(local_write_step::Step::OpenBlock(index)) => {
