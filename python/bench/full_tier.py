@@ -80,8 +80,9 @@ def mem_tier(client: thaw.Client) -> dict[str, Any]:
     return next(t for t in stats["tiers"] if t["tier"] == "MEM")
 
 
-def settle(client: thaw.Client) -> None:
-    """Waits for the worker's next heartbeats, so the master's view is current."""
+def settle() -> None:
+    """Waits for the worker's next heartbeats (200 ms apart), so the master's
+    view is current."""
     time.sleep(0.6)
 
 
@@ -100,8 +101,8 @@ def reads(bin_: str, mem: int) -> dict[str, Any]:
                     secs, _ = run(bin_, cluster.master, "fs", "cat", f"/f{i}")
                     row = {"file": f"f{i}", "read": attempt, "seconds": round(secs, 3)}
                     rows.append(dict(row, in_memory_before=before))
-                    settle(client)
-            settle(client)
+                    settle()
+            settle()
             stayed = {f"f{i}": in_memory(client, f"/f{i}") for i in range(4)}
             _, status = run(bin_, cluster.master, "status")
             return {"mem": mem, "file_size": size, "reads": rows, "in_memory_at_end": stayed,
@@ -120,7 +121,7 @@ def migrate(bin_: str, mem: int, buffer: int | None) -> dict[str, Any]:
             client = thaw.Client(cluster.master)
             for i in range(2):
                 run(bin_, cluster.master, "fs", "cat", f"/cached/c{i}")
-            settle(client)
+            settle()
             full = mem_tier(client)
             secs, out = run(bin_, cluster.master, "--job", "j", "migrate", "/big", "--wait", "--json")
             info = json.loads(out)
