@@ -101,11 +101,20 @@ async fn reads_into_a_full_tier_evict_the_least_recently_used_cached_blocks() {
     let again = read(&client, "/f0", &files[0].1).await;
     assert_eq!(again.under_store, 4 * MIB as u64);
     wait_blocks_in_memory(&client, "/f0", 4).await;
-    // `thaw status` shows the split.
-    let out = thaw(&c, &["status"], Duration::from_secs(20));
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("0 B held for jobs, 0 B not persisted elsewhere"), "{text}");
-    assert!(text.contains("evictable (lru has evicted 10 blocks, 10.0 MiB)"), "{text}");
+    // `thaw status` shows the split, as of the worker's last full heartbeat
+    // (evictions reach the master with the next one).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = thaw(&c, &["status"], Duration::from_secs(20));
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if text.contains("evictable (lru has evicted 10 blocks, 10.0 MiB)") {
+            assert!(text.contains("0 B held for jobs, 0 B not persisted elsewhere"), "{text}");
+            assert!(text.contains("blocks in memory 10"), "{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
