@@ -233,22 +233,25 @@ async fn a_worker_at_its_connection_cap_says_busy_instead_of_hanging() {
     let client = c.remote_client();
     client.write_all("/f", b"bytes", opts(WriteType::MustCache)).await.unwrap();
     let addr = c.worker_addr(0).to_string();
-    // Two idle connections hold both slots.
-    let mut idle = Vec::new();
-    for _ in 0..2 {
-        idle.push(TcpStream::connect(&addr).await.unwrap());
-    }
-    // The worker counts them once it has accepted them (soon, but on a loaded
-    // machine not within any fixed pause): ask until it says busy.
+    // Two connections hold both slots. Each proves it holds one by being served
+    // (a connection stays open between requests); one refused because a slot was
+    // still held by the write's closing connection is opened again.
     let stats = req(data_request::Request::Stats(WorkerStatsRequest {}));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let resp = loop {
-        let resp = raw_exchange(&addr, &framed(&stats)).await;
-        if code(&resp) != ErrorCode::Ok || std::time::Instant::now() > deadline {
-            break resp;
+    let mut idle = Vec::new();
+    while idle.len() < 2 {
+        let mut sock = TcpStream::connect(&addr).await.unwrap();
+        sock.write_all(&framed(&stats)).await.unwrap();
+        let resp = frame::read_msg::<_, DataResponse>(&mut sock).await.unwrap().expect("a response");
+        if code(&resp) == ErrorCode::Ok {
+            idle.push(sock);
+        } else {
+            assert!(std::time::Instant::now() < deadline, "a slot was never freed: {}", resp.message);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
+    }
+    // With both slots held, the next connection is told the worker is busy.
+    let resp = raw_exchange(&addr, &framed(&stats)).await;
     assert_eq!(code(&resp), ErrorCode::Unavailable, "{}", resp.message);
     assert!(resp.message.contains("busy"), "{}", resp.message);
     // Slots free up when connections close, and reads work again.
