@@ -12,7 +12,8 @@ A client or filesystem given a job id explicitly (``Client(job_id=...)``,
 ``ThawFileSystem(job_id=...)``, Dask's ``storage_options``) always uses it. For the
 others the job is found in this order: the innermost ``thaw.job`` of the current
 context (contextvars: threads and asyncio tasks started inside the block inherit
-it when the framework copies contexts); else, for thread pools that do not copy
+it when the framework copies contexts); else, in a Dask task, the job the Thaw scheduler plugin annotated it
+with (:mod:`thaw.dask`); else, for thread pools that do not copy
 contexts (pandas, pyarrow and Dask's threaded scheduler), the innermost job active
 in this process if all active jobs were entered by one thread; else
 ``THAW_JOB_ID``.
@@ -44,12 +45,32 @@ def current_job_id() -> str | None:
     job = _current.get()
     if job is not None:
         return job.id
+    dask_job = _dask_task_job()
+    if dask_job is not None:
+        return dask_job
     with _active_lock:
         # Nested blocks of one thread: the innermost. Jobs of several threads at
         # once: a context-less thread belongs to none of them.
         if _active and len({j._thread for j in _active}) == 1:
             return _active[-1].id
     return None
+
+
+def _dask_task_job() -> str | None:
+    """Inside a Dask task: the Thaw job the scheduler plugin gave it (the
+    ``thaw_job`` annotation, see :mod:`thaw.dask`)."""
+    worker_mod = sys.modules.get("distributed.worker")
+    if worker_mod is None:
+        return None
+    key = getattr(worker_mod.thread_state, "key", None)
+    if key is None:
+        return None
+    try:
+        ts = worker_mod.get_worker().state.tasks.get(key)
+    except ValueError:  # not in a worker
+        return None
+    job = (ts.annotations or {}).get("thaw_job") if ts is not None else None
+    return job if isinstance(job, str) else None
 
 
 class Job:
