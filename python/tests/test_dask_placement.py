@@ -1,0 +1,233 @@
+"""Memory-locality placement (cava.txt III, Algorithm 1) by the Thaw scheduler
+plugin: the levels and the decision for one offered slot, then on an emulated
+cluster (one Thaw worker and one Dask worker per node) where each task runs on
+the node whose memory holds its blocks, and tasks wait for such a slot no longer
+than the bound."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import dask
+import pytest
+from distributed import Client as DaskClient
+from distributed import LocalCluster as DaskCluster
+
+import thaw
+import thaw.dask
+from thaw.bench.cluster import ClusterSpec, EmulatedCluster
+from thaw.dask import PLACE_METADATA, ThawSchedulerPlugin
+from thaw.dask import placement as pl
+
+from .test_migration import wait_for
+
+A = pl.Place("w-a:1", "host-a", "rack-1")
+B = pl.Place("w-b:1", "host-b", "rack-1")
+C = pl.Place("w-c:1", "host-c", "rack-2")
+
+
+def mem(place: pl.Place) -> pl.Replica:
+    return pl.Replica(place.worker or "", place.host, place.rack, True)
+
+
+def disk(place: pl.Place) -> pl.Replica:
+    return pl.Replica(place.worker or "", place.host, place.rack, False)
+
+
+def test_levels_run_from_worker_memory_to_anywhere() -> None:
+    a_on_other_worker_same_host = pl.Replica("w-a2:1", "host-a", "rack-1", True)
+    assert pl.level([[mem(A)], [mem(A), disk(B)]], A) == pl.WORKER_MEMORY
+    assert pl.level([[a_on_other_worker_same_host]], A) == pl.HOST_MEMORY
+    assert pl.level([[mem(A)]], B) == pl.RACK_MEMORY
+    assert pl.level([[disk(B)]], B) == pl.WORKER_DISK
+    assert pl.level([[disk(A)]], B) == pl.RACK_DISK
+    assert pl.level([[mem(A)]], C) == pl.ANY
+    # Every block counts: one block only on disk makes the task disk-local.
+    assert pl.level([[mem(B)], [disk(B)]], B) == pl.WORKER_DISK
+    assert pl.level([], A) == pl.ANY  # no blocks known (cold in the under-store)
+
+
+def task(
+    key: str, lvl: int, possible: int = pl.WORKER_MEMORY, waited: float = 0.0, order: int = 0
+) -> pl.Candidate:
+    return pl.Candidate(key, lvl, possible, lvl <= pl.RACK_MEMORY, waited, order)
+
+
+def test_a_slot_at_the_best_level_is_taken_at_once() -> None:
+    d = pl.Delays(memory=1.0, disk=1.0, max_wait=5.0)
+    chosen = pl.choose([task("far", pl.RACK_MEMORY), task("here", pl.WORKER_MEMORY)], 0.0, 1.0, d)
+    assert chosen is not None and chosen.key == "here"
+
+
+def test_waits_per_level_are_proportional_to_the_cached_fraction() -> None:
+    d = pl.Delays(memory=1.0, disk=1.0, max_wait=5.0)
+    rack = [task("t", pl.RACK_MEMORY)]  # its blocks sit in memory on another node
+    # All cached: the job waits 2 x 1.0 s (worker, then host level) before rack.
+    assert pl.choose(rack, 1.9, 1.0, d) is None
+    assert pl.choose(rack, 2.0, 1.0, d) is not None
+    # A quarter cached: a quarter of the wait.
+    assert pl.choose(rack, 0.4, 0.25, d) is None
+    assert pl.choose(rack, 0.5, 0.25, d) is not None
+    # Nothing cached: no wait at all.
+    assert pl.choose(rack, 0.0, 0.0, d) is not None
+    assert d.threshold(pl.HOST_MEMORY, 1.0) < d.threshold(pl.RACK_MEMORY, 1.0) < d.threshold(pl.ANY, 1.0)
+
+
+def test_no_wait_for_a_level_no_worker_could_give() -> None:
+    d = pl.Delays(memory=1.0, disk=1.0, max_wait=5.0)
+    cold = [task("t", pl.ANY, possible=pl.ANY, order=0)]
+    assert pl.choose(cold, 0.0, 1.0, d) is not None
+
+
+def test_no_task_waits_past_the_bound() -> None:
+    d = pl.Delays(memory=10.0, disk=10.0, max_wait=2.0)
+    tasks = [task("young", pl.RACK_MEMORY, waited=0.5), task("old", pl.ANY, waited=2.5)]
+    chosen = pl.choose(tasks, 0.1, 1.0, d)
+    assert chosen is not None and chosen.key == "old"
+    assert pl.choose([task("young", pl.RACK_MEMORY, waited=0.5)], 0.1, 1.0, d) is None
+
+
+def test_in_memory_tasks_go_first_among_equals() -> None:
+    d = pl.Delays()
+    cold = pl.Candidate("cold", pl.ANY, pl.ANY, False, 0.0, 0)
+    warm = pl.Candidate("warm", pl.ANY, pl.ANY, True, 0.0, 5)
+    chosen = pl.choose([cold, warm], 0.0, 0.5, d)
+    assert chosen is not None and chosen.key == "warm"
+
+
+def test_bad_delays_are_refused() -> None:
+    with pytest.raises(ValueError, match="negative"):
+        pl.Delays(memory=-1)
+
+
+# -- on an emulated cluster -----------------------------------------------------
+
+NODES = 3
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatedCluster]:
+    spec = ClusterSpec(nodes=NODES, racks=1, disk="400MiB/s", block_size="256KiB", heartbeat_ms=100)
+    with EmulatedCluster(spec, tmp_path_factory.mktemp("placement")) as ec:
+        ec.start("dyrs")
+        yield ec
+
+
+def dask_on_nodes(ec: EmulatedCluster, nodes: list[str], **plugin: Any) -> tuple[DaskCluster, DaskClient]:
+    """One one-thread Dask worker per node (named after it), each saying which
+    node it sits on as :class:`thaw.dask.ThawWorkerPlace` would, and the plugin."""
+    dc = DaskCluster(n_workers=len(nodes), threads_per_worker=1, processes=False, dashboard_address=None)
+    c = DaskClient(dc)
+    where = {w["host"]: w for w in ec.client().status()["workers"]}
+    for addr, node in zip(sorted(c.scheduler_info()["workers"]), nodes, strict=True):
+        w = where[node]
+        c.set_metadata([PLACE_METADATA, addr], {"worker": w["address"], "host": w["host"], "rack": w["rack"]})
+    c.register_plugin(ThawSchedulerPlugin(ec.master, **plugin))
+    return dc, c
+
+
+def node_of(c: DaskClient, nodes: list[str]) -> dict[str, str]:
+    return dict(zip(sorted(c.scheduler_info()["workers"]), nodes, strict=True))
+
+
+def files_in_memory_on(ec: EmulatedCluster, layout: dict[str, int]) -> dict[str, str]:
+    """Writes ``count`` files into memory on each named node: path -> node."""
+    root = f"/p-{uuid.uuid4().hex[:8]}"
+    out = {}
+    for node, count in layout.items():
+        c = ec.client(host=node)
+        for i in range(count):
+            path = f"{root}/{node}-{i}"
+            c.write_bytes(path, os.urandom(200_000), write_type="must-cache")
+            hosts = {r["host"] for b in c.stat(path, blocks=True)["blocks"] for r in b["replicas"]}
+            assert hosts == {node}, hosts
+            out[path] = node
+    return out
+
+
+def read_where(path: str) -> str:
+    """Reads a Thaw file in a Dask task; returns the Dask worker's address."""
+    from distributed import get_worker
+
+    with thaw.Client().open(path) as f:
+        f.read()
+    return str(get_worker().address)
+
+
+def test_tasks_run_where_their_blocks_are_in_memory(emulated: EmulatedCluster) -> None:
+    files = files_in_memory_on(emulated, {"node0": 3, "node1": 3, "node2": 2})
+    nodes = ["node0", "node1", "node2"]
+    dc, c = dask_on_nodes(emulated, nodes)
+    try:
+        os.environ["THAW_MASTER"] = emulated.master
+        tasks = []
+        for path in files:
+            with dask.annotate(thaw_inputs=[path]):
+                tasks.append(dask.delayed(read_where, pure=False)(path))
+        ran_on = c.compute(tasks, sync=True)
+        assert [node_of(c, nodes)[a] for a in ran_on] == list(files.values())
+        log = thaw.dask.placements(c)
+        assert len(log) == len(files) and all(e["level"] == "worker-memory" for e in log), log
+    finally:
+        c.close()
+        dc.close()
+
+
+def test_a_task_waits_for_its_node_no_longer_than_the_bound(emulated: EmulatedCluster) -> None:
+    # Six tasks whose blocks are all on node0, which has one slot; node1 and
+    # node2 are free. Delay scheduling holds them for node0 a while, then lets
+    # them run elsewhere: each waits at most the bound.
+    files = files_in_memory_on(emulated, {"node0": 6})
+    delays = pl.Delays(memory=0.3, disk=0.3, max_wait=0.6)
+    nodes = ["node0", "node1", "node2"]
+    dc, c = dask_on_nodes(emulated, nodes, delays=delays)
+    try:
+        os.environ["THAW_MASTER"] = emulated.master
+
+        def slow_read(path: str) -> str:
+            time.sleep(0.3)
+            return read_where(path)
+
+        tasks = []
+        for path in files:
+            with dask.annotate(thaw_inputs=[path]):
+                tasks.append(dask.delayed(slow_read, pure=False)(path))
+        ran_on = c.compute(tasks, sync=True)
+        log = thaw.dask.placements(c)
+        assert len(log) == 6
+        levels = [e["level"] for e in log]
+        assert "worker-memory" in levels and "rack-memory" in levels, log
+        assert {node_of(c, nodes)[a] for a in ran_on} > {"node0"}, ran_on
+        waited = [e["delay"] for e in log if e["level"] != "worker-memory"]
+        # They waited for node0 (the job's wait counts from its first declined
+        # slot), but no task past the bound (plus one tick of the plugin).
+        assert max(waited) > 0.1, log
+        assert all(e["delay"] <= delays.max_wait + 0.25 for e in log), log
+        summary = thaw.dask.launch_summary(
+            [(pl.LEVELS.index(e["level"]), e["delay"], e["in_memory"]) for e in log]
+        )
+        assert summary["placed"] == 6 and 0 < summary["memory_local"] < 1
+    finally:
+        c.close()
+        dc.close()
+
+
+def test_placement_off_leaves_dask_s_own_placement(emulated: EmulatedCluster) -> None:
+    files = files_in_memory_on(emulated, {"node1": 2})
+    dc, c = dask_on_nodes(emulated, ["node0", "node1"], placement=False)
+    try:
+        os.environ["THAW_MASTER"] = emulated.master
+        tasks = []
+        for path in files:
+            with dask.annotate(thaw_inputs=[path]):
+                tasks.append(dask.delayed(read_where, pure=False)(path))
+        c.compute(tasks, sync=True)
+        assert thaw.dask.placements(c) == []
+        wait_for(lambda: not thaw.dask.jobs(c))
+    finally:
+        c.close()
+        dc.close()

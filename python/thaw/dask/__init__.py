@@ -1,0 +1,735 @@
+"""Dask and Thaw cooperate: the scheduler tells storage what a submitted graph
+will read, and storage holds it in memory exactly as long as the graph needs it.
+
+This is scheduled-caching.txt's cooperation between scheduler and storage, with
+the job-driven migration of ignem.txt / dyrs.txt behind it:
+
+- **Prefetch at submission.** When a graph reaches the scheduler
+  (``update_graph``), its ``thaw://`` inputs are found from the task specs with no
+  call in the user's code (``dd.read_parquet``, ``dd.read_csv``,
+  ``db.read_text``, ``da.from_zarr``; ``dask.annotate(thaw_inputs=[...])`` for
+  anything else) and one submission (a ``compute``/``persist``/``submit`` call)
+  becomes one Thaw job whose inputs are migrated at once: the earliest moment the
+  scheduler knows them, so the whole time the graph waits for workers is
+  lead-time.
+- **Do not evict, for exactly as long as needed.** The job's lease is renewed
+  while any of its keys is wanted. Each input file is released as soon as every
+  task that reads it has run (implicit eviction at the granularity the tasks
+  read); the rest when the job's keys are released or its client goes away.
+  A lease that runs out (scheduler killed, plugin gone) frees everything.
+- **Reads carry the job.** Each reading task gets the annotation ``thaw_job``;
+  a Thaw read inside a Dask task takes its job from it (see
+  :func:`thaw.jobs.current_job_id`), so per-job counters and the job's read
+  state are the Dask submission's.
+
+Nothing here can fail a computation: a Thaw master that is down, a path that
+does not exist or a restart is logged as a warning and the graph runs as it would
+without the plugin (its reads fall back to the under-store as any cold read does).
+
+Install: ``thaw.dask.install(client)`` on a running cluster, or
+``dask scheduler --preload thaw.dask`` / ``LocalCluster(scheduler_kwargs=
+{"preload": ["thaw.dask"]})`` for clusters the user starts (options from
+``THAW_MASTER`` and the ``THAW_DASK_*`` variables, see :func:`dask_setup`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import socket
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
+
+from ..client import Client
+from . import placement as pl
+from .inputs import find_inputs, region_of, zarr_array, zarr_chunk_files
+
+_log = logging.getLogger("thaw.dask")
+
+#: The task annotation naming the Thaw job of a task's reads.
+JOB_ANNOTATION = "thaw_job"
+#: The annotation a user sets (``dask.annotate(thaw_inputs=[...])``) to name a
+#: task's Thaw inputs when they cannot be found from the task itself.
+INPUTS_ANNOTATION = "thaw_inputs"
+
+
+# -- the job of a submission --------------------------------------------------
+
+
+@dataclass
+class Held:
+    """A reading task the plugin places: Dask priority, when it became ready
+    (reached no-worker), whether it has been launched."""
+
+    order: Any
+    ready: float | None = None
+    launched: bool = False
+
+
+#: The worker restriction that holds a task back until the plugin places it: no
+#: worker has this address, so Dask keeps the task in state no-worker.
+HOLD = "thaw-placement://held"
+#: Scheduler metadata under which each Dask worker says where it sits in Thaw.
+PLACE_METADATA = "thaw-place"
+
+
+@dataclass
+class DaskJob:
+    """One submission's Thaw job, kept by the scheduler plugin."""
+
+    id: str
+    master: str
+    client: str
+    submitted: float
+    keys: set[Any]
+    submitted_at: float = field(default_factory=time.monotonic)
+    # Task key -> the files it reads; file -> the tasks that read it and have not run.
+    reads: dict[Any, set[str]] = field(default_factory=dict)
+    readers: dict[str, set[Any]] = field(default_factory=dict)
+    released: set[str] = field(default_factory=set)
+    done: set[Any] = field(default_factory=set)
+    tasks_dispatched: int = 0
+    ended: bool = False
+    # Placement: held tasks (key -> state), when the job first declined a slot
+    # since its last launch, and each launch's (level, delay paid, in memory).
+    held: dict[Any, Held] = field(default_factory=dict)
+    declined_since: float | None = None
+    launches: list[tuple[int, float, bool]] = field(default_factory=list)
+    # Its blocks' locations have been asked for at least once.
+    located: bool = False
+
+    def files(self) -> list[str]:
+        return sorted(self.readers)
+
+    def running(self) -> int:
+        return sum(1 for k, h in self.held.items() if h.launched and k not in self.done)
+
+
+def _job_name(keys: Iterable[Any]) -> str:
+    from dask.utils import key_split
+
+    names = sorted({key_split(k) for k in keys})
+    name = names[0] if names else "graph"
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:60] or "graph"
+    return f"dask-{safe}-{uuid.uuid4().hex[:6]}"
+
+
+class ThawSchedulerPlugin(SchedulerPlugin):
+    """Scheduler plugin: one Thaw job per graph submission (see the module doc).
+
+    ``master``: the Thaw master for inputs given by annotation without one
+    (default :func:`thaw.client.default_master`); found ``thaw://`` paths name
+    their own. ``lease``: seconds a job lives unless renewed (renewed every third
+    of it while its keys are wanted). ``eviction``: "explicit" keeps each file
+    until its readers ran (the default), "implicit" lets each block go as soon
+    as it has been read once. ``placement``: place reading tasks by memory
+    locality (:mod:`thaw.dask.placement`) with ``delays``; off, Dask places
+    them as it would (migration only). ``tick``: seconds between offers of free
+    slots besides the one at each task's end.
+    """
+
+    name = "thaw"
+
+    def __init__(
+        self,
+        master: str | None = None,
+        *,
+        lease: float = 30.0,
+        eviction: str = "explicit",
+        placement: bool = True,
+        delays: pl.Delays | None = None,
+        tick: float = 0.02,
+    ) -> None:
+        if eviction not in ("explicit", "implicit"):
+            raise ValueError(f"eviction {eviction!r}: explicit or implicit")
+        if not lease > 0:
+            raise ValueError("lease must be positive")
+        self.master = master
+        self.lease = lease
+        self.eviction = eviction
+        self.placement = placement
+        self.delays = delays or pl.Delays()
+        self.tick = tick
+        self.jobs: dict[str, DaskJob] = {}
+        # Block replicas of the files of jobs with tasks to place, by (master,
+        # path), refreshed by the plugin's thread; ``_version`` counts refreshes.
+        self.blocks: dict[tuple[str, str], list[list[pl.Replica]]] = {}
+        self._version = 0
+        self._memo: dict[Any, Any] = {}
+        self._thaw_workers: list[dict[str, Any]] = []
+        self._ticker: asyncio.Task[None] | None = None
+        self._place_soon = False
+        #: Every launch: job, key, level, delay paid, blocks in memory, worker.
+        self.launch_log: list[dict[str, Any]] = []
+        self._job_of_key: dict[Any, str] = {}
+        self._clients: dict[str, Client] = {}
+        self._actions: queue.Queue[tuple[str, DaskJob, list[str]] | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.warnings: list[str] = []
+
+    # Sent to the scheduler pickled: the settings travel, the state is made there.
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "master": self.master,
+            "lease": self.lease,
+            "eviction": self.eviction,
+            "placement": self.placement,
+            "delays": self.delays,
+            "tick": self.tick,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        master = state.pop("master")
+        self.__init__(master, **state)  # type: ignore[misc]
+
+    # -- scheduler hooks (on the scheduler's event loop: never block) ---------
+
+    async def start(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="thaw-dask", daemon=True)
+        self._thread.start()
+        if self.placement:
+            self._ticker = asyncio.create_task(self._tick_loop())
+
+    async def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for job in list(self.jobs.values()):
+            self._end(job)
+        self._stop.set()
+        self._actions.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def update_graph(
+        self,
+        scheduler: Any,
+        *,
+        client: str,
+        keys: set[Any],
+        tasks: list[Any],
+        annotations: dict[str, Any],
+        priority: dict[Any, Any],
+        stimulus_id: str,
+        **kwargs: Any,
+    ) -> None:
+        self.scheduler = scheduler
+        try:
+            self._update_graph(scheduler, client, keys, tasks, annotations)
+        except Exception as e:  # never fail a submission
+            self._warn(f"could not find the Thaw inputs of a graph: {e!r}")
+
+    def _update_graph(
+        self, scheduler: Any, client: str, keys: set[Any], tasks: list[Any], annotations: dict[str, Any]
+    ) -> None:
+        named = annotations.get(INPUTS_ANNOTATION, {})
+        reads: dict[Any, set[tuple[str, str]]] = {}
+        for key in tasks:
+            ts = scheduler.tasks.get(key)
+            if ts is None or ts.run_spec is None:
+                continue
+            found: set[tuple[str, str]] = set()
+            given = named.get(key) or (ts.annotations or {}).get(INPUTS_ANNOTATION)
+            if given:
+                for p in [given] if isinstance(given, str) else given:
+                    url = str(p) if str(p).startswith("thaw://") else f"thaw://{p}"
+                    found |= find_inputs(url, self._master())
+            elif not ts.dependencies:
+                value = getattr(ts.run_spec, "value", ts.run_spec)
+                # A from_zarr array node: its getters read the chunks.
+                found = set() if zarr_array(value) else find_inputs(ts.run_spec)
+            else:
+                found = self._zarr_getter_inputs(ts)
+            if found:
+                reads[key] = found
+        if not reads:
+            return
+        by_master: dict[str, dict[Any, set[str]]] = {}
+        for key, found in reads.items():
+            for m, path in found:
+                by_master.setdefault(m, {}).setdefault(key, set()).add(path)
+        for master, task_files in by_master.items():
+            job = DaskJob(
+                id=_job_name(keys or task_files),
+                master=master,
+                client=client,
+                submitted=time.time(),
+                keys=set(keys),
+            )
+            for key, files in task_files.items():
+                job.reads[key] = files
+                for f in files:
+                    job.readers.setdefault(f, set()).add(key)
+                ts = scheduler.tasks[key]
+                ts.annotations = {**(ts.annotations or {}), JOB_ANNOTATION: job.id}
+                self._job_of_key[key] = job.id
+                # Held back for placement, unless the user restricted it.
+                if self.placement and not (
+                    ts.worker_restrictions or ts.host_restrictions or ts.resource_restrictions
+                ):
+                    ts.worker_restrictions = {HOLD}
+                    ts.loose_restrictions = False
+                    job.held[key] = Held(order=ts.priority)
+            for key in keys:
+                self._job_of_key.setdefault(key, job.id)
+            self.jobs[job.id] = job
+            _log.info("graph of %s: job %s reads %d files", client, job.id, len(job.readers))
+            self._actions.put(("migrate", job, job.files()))
+
+    @staticmethod
+    def _zarr_getter_inputs(ts: Any) -> set[tuple[str, str]]:
+        """A from_zarr getter reading from an array node (the default,
+        ``inline_array=False``): the chunk files of its region."""
+        from dask._task_spec import DataNode, Task
+
+        if len(ts.dependencies) != 1 or not isinstance(ts.run_spec, Task):
+            return set()
+        (dep,) = ts.dependencies
+        spec = dep.run_spec
+        z = zarr_array(spec.value if isinstance(spec, DataNode) else spec)
+        region = region_of(ts.run_spec.args) if z else None
+        if z is None or region is None:
+            return set()
+        return {(z[0], f) for f in zarr_chunk_files(z[1], z[2], region)}
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        job_id = self._job_of_key.get(key)
+        if job_id is None:
+            return
+        job = self.jobs.get(job_id)
+        if job is None or job.ended:
+            self._job_of_key.pop(key, None)
+            return
+        if key in job.reads:
+            held = job.held.get(key)
+            if held is not None and finish == "no-worker":
+                if held.launched:  # its worker died: hold it again
+                    self.scheduler.tasks[key].worker_restrictions = {HOLD}
+                    held.launched = False
+                held.ready = held.ready or time.monotonic()
+                self._wake()
+            if finish == "processing":
+                job.tasks_dispatched += 1
+            elif start == "processing" or finish in ("forgotten", "erred"):
+                self._task_done(job, key)
+                self._wake()
+        if finish == "forgotten":
+            self._job_of_key.pop(key, None)
+            job.keys.discard(key)
+            if not job.keys and not any(k in self.scheduler.tasks for k in job.reads):
+                self._end(job)
+
+    def _task_done(self, job: DaskJob, key: Any) -> None:
+        files = job.reads.get(key)
+        if files is None or key in job.done:
+            return
+        ts = self.scheduler.tasks.get(key)
+        if ts is not None and ts.state not in ("memory", "erred", "forgotten"):
+            return  # back to waiting (a worker died): it will read again
+        job.done.add(key)
+        done = []
+        for f in files:
+            readers = job.readers.get(f, set())
+            readers.discard(key)
+            if not readers and f not in job.released:
+                job.released.add(f)
+                done.append(f)
+        if len(job.released) == len(job.readers):
+            self._end(job)  # every input read: nothing left to hold
+        elif done:
+            self._actions.put(("release", job, done))
+
+    def remove_client(self, scheduler: Any, client: str) -> None:
+        for job in list(self.jobs.values()):
+            if job.client == client:
+                self._end(job)
+
+    def _end(self, job: DaskJob) -> None:
+        if job.ended:
+            return
+        job.ended = True
+        self.jobs.pop(job.id, None)
+        for k in list(job.reads) + list(job.keys):
+            if self._job_of_key.get(k) == job.id:
+                del self._job_of_key[k]
+        self._actions.put(("end", job, []))
+
+    # -- placement (cava.txt Algorithm 1, see thaw.dask.placement) ------------
+
+    def _wake(self) -> None:
+        """Offers free slots soon (after the current transitions finish)."""
+        if self.placement and not self._place_soon:
+            self._place_soon = True
+            asyncio.get_running_loop().call_soon(self._place_now)
+
+    def _place_now(self) -> None:
+        self._place_soon = False
+        try:
+            self._place()
+        except Exception as e:  # a placement bug must not stop the scheduler
+            self._warn(f"placement failed: {e!r}")
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick)
+            self._place_now()
+
+    def _place(self) -> None:
+        from distributed.core import Status
+
+        jobs = [
+            j for j in list(self.jobs.values()) if any(h.ready and not h.launched for h in j.held.values())
+        ]
+        if not jobs:
+            return
+        now = time.monotonic()
+        workers = [ws for ws in self.scheduler.workers.values() if ws.status == Status.running]
+        places = {ws.address: self._place_of(ws) for ws in workers}
+        for ws in workers:
+            at = places[ws.address]
+            for _ in range(ws.nthreads - len(ws.processing)):
+                if not self._offer(jobs, ws, at, set(places.values()), now):
+                    break
+
+    def _offer(self, jobs: list[DaskJob], ws: Any, at: pl.Place, places: set[pl.Place], now: float) -> bool:
+        """One free slot on ``ws``, offered to the jobs with fewest running
+        tasks first; True if a task was launched there."""
+        for job in sorted(jobs, key=lambda j: (j.running(), j.submitted)):
+            if not job.located and now - job.submitted_at < self.delays.max_wait:
+                continue  # where its blocks are is being asked (one poll)
+            tasks = self.scheduler.tasks
+            candidates = [
+                self._candidate(job, key, h, at, places, now)
+                for key, h in job.held.items()
+                if h.ready and not h.launched and key in tasks and tasks[key].state == "no-worker"
+            ]
+            if not candidates:
+                continue
+            waited = 0.0 if job.declined_since is None else now - job.declined_since
+            chosen = pl.choose(candidates, waited, self._cached(job), self.delays)
+            if chosen is None:
+                if job.declined_since is None:
+                    job.declined_since = now
+                continue
+            self._launch(job, chosen, ws, now)
+            return True
+        return False
+
+    def _candidate(
+        self, job: DaskJob, key: Any, held: Held, at: pl.Place, places: set[pl.Place], now: float
+    ) -> pl.Candidate:
+        memo_key = (self._version, key, at)
+        lvl = self._memo.get(memo_key)
+        blocks = self._task_blocks(job, key)
+        if lvl is None:
+            lvl = self._memo[memo_key] = pl.level(blocks, at)
+        possible = self._memo.get((self._version, key))
+        if possible is None:
+            possible = self._memo[(self._version, key)] = min(pl.level(blocks, p) for p in places)
+        return pl.Candidate(key, lvl, possible, pl.in_memory(blocks), now - (held.ready or now), held.order)
+
+    def _task_blocks(self, job: DaskJob, key: Any) -> list[list[pl.Replica]]:
+        out: list[list[pl.Replica]] = []
+        for f in job.reads.get(key, ()):
+            out.extend(self.blocks.get((job.master, f), ()))
+        return out
+
+    def _cached(self, job: DaskJob) -> float:
+        """The job's cached fraction R_j: its unreleased blocks in memory."""
+        total = cached = 0
+        for f in job.files():
+            if f in job.released:
+                continue
+            for replicas in self.blocks.get((job.master, f), ()):
+                total += 1
+                cached += any(r.memory for r in replicas)
+        return cached / total if total else 0.0
+
+    def _launch(self, job: DaskJob, c: pl.Candidate, ws: Any, now: float) -> None:
+        held = job.held[c.key]
+        held.launched = True
+        ready = held.ready or now
+        delay = 0.0 if job.declined_since is None else now - max(ready, job.declined_since)
+        job.declined_since = None
+        job.launches.append((c.level, delay, c.in_memory))
+        self.launch_log.append(
+            {
+                "job": job.id,
+                "key": str(c.key),
+                "level": pl.LEVELS[c.level],
+                "delay": delay,
+                "in_memory": c.in_memory,
+                "worker": ws.address,
+            }
+        )
+        del self.launch_log[:-100_000]
+        self.scheduler.tasks[c.key].worker_restrictions = {ws.address}
+        self.scheduler.transitions({c.key: "processing"}, stimulus_id=f"thaw-placement-{now}")
+
+    def _place_of(self, ws: Any) -> pl.Place:
+        """Where a Dask worker sits: what it said (:class:`ThawWorkerPlace`), else
+        the Thaw worker at its IP address if there is exactly one."""
+        said = self.scheduler.get_metadata([PLACE_METADATA, ws.address], default=None)
+        if said:
+            return pl.Place(said.get("worker") or None, said.get("host", ""), said.get("rack", ""))
+        same_ip = [w for w in self._thaw_workers if w["address"].rsplit(":", 1)[0] == ws.host]
+        if len(same_ip) == 1:
+            w = same_ip[0]
+            return pl.Place(w["address"], w["host"], w["rack"])
+        hosts = {(w["host"], w["rack"]) for w in same_ip}
+        if len(hosts) == 1:
+            host, rack = hosts.pop()
+            return pl.Place(None, host, rack)
+        return pl.Place(None, ws.host, "")
+
+    # -- Thaw calls, on the plugin's own thread --------------------------------
+
+    def _master(self) -> str:
+        from ..client import default_master
+
+        return self.master or default_master()
+
+    def _client(self, master: str) -> Client:
+        c = self._clients.get(master)
+        if c is None:
+            c = self._clients[master] = Client(master)
+        return c
+
+    def _warn(self, msg: str) -> None:
+        _log.warning("%s", msg)
+        with self._lock:
+            self.warnings.append(msg)
+            del self.warnings[:-100]
+
+    def _run(self) -> None:
+        renew_every = min(self.lease / 3, 1.0)
+        next_renew = time.monotonic() + renew_every
+        next_poll = time.monotonic()
+        while not (self._stop.is_set() and self._actions.empty()):
+            wake = min(next_renew, next_poll) if self.placement else next_renew
+            try:
+                action = self._actions.get(timeout=max(0.0, wake - time.monotonic()))
+            except queue.Empty:
+                action = None
+            if action is not None:
+                self._do(*action)
+                if action[0] == "migrate":
+                    next_poll = time.monotonic()  # where its blocks are, at once
+            if time.monotonic() >= next_renew:
+                self._renew()
+                next_renew = time.monotonic() + renew_every
+            if self.placement and time.monotonic() >= next_poll:
+                began = time.monotonic()
+                self._poll()
+                # Polls take at most a third of this thread's time.
+                next_poll = time.monotonic() + max(0.05, 2 * (time.monotonic() - began))
+
+    def _poll(self) -> None:
+        """Refreshes the block replicas of the files whose tasks are still to be
+        placed (and the Thaw workers, for Dask workers that said nothing)."""
+        from ..errors import NotFound
+
+        want: set[tuple[str, str]] = set()
+        asked = []
+        for job in list(self.jobs.values()):
+            if any(not h.launched for h in list(job.held.values())):
+                want.update((job.master, f) for f in job.files() if f not in job.released)
+                asked.append(job)
+        if not want:
+            return
+        fresh: dict[tuple[str, str], list[list[pl.Replica]]] = {}
+        for master, path in want:
+            try:
+                st = self._client(master).stat(path, blocks=True)
+            except NotFound:
+                continue
+            except Exception as e:
+                self._warn(f"block locations of {path} at {master}: {e}")
+                continue
+            fresh[(master, path)] = [
+                [pl.Replica(r["address"], r["host"], r["rack"], r["tier"] == "MEM") for r in b["replicas"]]
+                for b in st.get("blocks", [])
+            ]
+        if time.monotonic() - getattr(self, "_workers_polled", 0.0) > 1.0:
+            self._workers_polled = time.monotonic()
+            try:
+                master = next(iter(want))[0]
+                self._thaw_workers = [w for w in self._client(master).status()["workers"] if w["alive"]]
+            except Exception as e:
+                self._warn(f"Thaw workers at {master}: {e}")
+        self.blocks = fresh
+        self._memo = {}
+        self._version += 1
+        for job in asked:
+            job.located = True
+
+    def _do(self, what: str, job: DaskJob, files: list[str]) -> None:
+        from ..errors import NotFound
+
+        c = self._client(job.master)
+        try:
+            if what == "migrate":
+                if job.ended:
+                    return
+                try:
+                    c.migrate(files, job.id, eviction=self.eviction, lease=self.lease)
+                except NotFound:
+                    # Some input is gone (or never existed): migrate the rest; the
+                    # task reading the missing one fails as it would without Thaw.
+                    present = [f for f in files if c.exists(f)]
+                    self._warn(f"job {job.id}: {len(files) - len(present)} input(s) not in Thaw")
+                    if present:
+                        c.migrate(present, job.id, eviction=self.eviction, lease=self.lease)
+            elif what == "release":
+                if not job.ended:
+                    c.evict(job.id, files)
+            elif what == "end":
+                c.evict(job.id)
+        except NotFound:
+            pass  # the job is already gone (lease ran out, master restarted)
+        except Exception as e:
+            self._warn(f"job {job.id}: {what} failed ({e}); the graph runs on without it")
+
+    def _renew(self) -> None:
+        """Renews the live jobs' leases; a master that forgot a job (it
+        restarted: migration state is soft) is told its unreleased inputs again."""
+        live = [j for j in list(self.jobs.values()) if not j.ended]
+        by_master: dict[str, list[DaskJob]] = {}
+        for j in live:
+            by_master.setdefault(j.master, []).append(j)
+        for master, jobs in by_master.items():
+            try:
+                unknown = set(self._client(master).renew([j.id for j in jobs]))
+            except Exception as e:
+                self._warn(f"lease renewal at {master} failed: {e}")
+                continue
+            for j in jobs:
+                rest = [f for f in j.files() if f not in j.released]
+                if j.id in unknown and rest and not j.ended:
+                    _log.info("master %s no longer knows job %s: migrating again", master, j.id)
+                    self._do("migrate", j, rest)
+
+    # -- what the plugin knows -------------------------------------------------
+
+    def summary(self) -> list[dict[str, Any]]:
+        """The live jobs: id, client, files, tasks reading, started and done."""
+        return [
+            {
+                "job_id": j.id,
+                "client": j.client,
+                "files": j.files(),
+                "released": sorted(j.released),
+                "tasks": len(j.reads),
+                "tasks_dispatched": j.tasks_dispatched,
+                "tasks_done": len(j.done),
+                **launch_summary(j.launches),
+            }
+            for j in list(self.jobs.values())
+        ]
+
+
+def launch_summary(launches: list[tuple[int, float, bool]]) -> dict[str, Any]:
+    """Placed tasks, the share that ran memory-local (worker or host memory),
+    and the delay they paid waiting for a better slot (median, p99, max)."""
+    if not launches:
+        return {"placed": 0}
+    delays = sorted(d for _, d, _ in launches)
+    p99 = delays[min(len(delays) - 1, int(0.99 * len(delays)))]
+    return {
+        "placed": len(launches),
+        "memory_local": sum(1 for lvl, _, _ in launches if lvl in pl.MEMORY_LOCAL) / len(launches),
+        "in_memory": sum(1 for *_, m in launches if m) / len(launches),
+        "levels": {pl.LEVELS[i]: sum(1 for lvl, _, _ in launches if lvl == i) for i in range(len(pl.LEVELS))},
+        "delay_median": statistics.median(delays),
+        "delay_p99": p99,
+        "delay_max": delays[-1],
+    }
+
+
+class ThawWorkerPlace(WorkerPlugin):
+    """Says where a Dask worker sits in Thaw's topology, for placement: the Thaw
+    worker beside it (``THAW_WORKER``), its host (``THAW_HOST``, default the
+    host name) and rack (``THAW_RACK``), as the Thaw client of that process
+    would. Given explicitly, they win over the environment."""
+
+    name = "thaw-place"
+
+    def __init__(self, worker: str | None = None, host: str | None = None, rack: str | None = None) -> None:
+        self.place = {"worker": worker, "host": host, "rack": rack}
+
+    async def setup(self, worker: Any) -> None:
+        place = {
+            "worker": self.place["worker"] or os.environ.get("THAW_WORKER") or None,
+            "host": self.place["host"] or os.environ.get("THAW_HOST") or socket.gethostname(),
+            "rack": self.place["rack"] or os.environ.get("THAW_RACK", ""),
+        }
+        await worker.scheduler.set_metadata(keys=[PLACE_METADATA, worker.address], value=place)
+
+
+def install(client: Any, master: str | None = None, **options: Any) -> None:
+    """Installs the plugin on ``client``'s scheduler (``thaw.dask.install(client)``)
+    and, for placement, :class:`ThawWorkerPlace` on its workers.
+
+    ``master`` defaults to the one this process would use (``THAW_MASTER``), so
+    annotated inputs name the same cluster here and on the scheduler. Options:
+    see :class:`ThawSchedulerPlugin`.
+    """
+    from ..client import default_master
+
+    client.register_plugin(ThawSchedulerPlugin(master or default_master(), **options))
+    if options.get("placement", True):
+        client.register_plugin(ThawWorkerPlace())
+
+
+def placements(client: Any) -> list[dict[str, Any]]:
+    """Every launch the plugin made: job, key, level, delay paid, whether the
+    task's blocks were in memory, worker."""
+
+    def ask(dask_scheduler: Any) -> list[dict[str, Any]]:
+        plugin = dask_scheduler.plugins.get(ThawSchedulerPlugin.name)
+        return list(plugin.launch_log) if plugin is not None else []
+
+    return client.run_on_scheduler(ask)  # type: ignore[no-any-return]
+
+
+def jobs(client: Any) -> list[dict[str, Any]]:
+    """The plugin's live jobs, asked of ``client``'s scheduler."""
+
+    def ask(dask_scheduler: Any) -> list[dict[str, Any]]:
+        plugin = dask_scheduler.plugins.get(ThawSchedulerPlugin.name)
+        return plugin.summary() if plugin is not None else []
+
+    return client.run_on_scheduler(ask)  # type: ignore[no-any-return]
+
+
+def dask_setup(server: Any) -> None:
+    """``--preload thaw.dask``: on a scheduler, adds the plugin, configured by
+    ``THAW_MASTER``, ``THAW_DASK_LEASE`` (seconds), ``THAW_DASK_EVICTION`` and
+    ``THAW_DASK_PLACEMENT`` (0 turns placement off); on a worker, says where it
+    sits (:class:`ThawWorkerPlace`)."""
+    from distributed import Scheduler
+
+    if not isinstance(server, Scheduler):
+        server.plugins[ThawWorkerPlace.name] = plugin = ThawWorkerPlace()
+        asyncio.get_event_loop().create_task(plugin.setup(server))
+        return
+    server.add_plugin(
+        ThawSchedulerPlugin(
+            os.environ.get("THAW_MASTER") or None,
+            lease=float(os.environ.get("THAW_DASK_LEASE", "30")),
+            eviction=os.environ.get("THAW_DASK_EVICTION", "explicit"),
+            placement=os.environ.get("THAW_DASK_PLACEMENT", "1") != "0",
+        )
+    )
