@@ -272,3 +272,42 @@ def test_a_dead_dask_worker_or_thaw_master_does_not_fail_the_graph(tmp_path: Pat
         time.sleep(0.5)
         warnings = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins["thaw"].warnings)
         assert any("failed" in w for w in warnings), warnings
+
+
+def test_clusters_the_user_starts_take_the_plugin_by_preload(
+    cluster: thaw.LocalCluster, root: str, ufs_dir: Path
+) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    want = cold_parquet(ufs_dir, files=2, rows=10_000)["value"].sum()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "THAW_MASTER": cluster.master, "THAW_HOST": "node-x", "THAW_RACK": "rack-x"}
+    dask_cli = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    procs = [
+        subprocess.Popen(
+            [*dask_cli, "--port", str(port), "--no-dashboard", "--preload", "thaw.dask"], env=env
+        )
+    ]
+    try:
+        worker_cli = [sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}"]
+        procs.append(
+            subprocess.Popen(
+                [*worker_cli, "--nthreads", "1", "--no-dashboard", "--preload", "thaw.dask"], env=env
+            )
+        )
+        with DaskClient(f"tcp://127.0.0.1:{port}", timeout=60) as c:
+            c.wait_for_workers(1, timeout=60)
+            assert dd.read_parquet(f"thaw://{root}/")["value"].sum().compute() == pytest.approx(want)
+            log = thaw.dask.placements(c)
+            assert len(log) == 2 and {e["job"] for e in log} == {log[0]["job"]}, log
+            places = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.get_metadata(["thaw-place"]))
+            assert [(p["host"], p["rack"]) for p in places.values()] == [("node-x", "rack-x")]
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)

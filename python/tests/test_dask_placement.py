@@ -203,10 +203,10 @@ def test_a_task_waits_for_its_node_no_longer_than_the_bound(emulated: EmulatedCl
         assert "worker-memory" in levels and "rack-memory" in levels, log
         assert {node_of(c, nodes)[a] for a in ran_on} > {"node0"}, ran_on
         waited = [e["delay"] for e in log if e["level"] != "worker-memory"]
-        # They waited for node0 (the job's wait counts from its first declined
-        # slot), but no task past the bound (plus one tick of the plugin).
+        # They turned down free slots on node1 and node2 while waiting for
+        # node0, but no task for longer than the bound.
         assert max(waited) > 0.1, log
-        assert all(e["delay"] <= delays.max_wait + 0.25 for e in log), log
+        assert all(e["delay"] <= delays.max_wait for e in log), log
         summary = thaw.dask.launch_summary(
             [(pl.LEVELS.index(e["level"]), e["delay"], e["in_memory"]) for e in log]
         )

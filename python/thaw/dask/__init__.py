@@ -73,6 +73,12 @@ class Held:
     order: Any
     ready: float | None = None
     launched: bool = False
+    # The first and the last time its job turned down a free slot for it: the
+    # span between is the delay it paid for locality (after the last, it waited
+    # only because no slot was free). Bounded by ``Delays.max_wait``, since an
+    # overdue task takes the next free slot.
+    declined: float | None = None
+    declined_last: float | None = None
 
 
 #: The worker restriction that holds a task back until the plugin places it: no
@@ -318,6 +324,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 if held.launched:  # its worker died: hold it again
                     self.scheduler.tasks[key].worker_restrictions = {HOLD}
                     held.launched = False
+                    held.ready = None
                 held.ready = held.ready or time.monotonic()
                 self._wake()
             if finish == "processing":
@@ -422,6 +429,10 @@ class ThawSchedulerPlugin(SchedulerPlugin):
             if chosen is None:
                 if job.declined_since is None:
                     job.declined_since = now
+                for c in candidates:
+                    held = job.held[c.key]
+                    held.declined = held.declined or now
+                    held.declined_last = now
                 continue
             self._launch(job, chosen, ws, now)
             return True
@@ -460,8 +471,8 @@ class ThawSchedulerPlugin(SchedulerPlugin):
     def _launch(self, job: DaskJob, c: pl.Candidate, ws: Any, now: float) -> None:
         held = job.held[c.key]
         held.launched = True
-        ready = held.ready or now
-        delay = 0.0 if job.declined_since is None else now - max(ready, job.declined_since)
+        delay = 0.0 if held.declined is None else (held.declined_last or now) - held.declined
+        held.declined = held.declined_last = None
         job.declined_since = None
         job.launches.append((c.level, delay, c.in_memory))
         self.launch_log.append(
@@ -714,7 +725,7 @@ def jobs(client: Any) -> list[dict[str, Any]]:
     return client.run_on_scheduler(ask)  # type: ignore[no-any-return]
 
 
-def dask_setup(server: Any) -> None:
+async def dask_setup(server: Any) -> None:
     """``--preload thaw.dask``: on a scheduler, adds the plugin, configured by
     ``THAW_MASTER``, ``THAW_DASK_LEASE`` (seconds), ``THAW_DASK_EVICTION`` and
     ``THAW_DASK_PLACEMENT`` (0 turns placement off); on a worker, says where it
@@ -722,8 +733,7 @@ def dask_setup(server: Any) -> None:
     from distributed import Scheduler
 
     if not isinstance(server, Scheduler):
-        server.plugins[ThawWorkerPlace.name] = plugin = ThawWorkerPlace()
-        asyncio.get_event_loop().create_task(plugin.setup(server))
+        await server.plugin_add(ThawWorkerPlace(), name=ThawWorkerPlace.name)
         return
     server.add_plugin(
         ThawSchedulerPlugin(
