@@ -35,11 +35,19 @@ from .test_migration import mem_used, wait_for
 @pytest.fixture(scope="module")
 def dask_cluster(cluster: thaw.LocalCluster) -> Iterator[DaskCluster]:
     """Two worker processes of one thread each, the plugin on their scheduler."""
+    # Worker processes take the default master from the environment.
+    before = os.environ.get("THAW_MASTER")
     os.environ["THAW_MASTER"] = cluster.master
-    with DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as dc:
-        with DaskClient(dc) as c:
-            thaw.dask.install(c, cluster.master)
-        yield dc
+    try:
+        with DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as dc:
+            with DaskClient(dc) as c:
+                thaw.dask.install(c, cluster.master)
+            yield dc
+    finally:
+        if before is None:
+            os.environ.pop("THAW_MASTER", None)
+        else:
+            os.environ["THAW_MASTER"] = before
 
 
 @pytest.fixture

@@ -149,11 +149,11 @@ def files_in_memory_on(ec: EmulatedCluster, layout: dict[str, int]) -> dict[str,
     return out
 
 
-def read_where(path: str) -> str:
+def read_where(master: str, path: str) -> str:
     """Reads a Thaw file in a Dask task; returns the Dask worker's address."""
     from distributed import get_worker
 
-    with thaw.Client().open(path) as f:
+    with thaw.Client(master).open(path) as f:
         f.read()
     return str(get_worker().address)
 
@@ -163,11 +163,10 @@ def test_tasks_run_where_their_blocks_are_in_memory(emulated: EmulatedCluster) -
     nodes = ["node0", "node1", "node2"]
     dc, c = dask_on_nodes(emulated, nodes)
     try:
-        os.environ["THAW_MASTER"] = emulated.master
         tasks = []
         for path in files:
             with dask.annotate(thaw_inputs=[path]):
-                tasks.append(dask.delayed(read_where, pure=False)(path))
+                tasks.append(dask.delayed(read_where, pure=False)(emulated.master, path))
         ran_on = c.compute(tasks, sync=True)
         assert [node_of(c, nodes)[a] for a in ran_on] == list(files.values())
         log = thaw.dask.placements(c)
@@ -186,16 +185,15 @@ def test_a_task_waits_for_its_node_no_longer_than_the_bound(emulated: EmulatedCl
     nodes = ["node0", "node1", "node2"]
     dc, c = dask_on_nodes(emulated, nodes, delays=delays)
     try:
-        os.environ["THAW_MASTER"] = emulated.master
 
-        def slow_read(path: str) -> str:
+        def slow_read(master: str, path: str) -> str:
             time.sleep(0.3)
-            return read_where(path)
+            return read_where(master, path)
 
         tasks = []
         for path in files:
             with dask.annotate(thaw_inputs=[path]):
-                tasks.append(dask.delayed(slow_read, pure=False)(path))
+                tasks.append(dask.delayed(slow_read, pure=False)(emulated.master, path))
         ran_on = c.compute(tasks, sync=True)
         log = thaw.dask.placements(c)
         assert len(log) == 6
@@ -220,11 +218,10 @@ def test_placement_off_leaves_dask_s_own_placement(emulated: EmulatedCluster) ->
     files = files_in_memory_on(emulated, {"node1": 2})
     dc, c = dask_on_nodes(emulated, ["node0", "node1"], placement=False)
     try:
-        os.environ["THAW_MASTER"] = emulated.master
         tasks = []
         for path in files:
             with dask.annotate(thaw_inputs=[path]):
-                tasks.append(dask.delayed(read_where, pure=False)(path))
+                tasks.append(dask.delayed(read_where, pure=False)(emulated.master, path))
         c.compute(tasks, sync=True)
         assert thaw.dask.placements(c) == []
         wait_for(lambda: not thaw.dask.jobs(c))
