@@ -228,3 +228,40 @@ def test_placement_off_leaves_dask_s_own_placement(emulated: EmulatedCluster) ->
     finally:
         c.close()
         dc.close()
+
+
+def test_tasks_reading_ranges_run_where_their_block_is_in_memory(emulated: EmulatedCluster) -> None:
+    # One file of 6 blocks with a replica of each on every node's disk; a job
+    # migrates it, which puts each block in one node's memory. Tasks that each
+    # read one block (annotated with their byte range, in a user-named job) run
+    # where their block is in memory.
+    block = 256 * 1024
+    path = f"/ranges-{uuid.uuid4().hex[:8]}"
+    writer = thaw.Client(emulated.master, host="node0")
+    with writer.open(path, "wb", write_type="replicated:3", block_size=block) as f:
+        f.write(os.urandom(6 * block))
+    pre = thaw.Client(emulated.master)
+    pre.migrate([path], "pre", lease=60)
+    pre.wait_migrated("pre", timeout=30)
+    holder = {
+        b["offset"]: next(r["host"] for r in b["replicas"] if r["tier"] == "MEM")
+        for b in pre.stat(path, blocks=True)["blocks"]
+    }
+    assert len(set(holder.values())) > 1, holder  # spread over nodes
+    nodes = ["node0", "node1", "node2"]
+    dc, c = dask_on_nodes(emulated, nodes)
+    try:
+        tasks = []
+        for off in sorted(holder):
+            with dask.annotate(thaw_inputs=[(path, off, block)], thaw_job="ranges-job"):
+                tasks.append(dask.delayed(read_where, pure=False)(emulated.master, path))
+        ran_on = c.compute(tasks, sync=True)
+        assert [node_of(c, nodes)[a] for a in ran_on] == [holder[o] for o in sorted(holder)]
+        log = thaw.dask.placements(c)
+        assert {e["job"] for e in log} == {"ranges-job"} and all(
+            e["level"] == "worker-memory" for e in log
+        ), log
+    finally:
+        c.close()
+        dc.close()
+        pre.evict("pre")

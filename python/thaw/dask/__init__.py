@@ -55,10 +55,13 @@ from .inputs import find_inputs, region_of, zarr_array, zarr_chunk_files
 
 _log = logging.getLogger("thaw.dask")
 
-#: The task annotation naming the Thaw job of a task's reads.
+#: The task annotation naming the Thaw job of a task's reads. The plugin sets
+#: it; a user who sets it (``dask.annotate(thaw_job="nightly")``) names the job.
 JOB_ANNOTATION = "thaw_job"
 #: The annotation a user sets (``dask.annotate(thaw_inputs=[...])``) to name a
-#: task's Thaw inputs when they cannot be found from the task itself.
+#: task's Thaw inputs when they cannot be found from the task itself: paths or
+#: URLs, or ``(path, offset, length)`` for a task that reads only that range
+#: (placement then looks at those blocks alone).
 INPUTS_ANNOTATION = "thaw_inputs"
 
 
@@ -100,6 +103,9 @@ class DaskJob:
     submitted_at: float = field(default_factory=time.monotonic)
     # Task key -> the files it reads; file -> the tasks that read it and have not run.
     reads: dict[Any, set[str]] = field(default_factory=dict)
+    # Task key -> the byte ranges it reads, for tasks annotated with ranges
+    # (others read their files whole): placement looks only at those blocks.
+    ranges: dict[Any, list[tuple[str, int, int]]] = field(default_factory=dict)
     readers: dict[str, set[Any]] = field(default_factory=dict)
     released: set[str] = field(default_factory=set)
     done: set[Any] = field(default_factory=set)
@@ -118,6 +124,21 @@ class DaskJob:
 
     def running(self) -> int:
         return sum(1 for k, h in self.held.items() if h.launched and k not in self.done)
+
+
+def _annotated_input(item: Any) -> tuple[str, tuple[int, int] | None]:
+    """One ``thaw_inputs`` item: a path or URL, ``(path, offset, length)``, or
+    ``{"path": ..., "offset": ..., "length": ...}``."""
+    if isinstance(item, dict):
+        return str(item["path"]), (
+            int(item.get("offset", 0)),
+            int(item["length"]),
+        ) if "length" in item else None
+    if isinstance(item, (tuple, list)):
+        if len(item) != 3:
+            raise ValueError(f"a thaw_inputs range is (path, offset, length), not {item!r}")
+        return str(item[0]), (int(item[1]), int(item[2]))
+    return str(item), None
 
 
 def _job_name(keys: Iterable[Any]) -> str:
@@ -168,7 +189,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         self.jobs: dict[str, DaskJob] = {}
         # Block replicas of the files of jobs with tasks to place, by (master,
         # path), refreshed by the plugin's thread; ``_version`` counts refreshes.
-        self.blocks: dict[tuple[str, str], list[list[pl.Replica]]] = {}
+        self.blocks: dict[tuple[str, str], list[tuple[int, int, list[pl.Replica]]]] = {}
         self._version = 0
         self._memo: dict[Any, Any] = {}
         self._thaw_workers: list[dict[str, Any]] = []
@@ -241,7 +262,9 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         self, scheduler: Any, client: str, keys: set[Any], tasks: list[Any], annotations: dict[str, Any]
     ) -> None:
         named = annotations.get(INPUTS_ANNOTATION, {})
+        job_names = annotations.get(JOB_ANNOTATION, {})
         reads: dict[Any, set[tuple[str, str]]] = {}
+        ranges: dict[Any, list[tuple[str, int, int]]] = {}
         for key in tasks:
             ts = scheduler.tasks.get(key)
             if ts is None or ts.run_spec is None:
@@ -249,9 +272,13 @@ class ThawSchedulerPlugin(SchedulerPlugin):
             found: set[tuple[str, str]] = set()
             given = named.get(key) or (ts.annotations or {}).get(INPUTS_ANNOTATION)
             if given:
-                for p in [given] if isinstance(given, str) else given:
-                    url = str(p) if str(p).startswith("thaw://") else f"thaw://{p}"
-                    found |= find_inputs(url, self._master())
+                for item in [given] if isinstance(given, (str, dict)) else given:
+                    path, span = _annotated_input(item)
+                    url = path if path.startswith("thaw://") else f"thaw://{path}"
+                    here = find_inputs(url, self._master())
+                    found |= here
+                    if span is not None:
+                        ranges.setdefault(key, []).extend((p, *span) for _, p in here)
             elif not ts.dependencies:
                 value = getattr(ts.run_spec, "value", ts.run_spec)
                 # A from_zarr array node: its getters read the chunks.
@@ -267,15 +294,22 @@ class ThawSchedulerPlugin(SchedulerPlugin):
             for m, path in found:
                 by_master.setdefault(m, {}).setdefault(key, set()).add(path)
         for master, task_files in by_master.items():
-            job = DaskJob(
-                id=_job_name(keys or task_files),
-                master=master,
-                client=client,
-                submitted=time.time(),
-                keys=set(keys),
+            # A job the user named (dask.annotate(thaw_job=...)) keeps its name.
+            names = {
+                job_names.get(k) or (scheduler.tasks[k].annotations or {}).get(JOB_ANNOTATION)
+                for k in task_files
+            }
+            name = names.pop() if len(names) == 1 else None
+            job_id = (
+                name
+                if isinstance(name, str) and name and name not in self.jobs
+                else _job_name(keys or task_files)
             )
+            job = DaskJob(id=job_id, master=master, client=client, submitted=time.time(), keys=set(keys))
             for key, files in task_files.items():
                 job.reads[key] = files
+                if key in ranges:
+                    job.ranges[key] = ranges[key]
                 for f in files:
                     job.readers.setdefault(f, set()).add(key)
                 ts = scheduler.tasks[key]
@@ -452,10 +486,16 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         return pl.Candidate(key, lvl, possible, pl.in_memory(blocks), now - (held.ready or now), held.order)
 
     def _task_blocks(self, job: DaskJob, key: Any) -> list[list[pl.Replica]]:
-        out: list[list[pl.Replica]] = []
-        for f in job.reads.get(key, ()):
-            out.extend(self.blocks.get((job.master, f), ()))
-        return out
+        """The replicas of each block the task reads (of its ranges, if it has)."""
+        spans = job.ranges.get(key)
+        if spans is None:
+            return [r for f in job.reads.get(key, ()) for _, _, r in self.blocks.get((job.master, f), ())]
+        return [
+            r
+            for path, start, length in spans
+            for off, n, r in self.blocks.get((job.master, path), ())
+            if off < start + length and start < off + n
+        ]
 
     def _cached(self, job: DaskJob) -> float:
         """The job's cached fraction R_j: its unreleased blocks in memory."""
@@ -463,7 +503,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         for f in job.files():
             if f in job.released:
                 continue
-            for replicas in self.blocks.get((job.master, f), ()):
+            for _, _, replicas in self.blocks.get((job.master, f), ()):
                 total += 1
                 cached += any(r.memory for r in replicas)
         return cached / total if total else 0.0
@@ -494,7 +534,11 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         the Thaw worker at its IP address if there is exactly one."""
         said = self.scheduler.get_metadata([PLACE_METADATA, ws.address], default=None)
         if said:
-            return pl.Place(said.get("worker") or None, said.get("host", ""), said.get("rack", ""))
+            host, rack, worker = said.get("host", ""), said.get("rack", ""), said.get("worker") or None
+            if worker is None:  # the one Thaw worker on its host, if there is one
+                on_host = [w["address"] for w in self._thaw_workers if w["host"] == host]
+                worker = on_host[0] if len(on_host) == 1 else None
+            return pl.Place(worker, host, rack)
         same_ip = [w for w in self._thaw_workers if w["address"].rsplit(":", 1)[0] == ws.host]
         if len(same_ip) == 1:
             w = same_ip[0]
@@ -560,7 +604,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 asked.append(job)
         if not want:
             return
-        fresh: dict[tuple[str, str], list[list[pl.Replica]]] = {}
+        fresh: dict[tuple[str, str], list[tuple[int, int, list[pl.Replica]]]] = {}
         for master, path in want:
             try:
                 st = self._client(master).stat(path, blocks=True)
@@ -570,7 +614,14 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 self._warn(f"block locations of {path} at {master}: {e}")
                 continue
             fresh[(master, path)] = [
-                [pl.Replica(r["address"], r["host"], r["rack"], r["tier"] == "MEM") for r in b["replicas"]]
+                (
+                    b["offset"],
+                    b["length"],
+                    [
+                        pl.Replica(r["address"], r["host"], r["rack"], r["tier"] == "MEM")
+                        for r in b["replicas"]
+                    ],
+                )
                 for b in st.get("blocks", [])
             ]
         if time.monotonic() - getattr(self, "_workers_polled", 0.0) > 1.0:
