@@ -319,3 +319,31 @@ def test_clusters_the_user_starts_take_the_plugin_by_preload(
             p.terminate()
         for p in procs:
             p.wait(timeout=30)
+
+
+def test_removing_the_plugin_hands_held_tasks_back_to_dask(
+    cluster: thaw.LocalCluster, root: str, ufs_dir: Path
+) -> None:
+    want = cold_parquet(ufs_dir, files=2, rows=10_000)["value"].sum()
+    with (
+        DaskCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as dc,
+        DaskClient(dc) as c,
+    ):
+        thaw.dask.install(c, cluster.master)
+        ev, holders = hold_workers(c)
+        result = c.compute(dd.read_parquet(f"thaw://{cluster.master}{root}/")["value"].sum())
+        wait_for(lambda: len(thaw.dask.jobs(c)) == 1)
+        wait_for(lambda: thaw.Client(cluster.master).job(thaw.dask.jobs(c)[0]["job_id"]) is not None)
+        # Its read tasks are held by the plugin (no free slot yet).
+        states = c.run_on_scheduler(
+            lambda dask_scheduler: sorted({ts.state for ts in dask_scheduler.tasks.values()})
+        )
+        assert "no-worker" in states, states
+        (job,) = thaw.dask.jobs(c)
+        c.unregister_scheduler_plugin("thaw")
+        # Dask removes a plugin without closing it: the plugin notices, ends its
+        # job (its blocks are released) and hands the held tasks back.
+        wait_for(lambda: thaw.Client(cluster.master).job(job["job_id"]) is None, timeout=10)
+        ev.set()
+        assert result.result(timeout=60) == pytest.approx(want)
+        assert all(h.result() is None for h in holders)

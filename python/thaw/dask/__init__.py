@@ -238,7 +238,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         self._stop.set()
         self._actions.put(None)
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            await asyncio.to_thread(self._thread.join, 10)
 
     def update_graph(
         self,
@@ -406,6 +406,25 @@ class ThawSchedulerPlugin(SchedulerPlugin):
             if self._job_of_key.get(k) == job.id:
                 del self._job_of_key[k]
         self._actions.put(("end", job, []))
+        if any(not h.launched for h in job.held.values()):
+            # Tasks still held go back to Dask (never left in no-worker).
+            try:
+                asyncio.get_running_loop().call_soon(self._unhold, job)
+            except RuntimeError:  # no loop: the scheduler is closing
+                self._unhold(job)
+
+    def _unhold(self, job: DaskJob) -> None:
+        recommendations = {}
+        for key, held in job.held.items():
+            ts = self.scheduler.tasks.get(key)
+            if held.launched or ts is None or HOLD not in (ts.worker_restrictions or ()):
+                continue
+            ts.worker_restrictions = set()
+            held.launched = True
+            if ts.state == "no-worker":
+                recommendations[key] = "processing"
+        if recommendations:
+            self.scheduler.transitions(recommendations, stimulus_id=f"thaw-unhold-{time.time()}")
 
     # -- placement (cava.txt Algorithm 1, see thaw.dask.placement) ------------
 
@@ -425,7 +444,24 @@ class ThawSchedulerPlugin(SchedulerPlugin):
     async def _tick_loop(self) -> None:
         while True:
             await asyncio.sleep(self.tick)
+            if self._removed():
+                self._retire()
+                return
             self._place_now()
+
+    def _removed(self) -> bool:
+        """Dask removes a plugin without closing it (unregister_scheduler_plugin)."""
+        scheduler = getattr(self, "scheduler", None)
+        return scheduler is not None and scheduler.plugins.get(self.name) is not self
+
+    def _retire(self) -> None:
+        """Removed from the scheduler: its jobs end (their blocks are released,
+        held tasks go back to Dask) and its thread stops."""
+        _log.info("thaw plugin removed: ending %d job(s)", len(self.jobs))
+        for job in list(self.jobs.values()):
+            self._end(job)
+        self._stop.set()
+        self._actions.put(None)
 
     def _place(self) -> None:
         from distributed.core import Status
@@ -573,6 +609,8 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         next_renew = time.monotonic() + renew_every
         next_poll = time.monotonic()
         while not (self._stop.is_set() and self._actions.empty()):
+            if not self.placement and not self._stop.is_set() and self._removed():
+                self._retire()  # (with placement, the ticker on the loop does it)
             wake = min(next_renew, next_poll) if self.placement else next_renew
             try:
                 action = self._actions.get(timeout=max(0.0, wake - time.monotonic()))
