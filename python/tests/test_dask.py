@@ -347,3 +347,29 @@ def test_removing_the_plugin_hands_held_tasks_back_to_dask(
         ev.set()
         assert result.result(timeout=60) == pytest.approx(want)
         assert all(h.result() is None for h in holders)
+
+
+@pytest.mark.parametrize("placement", [True, False])
+def test_a_start_up_holds_tasks_while_their_inputs_migrate(
+    cluster: thaw.LocalCluster, client: thaw.Client, root: str, ufs_dir: Path, placement: bool
+) -> None:
+    cold_parquet(ufs_dir, files=2, rows=10_000)
+    with (
+        DaskCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as dc,
+        DaskClient(dc) as c,
+    ):
+        thaw.dask.install(c, cluster.master, placement=placement)
+        t0 = time.time()
+        tasks = []
+        for i in range(2):
+            path = f"{root}/part-{i}.parquet"
+            with dask.annotate(
+                thaw_inputs=[path], thaw_start_after=t0 + 1.5, thaw_job=f"startup-{placement}"
+            ):
+                tasks.append(dask.delayed(time.time, pure=False)())
+        futures = c.compute(tasks)
+        # The job migrates during the start-up; its tasks start after it.
+        wait_for(lambda: client.job(f"startup-{placement}") is not None, timeout=5)
+        assert time.time() < t0 + 1.5
+        started = [f.result(timeout=30) for f in futures]
+        assert min(started) >= t0 + 1.5, (t0, started)

@@ -76,6 +76,8 @@ class Held:
     order: Any
     ready: float | None = None
     launched: bool = False
+    # Not to start before this (monotonic clock): the job's modelled start-up.
+    start: float = 0.0
     # The first and the last time its job turned down a free slot for it: the
     # span between is the delay it paid for locality (after the last, it waited
     # only because no slot was free). Bounded by ``Delays.max_wait``, since an
@@ -87,6 +89,10 @@ class Held:
 #: The worker restriction that holds a task back until the plugin places it: no
 #: worker has this address, so Dask keeps the task in state no-worker.
 HOLD = "thaw-placement://held"
+#: An annotation holding a task until a time (seconds since the epoch): a job's
+#: start-up (container allocation, interpreter start) modelled by a harness,
+#: during which its inputs already migrate. Honoured with or without placement.
+START_ANNOTATION = "thaw_start_after"
 #: Scheduler metadata under which each Dask worker says where it sits in Thaw.
 PLACE_METADATA = "thaw-place"
 
@@ -227,8 +233,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="thaw-dask", daemon=True)
         self._thread.start()
-        if self.placement:
-            self._ticker = asyncio.create_task(self._tick_loop())
+        self._ticker = asyncio.create_task(self._tick_loop())
 
     async def close(self) -> None:
         if self._ticker is not None:
@@ -263,6 +268,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
     ) -> None:
         named = annotations.get(INPUTS_ANNOTATION, {})
         job_names = annotations.get(JOB_ANNOTATION, {})
+        starts = annotations.get(START_ANNOTATION, {})
         reads: dict[Any, set[tuple[str, str]]] = {}
         ranges: dict[Any, list[tuple[str, int, int]]] = {}
         for key in tasks:
@@ -315,13 +321,16 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 ts = scheduler.tasks[key]
                 ts.annotations = {**(ts.annotations or {}), JOB_ANNOTATION: job.id}
                 self._job_of_key[key] = job.id
-                # Held back for placement, unless the user restricted it.
-                if self.placement and not (
+                # Held back for placement or a start-up, unless the user
+                # restricted it.
+                start = starts.get(key) or (ts.annotations or {}).get(START_ANNOTATION) or 0.0
+                if (self.placement or start) and not (
                     ts.worker_restrictions or ts.host_restrictions or ts.resource_restrictions
                 ):
                     ts.worker_restrictions = {HOLD}
                     ts.loose_restrictions = False
-                    job.held[key] = Held(order=ts.priority)
+                    begin = time.monotonic() + max(0.0, float(start) - time.time()) if start else 0.0
+                    job.held[key] = Held(order=ts.priority, start=begin)
             for key in keys:
                 self._job_of_key.setdefault(key, job.id)
             self.jobs[job.id] = job
@@ -413,11 +422,14 @@ class ThawSchedulerPlugin(SchedulerPlugin):
             except RuntimeError:  # no loop: the scheduler is closing
                 self._unhold(job)
 
-    def _unhold(self, job: DaskJob) -> None:
+    def _unhold(self, job: DaskJob, due: float | None = None) -> None:
+        """Hands the job's held tasks (those due by ``due``, default all) to Dask."""
         recommendations = {}
         for key, held in job.held.items():
             ts = self.scheduler.tasks.get(key)
             if held.launched or ts is None or HOLD not in (ts.worker_restrictions or ()):
+                continue
+            if due is not None and (held.start > due or not held.ready):
                 continue
             ts.worker_restrictions = set()
             held.launched = True
@@ -430,7 +442,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
 
     def _wake(self) -> None:
         """Offers free slots soon (after the current transitions finish)."""
-        if self.placement and not self._place_soon:
+        if not self._place_soon:
             self._place_soon = True
             asyncio.get_running_loop().call_soon(self._place_now)
 
@@ -450,9 +462,12 @@ class ThawSchedulerPlugin(SchedulerPlugin):
             self._place_now()
 
     def _removed(self) -> bool:
-        """Dask removes a plugin without closing it (unregister_scheduler_plugin)."""
+        """Dask removes a plugin without closing it (unregister_scheduler_plugin).
+        (It starts a plugin before adding it: only one seen added can be removed.)"""
         scheduler = getattr(self, "scheduler", None)
-        return scheduler is not None and scheduler.plugins.get(self.name) is not self
+        if scheduler is not None and scheduler.plugins.get(self.name) is self:
+            self._added = True
+        return getattr(self, "_added", False) and scheduler.plugins.get(self.name) is not self
 
     def _retire(self) -> None:
         """Removed from the scheduler: its jobs end (their blocks are released,
@@ -466,12 +481,18 @@ class ThawSchedulerPlugin(SchedulerPlugin):
     def _place(self) -> None:
         from distributed.core import Status
 
+        now = time.monotonic()
         jobs = [
-            j for j in list(self.jobs.values()) if any(h.ready and not h.launched for h in j.held.values())
+            j
+            for j in list(self.jobs.values())
+            if any(h.ready and not h.launched and h.start <= now for h in j.held.values())
         ]
         if not jobs:
             return
-        now = time.monotonic()
+        if not self.placement:
+            for job in jobs:  # held only for a start-up: now Dask places them
+                self._unhold(job, due=now)
+            return
         workers = [ws for ws in self.scheduler.workers.values() if ws.status == Status.running]
         places = {ws.address: self._place_of(ws) for ws in workers}
         for ws in workers:
@@ -490,7 +511,11 @@ class ThawSchedulerPlugin(SchedulerPlugin):
             candidates = [
                 self._candidate(job, key, h, at, places, now)
                 for key, h in job.held.items()
-                if h.ready and not h.launched and key in tasks and tasks[key].state == "no-worker"
+                if h.ready
+                and not h.launched
+                and h.start <= now
+                and key in tasks
+                and tasks[key].state == "no-worker"
             ]
             if not candidates:
                 continue
@@ -519,7 +544,8 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         possible = self._memo.get((self._version, key))
         if possible is None:
             possible = self._memo[(self._version, key)] = min(pl.level(blocks, p) for p in places)
-        return pl.Candidate(key, lvl, possible, pl.in_memory(blocks), now - (held.ready or now), held.order)
+        waited = now - max(held.ready or now, held.start)
+        return pl.Candidate(key, lvl, possible, pl.in_memory(blocks), waited, held.order)
 
     def _task_blocks(self, job: DaskJob, key: Any) -> list[list[pl.Replica]]:
         """The replicas of each block the task reads (of its ranges, if it has)."""
