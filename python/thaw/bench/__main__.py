@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--time-scale", type=float, default=1 / 800)
     s.add_argument("--write-scale", type=float, default=0.25, help="shuffle and output bytes, scaled further")
     s.add_argument("--trace", default="FB-2009_samples_24_times_1hr_0.tsv")
-    s.add_argument("--configs", type=configs, default=["cold", "ram", "ignem", "dyrs", "dyrs-sjf"])
+    s.add_argument("--configs", type=configs, default=["cold", "ram", "ignem", "dyrs", "dyrs-place"])
     s.add_argument("--scenarios", type=scenarios, default=["homogeneous", "slow-node"])
     s.add_argument(
         "--startup",

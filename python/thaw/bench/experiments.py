@@ -197,7 +197,7 @@ def swim(
     launch does on the papers' clusters (ignem.txt IV: "the minimum lead-time
     for all blocks is 10 s"). With 0 the only lead-time is queueing for slots.
     Results go to ``swim`` or ``swim-startup<N>s`` so the two never mix."""
-    configs = configs or ["cold", "ram", "ignem", "dyrs", "dyrs-sjf"]
+    configs = configs or ["cold", "ram", "ignem", "dyrs", "dyrs-place"]
     scenarios = scenarios or ["homogeneous", "slow-node"]
     specs = swim_jobs(
         trace or "FB-2009_samples_24_times_1hr_0.tsv", jobs, byte_scale, time_scale, write_scale

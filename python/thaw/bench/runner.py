@@ -3,15 +3,22 @@ and records what happened.
 
 A configuration is a migration setting (:data:`CONFIGS`): the cold baseline
 (policy none, pages dropped), inputs-in-RAM (every input migrated and held in
-memory before the run: the upper bound), ignem, dyrs, and dyrs with
-smallest-job-first priority. A scenario (:data:`SCENARIOS`) is the devices'
-condition: homogeneous, one slow node (persistent interference), or
-interference switching on and off.
+memory before the run: the upper bound), ignem, dyrs, dyrs with
+smallest-job-first priority, and dyrs with memory-locality placement. A scenario
+(:data:`SCENARIOS`) is the devices' condition: homogeneous, one slow node
+(persistent interference), or interference switching on and off.
 
-Per job, a submitter does what the papers' job-submitter hook does: at the
-job's submission time it calls ``migrate`` for the job's inputs (implicit
-eviction), submits the job's task graph to Dask, and calls ``evict`` when the
-last task ends. Lead-time is whatever the job spends waiting for task slots.
+Each job is a plain Dask graph (a map task per input block, annotated with the
+block's byte range and the job's name; reducers if it shuffles) submitted at the
+job's submission time. The harness calls no Thaw migrate and places no task:
+in the migrating configurations the Thaw scheduler plugin (:mod:`thaw.dask`)
+finds the inputs at submission, migrates them (implicit eviction), and, with
+``plugin="place"``, places the map tasks by memory locality; with
+``plugin="migrate"`` Dask places them. The baselines (cold, inputs-in-RAM) run
+without the plugin. A job's modelled start-up (``lead_time``) holds its tasks
+(``thaw_start_after``) while its inputs migrate; without the plugin the graph
+is submitted after it. Lead-time is that plus whatever the job spends waiting
+for task slots.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ class Config:
     priority: str | None = None
     preload: bool = False  # inputs-in-RAM: all inputs migrated before the run
     label: str = ""
+    #: The Thaw scheduler plugin: "off", "migrate" (Dask places), "place".
+    plugin: str = "off"
 
 
 class InputsExceedMemory(ValueError):
@@ -93,9 +102,10 @@ CONFIGS: dict[str, Config] = {
     for c in [
         Config("cold", "none", label="cold (policy none)"),
         Config("ram", "dyrs", preload=True, label="inputs-in-RAM"),
-        Config("ignem", "ignem", label="Ignem"),
-        Config("dyrs", "dyrs", label="DYRS"),
-        Config("dyrs-sjf", "dyrs", "smallest-job-first", label="DYRS + smallest-job-first"),
+        Config("ignem", "ignem", label="Ignem", plugin="migrate"),
+        Config("dyrs", "dyrs", label="DYRS", plugin="migrate"),
+        Config("dyrs-sjf", "dyrs", "smallest-job-first", label="DYRS + smallest-job-first", plugin="migrate"),
+        Config("dyrs-place", "dyrs", label="DYRS + memory-locality placement", plugin="place"),
     ]
 }
 
@@ -263,6 +273,7 @@ class Runner:
     ) -> dict[str, Any]:
         say = progress or (lambda _m: None)
         self.cluster.start(config.policy, config.priority)
+        self._plugin(config)
         dropped = self.cluster.drop_pages()
         client = self.cluster.client()
         splits = {j.name: splits_of(client, j) for j in jobs}
@@ -360,6 +371,20 @@ class Runner:
             ],
         }
 
+    def _plugin(self, config: Config) -> None:
+        """Installs the Thaw scheduler plugin as ``config`` says (it replaces the
+        previous run's, which ends itself), or removes it."""
+        import thaw.dask
+
+        if config.plugin == "off":
+            name = thaw.dask.ThawSchedulerPlugin.name
+            if self.dask.run_on_scheduler(lambda dask_scheduler: name in dask_scheduler.plugins):
+                self.dask.unregister_scheduler_plugin(name)
+            return
+        thaw.dask.install(
+            self.dask, self.cluster.master, eviction="implicit", placement=config.plugin == "place"
+        )
+
     def _submit(
         self,
         jr: _JobRun,
@@ -372,10 +397,12 @@ class Runner:
     ) -> None:
         spec = jr.spec
         jr.submit = time.time()
-        if not config.preload and spec.inputs:
-            # The job-submitter hook: migrate at submission, evict at the end.
-            client.migrate(spec.inputs, job=spec.name, eviction="implicit", lease=3600)
-        if spec.lead_time > 0:
+        if config.plugin != "off" and spec.inputs:
+            # The graph goes in at once: the plugin migrates its inputs during
+            # the start-up, which holds the tasks.
+            start = jr.submit + spec.lead_time if spec.lead_time > 0 else 0.0
+            self._submit_graph(jr, client, run, log_dir, lock, done_q, start)
+        elif spec.lead_time > 0:
             timer = threading.Timer(
                 spec.lead_time, self._submit_graph, (jr, client, run, log_dir, lock, done_q)
             )
@@ -392,10 +419,14 @@ class Runner:
         log_dir: str,
         lock: threading.Lock,
         done_q: queue.Queue[_JobRun],
+        start: float = 0.0,
     ) -> None:
-        """Submits the job's tasks: a map per input block (preferring the nodes
-        that hold a replica, as HDFS locality does), then, if the job shuffles,
-        reducers fed by one shuffle part of every map."""
+        """Submits the job as one plain Dask graph: a map per input block
+        (annotated with the block's range, the job's name and its start-up),
+        then, if the job shuffles, reducers fed by one shuffle part of every map.
+        Placement is Dask's, or the plugin's."""
+        import dask
+
         spec = jr.spec
         jr.graph_submit = time.time()
         master = self.cluster.master
@@ -408,43 +439,48 @@ class Runner:
         shuffle_each = [spec.shuffle_bytes * s.length // max(1, spec.input_bytes) for s in jr.splits]
         for i, s in enumerate(jr.splits):
             output = None if reducers else (f"{out}/map-{i:05d}", spec.output_bytes // n)
-            maps.append(
-                self.dask.submit(
-                    tasks.map_task, master, spec.name, spec.kind, s.path, s.offset, s.length, s.block,
-                    shuffle_each[i], reducers, output, log_dir,
-                    key=f"{run}-{spec.name}-map-{i}", pure=False,
-                    workers=[self.workers[h] for h in s.holders if h in self.workers] or None,
-                    allow_other_workers=True,
-                )
-            )  # fmt: skip
+            notes: dict[str, Any] = {"thaw_inputs": [(s.path, s.offset, s.length)], "thaw_job": spec.name}
+            if start:
+                notes["thaw_start_after"] = start
+            with dask.annotate(**notes):
+                maps.append(
+                    dask.delayed(tasks.map_task, pure=False)(
+                        master, spec.name, spec.kind, s.path, s.offset, s.length, s.block,
+                        shuffle_each[i], reducers, output, log_dir,
+                        dask_key_name=f"{run}-{spec.name}-map-{i}",
+                    )
+                )  # fmt: skip
         if not jr.splits and spec.output_bytes:
             # A job without input still writes its output (one map-only task).
             output = (f"{out}/part-00000", spec.output_bytes)
             maps.append(
-                self.dask.submit(
-                    tasks.reduce_task, master, spec.name, spec.kind, 0, output, log_dir,
-                    key=f"{run}-{spec.name}-write", pure=False,
+                dask.delayed(tasks.reduce_task, pure=False)(
+                    master, spec.name, spec.kind, 0, output, log_dir, dask_key_name=f"{run}-{spec.name}-write"
                 )
-            )  # fmt: skip
-        final = maps
+            )
+        graph = maps
         if reducers and jr.splits:
-            final = []
+            graph = []
             for r in range(reducers):
                 parts = (
                     maps
                     if reducers == 1
                     else [
-                        self.dask.submit(tasks.part, m, r, key=f"{run}-{spec.name}-part-{i}-{r}", pure=False)
+                        dask.delayed(tasks.part, pure=False)(
+                            m, r, dask_key_name=f"{run}-{spec.name}-part-{i}-{r}"
+                        )
                         for i, m in enumerate(maps)
                     ]
                 )
                 output = (f"{out}/part-{r:05d}", spec.output_bytes // reducers)
-                final.append(
-                    self.dask.submit(
-                        tasks.reduce_task, master, spec.name, spec.kind, r, output, log_dir, *parts,
-                        key=f"{run}-{spec.name}-reduce-{r}", pure=False,
+                graph.append(
+                    dask.delayed(tasks.reduce_task, pure=False)(
+                        master, spec.name, spec.kind, r, output, log_dir, *parts,
+                        dask_key_name=f"{run}-{spec.name}-reduce-{r}",
                     )
                 )  # fmt: skip
+        # One submission: one Thaw job for the plugin.
+        final = self.dask.compute(graph) if graph else []
         if not final:
             jr.end = time.time()
             done_q.put(jr)
@@ -475,11 +511,12 @@ class Runner:
                 # What the workers saw of the job (the accounting cross-check).
                 stats = client.job_stats(jr.spec.name)
                 jr.stats = {k: v for k, v in stats.items() if k != "workers"}
-            if config.preload or not jr.spec.inputs:
+            if config.plugin == "off" or not jr.spec.inputs:
                 continue
             with contextlib.suppress(Exception):
+                # The plugin releases the job's blocks as its tasks run; what the
+                # master still has of it, if anything.
                 jr.migration = client.job(jr.spec.name)
-                client.evict(jr.spec.name)
 
 
 def migration_events(client: Client) -> list[dict[str, Any]]:
