@@ -255,7 +255,9 @@ def test_write_report(swim: dict[str, Any], tmp_path: Path) -> None:
     assert (
         "DYRS improves the mean job duration by 20% w.r.t. cold; it realizes 50% of the upper bound." in home
     )
-    assert "| DYRS | 15 | 1.00 | 50% | 67% | 0.500 | 50% | 100% | 15 |" in home  # map tasks
+    assert (
+        "| DYRS | 15 | 1.00 | 50% | 67% | 0.500 | 50% | 100% | 0% | 15 |" in home
+    )  # map tasks (read remotely: not memory-local)
     assert "| small (<= 1 block) | DYRS | 1 | 3.00 | 25% | 50% |" in home
     # Paper numbers with the paper's own speedups (12%, 21%, 96%), paper-only rows,
     # each entry in the scenario its name mentions.

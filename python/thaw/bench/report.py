@@ -183,6 +183,13 @@ def _config_stats(runs: list[Run], bs: int | None) -> dict[str, Any]:
         "bins": bins,
         "wall_s": _mean(float(r.get("wall_s") or 0.0) for r in runs),  # per run (repeats, variants)
         "preload_s": sum(preloads) if preloads else None,
+        # Map tasks that read their block from memory on their own node.
+        "mem_local_share": (sources["mem"] / len(maps)) if maps else None,
+        # Share of the machine's cores busy over the runs, and of each group.
+        **{
+            f"cpu_{k}": _mean(float(r["cpu"][k]) for r in runs if r.get("cpu"))
+            for k in ("busy_share", "dask_workers_share", "thaw_share", "scheduler_and_harness_share")
+        },
     }
 
 
@@ -488,6 +495,7 @@ def _job_table(configs: dict[str, Any], entries: Paper) -> str:
         "Speedup w.r.t cold",
         "Share of upper bound",
         "Wall (s)",
+        "CPU busy: all / Dask workers / Thaw / scheduler",
     ]
     headers += ["Failed tasks"] if failed else []
     rows = []
@@ -495,13 +503,20 @@ def _job_table(configs: dict[str, Any], entries: Paper) -> str:
         st = configs.get(cfg)
         if st:
             row = [st["config_label"], str(st["jobs"]), _s(st["mean_job_s"]), _rel(cfg, st["speedup"])]
-            row += [_rel(cfg, st["upper_bound_share"]), _s(st["wall_s"])] + (
+            row += [_rel(cfg, st["upper_bound_share"]), _s(st["wall_s"]), _cpu(st)] + (
                 [str(st["failed_tasks"])] if failed else []
             )
         else:
             row = [cfg] + ["-"] * (len(headers) - 1)
         rows.append(row + _paper_cells(entries, cfg))
     return _table(headers + _paper_headers(entries), rows)
+
+
+def _cpu(st: dict[str, Any]) -> str:
+    keys = ("cpu_busy_share", "cpu_dask_workers_share", "cpu_thaw_share", "cpu_scheduler_and_harness_share")
+    if st.get(keys[0]) is None:
+        return "-"
+    return " / ".join(f"{st[k]:.0%}" if st.get(k) is not None else "-" for k in keys)
 
 
 def _map_table(configs: dict[str, Any], entries: Paper) -> str:
@@ -512,7 +527,7 @@ def _map_table(configs: dict[str, Any], entries: Paper) -> str:
         "Speedup w.r.t cold",
         "Share of upper bound",
     ]
-    headers += ["Mean read (s)", "Read speedup", "Reads from memory", "Blocks migrated"]
+    headers += ["Mean read (s)", "Read speedup", "Reads from memory", "Memory-local", "Blocks migrated"]
     rows = []
     for cfg in _config_rows(configs, entries):
         st = configs.get(cfg)
@@ -523,7 +538,7 @@ def _map_table(configs: dict[str, Any], entries: Paper) -> str:
                 _s(st["mean_read_s"]),
                 _rel(cfg, st["read_speedup"]),
             ]
-            row += [_pct(st["mem_read_share"]), str(st["blocks_migrated"])]
+            row += [_pct(st["mem_read_share"]), _pct(st["mem_local_share"]), str(st["blocks_migrated"])]
         else:
             row = [cfg] + ["-"] * (len(headers) - 1)
         rows.append(row + _paper_cells(entries, cfg))

@@ -110,6 +110,54 @@ CONFIGS: dict[str, Config] = {
 }
 
 
+class CpuMeter:
+    """CPU time over a run: the machine's busy share (``/proc/stat``) and the
+    CPU seconds of each group of processes (Dask workers, Thaw servers, this
+    process: the Dask scheduler, the plugin and the harness), to tell an
+    I/O-bound run from one decided by the wait for a core."""
+
+    _TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, groups: dict[str, list[int]]):
+        self.groups = groups
+        self.cores = os.cpu_count() or 1
+        self._t = time.monotonic()
+        self._stat = self._machine()
+        self._cpu = {g: self._seconds(pids) for g, pids in groups.items()}
+
+    @staticmethod
+    def _machine() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields) - idle, sum(fields)
+
+    @classmethod
+    def _seconds(cls, pids: list[int]) -> float:
+        total = 0
+        for pid in pids:
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+        return total / cls._TICK
+
+    def stop(self) -> dict[str, Any]:
+        wall = time.monotonic() - self._t
+        busy, total = self._machine()
+        capacity = wall * self.cores
+        out: dict[str, Any] = {
+            "cores": self.cores,
+            "wall_s": round(wall, 3),
+            "busy_share": round((busy - self._stat[0]) / max(1, total - self._stat[1]), 4),
+        }
+        for g, pids in self.groups.items():
+            used = self._seconds(pids) - self._cpu[g]
+            out[f"{g}_cpu_s"] = round(used, 3)
+            out[f"{g}_share"] = round(used / capacity, 4) if capacity else 0.0
+        return out
+
+
 @dataclass(frozen=True)
 class Scenario:
     """Interference on the DISK tiers of some nodes: ``nodes`` (indices),
@@ -286,6 +334,13 @@ class Runner:
         runs = {j.name: _JobRun(j, splits[j.name]) for j in jobs}
         done_q: queue.Queue[_JobRun] = queue.Queue()
         lock = threading.Lock()
+        cpu = CpuMeter(
+            {
+                "dask_workers": list(self.dask.run(os.getpid).values()),
+                "thaw": [p.pid for _, p, _ in self.cluster._procs],
+                "scheduler_and_harness": [os.getpid()],
+            }
+        )
         t0 = time.time()
         sampler = Sampler(client, t0)
         sampler.start()
@@ -305,6 +360,7 @@ class Runner:
                     raise TimeoutError(f"{run_name}: jobs still running after {timeout:.0f}s")
                 time.sleep(0.05)
             wall = time.time() - t0
+            cpu_use = cpu.stop()
         finally:
             done_q.put(None)  # type: ignore[arg-type]
             evictor.join(30)
@@ -325,6 +381,7 @@ class Runner:
             "policy": config.policy,
             "priority": config.priority,
             "wall_s": round(wall, 3),
+            "cpu": cpu_use,
             "pages_dropped": dropped,
             "preload": preload,
             "jobs": [
