@@ -200,3 +200,56 @@ def test_inputs_in_ram_past_the_cluster_s_memory_is_refused_at_once(tmp_path: Pa
         preload = preload_inputs(client, ["/small"], timeout=60, say=said.append)
         assert preload["complete"] and preload["job"]["blocks_in_memory"] == 3, preload
         assert said and "3 blocks" in said[0]
+
+
+def test_a_submitter_s_origin_and_task_counters_show_with_the_job(
+    client: thaw.Client, root: str, ufs_dir: Path
+) -> None:
+    cold(ufs_dir, "o.bin", 10)
+    name = f"rec-{uuid.uuid4().hex[:6]}"
+    origin = "dask client Client-1234 graph sum-tree (4 tasks)"
+    info = client.migrate(root, name, origin=origin)
+    assert (info["origin"], info["tasks"]) == (origin, None)
+    try:
+        # No origin (None or empty) keeps the job's; another replaces it.
+        assert client.migrate(root, name)["origin"] == origin
+        assert client.migrate(root, name, origin="")["origin"] == origin
+        assert client.migrate(root, name, origin="pytest")["origin"] == "pytest"
+        for bad in ("x" * 201, "tab\there"):
+            with pytest.raises(InvalidArgument, match="origin"):
+                client.migrate(root, name, origin=bad)
+        job = client.job(name)
+        assert job is not None and job["origin"] == "pytest"
+
+        # Each report replaces the counters (absolute values, not deltas).
+        counts = {"tasks": 12, "placed": 4, "done": 2, "memory_local": 3, "inputs_in_memory": 4}
+        got = client.report_tasks(name, **counts, delay_ms_p99=120, delay_ms_max=300.4)
+        assert got["job_id"] == name
+        assert got["tasks"] == {**counts, "delay_ms_median": 0, "delay_ms_p99": 120, "delay_ms_max": 300}
+        now = {"tasks": 12, "placed": 12, "done": 10, "memory_local": 11, "inputs_in_memory": 12}
+        client.report_tasks(name, **now, delay_ms_p99=120, delay_ms_max=300)
+        want = {**now, "delay_ms_median": 0, "delay_ms_p99": 120, "delay_ms_max": 300}
+        job = client.job(name)
+        assert job is not None and job["tasks"] == want and job["origin"] == "pytest"
+        listed = next(j for j in client.jobs()["jobs"] if j["job_id"] == name)
+        assert (listed["origin"], listed["tasks"]) == ("pytest", want)
+        # The job's client reports for its own job by default.
+        assert thaw.Client(client.master, name).report_tasks(**now)["tasks"]["delay_ms_max"] == 0
+
+        # Counters that do not add up are refused, naming the rule; nothing changes.
+        with pytest.raises(InvalidArgument, match="placed <= tasks"):
+            client.report_tasks(name, **{**now, "placed": 13})
+        with pytest.raises(InvalidArgument, match="memory_local <= placed"):
+            client.report_tasks(name, **{**now, "memory_local": 13, "tasks": 20})
+        with pytest.raises(InvalidArgument, match="delay_ms_p99 <= delay_ms_max"):
+            client.report_tasks(name, **now, delay_ms_p99=5, delay_ms_max=4)
+        with pytest.raises(ValueError, match="placed"):
+            client.report_tasks(name, **{**now, "placed": -1})
+        with pytest.raises(ValueError, match="delay_ms_max"):
+            client.report_tasks(name, **now, delay_ms_max=float("nan"))
+        job = client.job(name)
+        assert job is not None and job["tasks"]["delay_ms_max"] == 0
+        with pytest.raises(NotFound, match="never migrated"):
+            client.report_tasks(f"{name}-none", **now)
+    finally:
+        client.evict(name)

@@ -29,7 +29,19 @@ class NativeClient:
     def status(self) -> dict[str, Any]: ...
     def worker_stats(self, address: str) -> dict[str, Any]: ...
     def migrate(
-        self, job: str, paths: list[str], eviction: str = "explicit", lease_ms: int = 0
+        self, job: str, paths: list[str], eviction: str = "explicit", lease_ms: int = 0, origin: str = ""
+    ) -> dict[str, Any]: ...
+    def report_job_tasks(
+        self,
+        job: str,
+        tasks: int,
+        placed: int,
+        done: int,
+        memory_local: int,
+        inputs_in_memory: int,
+        delay_ms_median: int = 0,
+        delay_ms_p99: int = 0,
+        delay_ms_max: int = 0,
     ) -> dict[str, Any]: ...
     def evict(self, job: str, paths: list[str] = ...) -> dict[str, Any] | None: ...
     def renew_leases(self, jobs: list[str]) -> list[str]: ...

@@ -187,6 +187,7 @@ class Client:
         *,
         eviction: str = "explicit",
         lease: float | None = None,
+        origin: str | None = None,
     ) -> dict[str, Any]:
         """Tells the master that ``job`` (default: :attr:`job_id`) will read
         ``paths`` (files or directories, recursively), so their cold blocks move
@@ -195,6 +196,9 @@ class Client:
         ``eviction="implicit"``: a block leaves memory once the job has read it;
         ``"explicit"``: on :meth:`evict`. The job lives ``lease`` seconds (default:
         the master's) unless renewed (:meth:`renew`; :func:`thaw.job` does it).
+        ``origin``: who submits the job, free text shown with it (``thaw jobs``,
+        :meth:`jobs`), at most 200 bytes without control characters; None or
+        empty keeps the origin the job has.
         """
         job = job or self.job_id
         if not job:
@@ -203,7 +207,58 @@ class Client:
         if lease is not None and not lease > 0:
             raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
         lease_ms = 0 if lease is None else max(1, int(lease * 1000))
-        return self.native(job).migrate(job, [_strip(p) for p in paths], eviction, lease_ms)
+        return self.native(job).migrate(job, [_strip(p) for p in paths], eviction, lease_ms, origin or "")
+
+    def report_tasks(
+        self,
+        job: str | None = None,
+        *,
+        tasks: int,
+        placed: int,
+        done: int,
+        memory_local: int,
+        inputs_in_memory: int,
+        delay_ms_median: float = 0,
+        delay_ms_p99: float = 0,
+        delay_ms_max: float = 0,
+    ) -> dict[str, Any]:
+        """Records at the master how ``job``'s tasks that read its inputs went,
+        shown with the job (``thaw jobs``, :meth:`jobs`): ``tasks`` of them,
+        ``placed`` (launched on a worker), ``done``, ``memory_local`` (placed on a
+        worker whose host held all their blocks in memory), ``inputs_in_memory``
+        (placed when all their blocks were in memory somewhere), and the delay
+        placed tasks paid waiting for a memory-local slot (ms, rounded).
+
+        Absolute values: each report replaces the last (report again after a
+        master restart, which forgets jobs). ``InvalidArgument`` if they do not
+        add up (placed, done <= tasks; memory_local, inputs_in_memory <= placed;
+        median <= p99 <= max); ``NotFound`` for a job the master does not know.
+        Returns the job's progress, ``tasks`` included.
+        """
+        job = job or self.job_id
+        if not job:
+            raise ValueError("report_tasks needs a job id: pass job=, or use thaw.job(...)")
+        counts = {
+            "tasks": tasks,
+            "placed": placed,
+            "done": done,
+            "memory_local": memory_local,
+            "inputs_in_memory": inputs_in_memory,
+        }
+        for name, n in counts.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise ValueError(f"{name} must be a count (an int >= 0), not {n!r}")
+        delays = {
+            "delay_ms_median": delay_ms_median,
+            "delay_ms_p99": delay_ms_p99,
+            "delay_ms_max": delay_ms_max,
+        }
+        ms: dict[str, int] = {}
+        for name, d in delays.items():
+            if isinstance(d, bool) or not isinstance(d, int | float) or not 0 <= d < float("inf"):
+                raise ValueError(f"{name} must be a number of milliseconds >= 0, not {d!r}")
+            ms[name] = round(d)
+        return self.native(job).report_job_tasks(job, **counts, **ms)
 
     def evict(self, job: str | None = None, paths: str | list[str] | None = None) -> dict[str, Any] | None:
         """Releases ``job``'s blocks under ``paths`` from memory, or all of them
@@ -224,8 +279,9 @@ class Client:
 
     def jobs(self) -> dict[str, Any]:
         """Every job with migration state: ``policy``, ``priority`` and ``jobs``,
-        each with blocks pending, queued, in memory, read and failed, bytes and
-        ``progress`` (0-1)."""
+        each with blocks pending, queued, in memory, read and failed, bytes,
+        ``progress`` (0-1), ``origin`` (who submitted it; "" if nobody said) and
+        ``tasks`` (its submitter's latest :meth:`report_tasks` counters, or None)."""
         return self.native().jobs()
 
     def job(self, job: str | None = None) -> dict[str, Any] | None:

@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::Value;
 use thaw_client::Client;
 use thaw_client::json::{event_json, eviction_name, job_info_json, source_name};
-use thaw_common::proto::{EvictionMode, JobInfo};
+use thaw_common::proto::{EvictionMode, JobInfo, JobTasks};
 use thaw_common::size::format_size;
 
 #[derive(Args)]
@@ -29,6 +29,10 @@ pub struct MigrateArgs {
     /// Stop waiting after this long (the migration goes on).
     #[arg(long, value_parser = duration_arg)]
     timeout: Option<Duration>,
+    /// Who submits the job, shown with it by `thaw jobs` (free text, at most
+    /// 200 bytes; default: the origin it has, if any).
+    #[arg(long, default_value = "")]
+    origin: String,
     #[arg(long)]
     json: bool,
 }
@@ -114,10 +118,29 @@ fn summary(j: &JobInfo) -> String {
     )
 }
 
+/// A job's task record in a line, e.g. `tasks 12 placed 12 done 10,
+/// memory-local 11/12, in memory at start 12/12, delay median 0 ms p99 120 ms
+/// max 300 ms`.
+pub fn tasks_summary(t: &JobTasks) -> String {
+    format!(
+        "tasks {} placed {} done {}, memory-local {}/{}, in memory at start {}/{}, delay median {} ms p99 {} ms max {} ms",
+        t.tasks,
+        t.placed,
+        t.done,
+        t.memory_local,
+        t.placed,
+        t.inputs_in_memory,
+        t.placed,
+        t.delay_ms_median,
+        t.delay_ms_p99,
+        t.delay_ms_max
+    )
+}
+
 pub async fn migrate(client: Client, args: MigrateArgs) -> anyhow::Result<()> {
     let job = need_job(&client)?;
     let eviction = if args.eviction == "implicit" { EvictionMode::Implicit } else { EvictionMode::Explicit };
-    let mut info = client.migrate(&job, &args.paths, eviction, Some(args.lease)).await?;
+    let mut info = client.migrate_with_origin(&job, &args.paths, eviction, Some(args.lease), &args.origin).await?;
     if args.wait {
         info = wait(&client, &job, &args, eviction, info).await?;
     }
@@ -201,13 +224,16 @@ async fn poll(
         *renewed = Instant::now();
         if !unknown.is_empty() {
             eprintln!("thaw: the master no longer knows job {job} (it restarted?): migrating again");
-            return client.migrate(job, &args.paths, eviction, Some(args.lease)).await.map(Some);
+            return client
+                .migrate_with_origin(job, &args.paths, eviction, Some(args.lease), &args.origin)
+                .await
+                .map(Some);
         }
     }
     match client.jobs(Some(job)).await {
         Ok(r) => Ok(r.jobs.into_iter().next()),
         Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {
-            client.migrate(job, &args.paths, eviction, Some(args.lease)).await.map(Some)
+            client.migrate_with_origin(job, &args.paths, eviction, Some(args.lease), &args.origin).await.map(Some)
         }
         Err(e) => Err(e),
     }
@@ -261,6 +287,13 @@ pub async fn jobs(client: Client, args: JobsArgs) -> anyhow::Result<()> {
             done,
             j.lease_remaining_ms / 1000
         );
+        // What the submitter said of the job, under its row.
+        if !j.origin.is_empty() {
+            println!("  origin: {}", j.origin);
+        }
+        if let Some(t) = &j.tasks {
+            println!("  {}", tasks_summary(t));
+        }
     }
     Ok(())
 }

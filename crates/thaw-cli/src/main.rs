@@ -50,7 +50,8 @@ enum Command {
     Migrate(jobs::MigrateArgs),
     /// Release a job's blocks from memory (all of them: the job ends).
     Evict(jobs::EvictArgs),
-    /// Jobs with migration state: blocks pending, queued, in memory, read.
+    /// Jobs with migration state: blocks pending, queued, in memory, read; who
+    /// submitted each and how its tasks went, if its submitter said.
     Jobs(jobs::JobsArgs),
     /// The log of finished and dropped migrations (block, worker, source, times).
     Events(jobs::EventsArgs),

@@ -1,14 +1,15 @@
 //! Job-driven migration on real multi-process clusters: reads after a migrate
 //! come from memory, blocks move from the right device, implicit and explicit
-//! eviction and lease expiry free memory, and migration state survives a master
-//! restart as soft state should.
+//! eviction and lease expiry free memory, migration state survives a master
+//! restart as soft state should, and a submitter's record of a job (origin, task
+//! counters) shows with it.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
-use thaw_common::proto::{EvictionMode, JobInfo};
+use thaw_common::proto::{EvictionMode, JobInfo, JobTasks};
 
 async fn job(client: &Client, id: &str) -> Option<JobInfo> {
     match client.jobs(Some(id)).await {
@@ -293,6 +294,120 @@ async fn cli_migrate_wait_jobs_events_and_evict() {
     assert_eq!(done, 3, "one finished migration per block");
     assert!(thaw(&["evict"]).contains("evicted"));
     assert!(thaw(&["jobs"]).contains("no jobs"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_origin_and_task_counters_are_kept_replaced_and_shown() {
+    let c = start(ClusterOptions::workers(1)).await;
+    cold_file(&c, "/t/a", 10, 10);
+    cold_file(&c, "/t/b", 10, 11);
+    let client = c.remote_client();
+    let ex = EvictionMode::Explicit;
+    let origin = "dask client Client-1234 graph sum-tree (4 tasks)";
+
+    // Origin: set by a migrate, kept by one without, replaced by one with.
+    let j = client.migrate_with_origin("d", &paths(&["/t/a"]), ex, None, origin).await.unwrap();
+    assert_eq!((j.origin.as_str(), j.tasks), (origin, None));
+    let j = client.migrate("d", &paths(&["/t/b"]), ex, None).await.unwrap();
+    assert_eq!(j.origin, origin, "an empty origin leaves it as it is");
+    let j = client.migrate_with_origin("d", &paths(&["/t/b"]), ex, None, "thaw CLI").await.unwrap();
+    assert_eq!(j.origin, "thaw CLI");
+    assert_eq!(job(&client, "d").await.unwrap().origin, "thaw CLI");
+    // A bad origin changes nothing: not the origin, and no job is made.
+    for bad in ["x".repeat(201), "two\nlines".to_string(), "bell\u{7}".to_string()] {
+        let e = client.migrate_with_origin("d", &paths(&["/t/a"]), ex, None, &bad).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+        assert!(e.message.contains("origin"), "{e}");
+        let e = client.migrate_with_origin("new", &paths(&["/t/a"]), ex, None, &bad).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    }
+    assert_eq!(job(&client, "d").await.unwrap().origin, "thaw CLI");
+    assert!(job(&client, "new").await.is_none());
+    // 200 bytes (of multi-byte characters) is allowed.
+    let long = "é".repeat(100);
+    assert_eq!(client.migrate_with_origin("d", &paths(&["/t/a"]), ex, None, &long).await.unwrap().origin, long);
+    client.migrate_with_origin("d", &paths(&["/t/a"]), ex, None, origin).await.unwrap();
+
+    // Task counters: each report replaces the last (absolute values).
+    let first = JobTasks {
+        tasks: 12,
+        placed: 4,
+        done: 2,
+        memory_local: 3,
+        inputs_in_memory: 4,
+        delay_ms_median: 0,
+        delay_ms_p99: 120,
+        delay_ms_max: 300,
+    };
+    let j = client.report_job_tasks("d", first).await.unwrap();
+    assert_eq!(j.tasks, Some(first));
+    let second = JobTasks { placed: 12, done: 10, memory_local: 11, inputs_in_memory: 12, ..first };
+    let j = client.report_job_tasks("d", second).await.unwrap();
+    assert_eq!(j.tasks, Some(second), "replaced, not added");
+    assert_eq!(job(&client, "d").await.unwrap().tasks, Some(second));
+    // A migrate keeps them (and the origin).
+    let j = client.migrate("d", &paths(&["/t/a"]), ex, None).await.unwrap();
+    assert_eq!((j.origin.as_str(), j.tasks), (origin, Some(second)));
+
+    // An unknown job: NOT_FOUND, as evict says it.
+    let e = client.report_job_tasks("nobody", second).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    assert_eq!(e.message, client.evict("nobody", &[]).await.unwrap_err().message);
+    assert!(e.message.contains("\"nobody\""), "{e}");
+    // Counters that do not add up: INVALID_ARGUMENT naming the rule; nothing changes.
+    let bad = [
+        (JobTasks { placed: 13, ..second }, "placed <= tasks"),
+        (JobTasks { done: 13, ..second }, "done <= tasks"),
+        (JobTasks { memory_local: 13, tasks: 20, ..second }, "memory_local <= placed"),
+        (JobTasks { inputs_in_memory: 13, tasks: 20, ..second }, "inputs_in_memory <= placed"),
+        (JobTasks { delay_ms_median: 121, ..second }, "delay_ms_median <= delay_ms_p99"),
+        (JobTasks { delay_ms_p99: 301, ..second }, "delay_ms_p99 <= delay_ms_max"),
+    ];
+    for (t, rule) in bad {
+        let e = client.report_job_tasks("d", t).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{t:?}: {e}");
+        assert!(e.message.contains(rule), "{rule}: {e}");
+        // Also for a job that does not exist: the counters are checked first.
+        let e = client.report_job_tasks("nobody", t).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{t:?}: {e}");
+    }
+    assert_eq!(job(&client, "d").await.unwrap().tasks, Some(second));
+
+    // The CLI shows both: JSON fields, and lines under the job's row.
+    let thaw = |args: &[&str]| {
+        let out = std::process::Command::new(BIN).args(["--master", c.master_addr()]).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    thaw(&["--job", "plain", "migrate", "/t/a"]);
+    let v: serde_json::Value = serde_json::from_str(&thaw(&["jobs", "--json"])).unwrap();
+    let jobs = v["jobs"].as_array().unwrap();
+    let d = jobs.iter().find(|j| j["job_id"] == "d").unwrap();
+    assert_eq!(d["origin"], origin);
+    assert_eq!(
+        d["tasks"],
+        serde_json::json!({
+            "tasks": 12, "placed": 12, "done": 10, "memory_local": 11, "inputs_in_memory": 12,
+            "delay_ms_median": 0, "delay_ms_p99": 120, "delay_ms_max": 300,
+        })
+    );
+    let plain = jobs.iter().find(|j| j["job_id"] == "plain").unwrap();
+    assert_eq!((plain["origin"].as_str(), &plain["tasks"]), (Some(""), &serde_json::Value::Null));
+    let text = thaw(&["jobs"]);
+    let lines: Vec<&str> = text.lines().collect();
+    let row = lines.iter().position(|l| l.starts_with("d ")).unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(lines[row + 1], format!("  origin: {origin}"), "{text}");
+    assert_eq!(
+        lines[row + 2],
+        "  tasks 12 placed 12 done 10, memory-local 11/12, in memory at start 12/12, \
+         delay median 0 ms p99 120 ms max 300 ms",
+        "{text}"
+    );
+    let row = lines.iter().position(|l| l.starts_with("plain ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(lines.get(row + 1).is_none_or(|l| !l.starts_with("  ")), "nothing under a job without: {text}");
+    // `migrate --origin` sets it from a shell.
+    thaw(&["--job", "plain", "migrate", "--origin", "nightly cron", "/t/a"]);
+    assert_eq!(job(&client, "plain").await.unwrap().origin, "nightly cron");
 }
 
 /// A cluster of `n` workers whose under-store reads are paced at `rates[i]`, with

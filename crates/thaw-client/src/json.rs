@@ -166,6 +166,22 @@ pub fn job_info_json(j: &JobInfo) -> Value {
         "bytes_read": j.bytes_read,
         "progress": if j.blocks == 0 { 1.0 } else { settled as f64 / j.blocks as f64 },
         "failure": j.failure,
+        "origin": j.origin,
+        "tasks": j.tasks.as_ref().map(job_tasks_json),
+    })
+}
+
+/// A job's tasks as its submitter reported them.
+pub fn job_tasks_json(t: &JobTasks) -> Value {
+    json!({
+        "tasks": t.tasks,
+        "placed": t.placed,
+        "done": t.done,
+        "memory_local": t.memory_local,
+        "inputs_in_memory": t.inputs_in_memory,
+        "delay_ms_median": t.delay_ms_median,
+        "delay_ms_p99": t.delay_ms_p99,
+        "delay_ms_max": t.delay_ms_max,
     })
 }
 

@@ -145,14 +145,38 @@ impl Client {
         eviction: EvictionMode,
         lease: Option<std::time::Duration>,
     ) -> Result<JobInfo> {
+        self.migrate_with_origin(job, paths, eviction, lease, "").await
+    }
+
+    /// [`Client::migrate`], also saying who submitted the job: free text shown
+    /// with it (`thaw jobs`), at most 200 bytes without control characters.
+    /// Empty: the job keeps the origin it has; else it replaces it.
+    pub async fn migrate_with_origin(
+        &self,
+        job: &str,
+        paths: &[String],
+        eviction: EvictionMode,
+        lease: Option<std::time::Duration>,
+        origin: &str,
+    ) -> Result<JobInfo> {
         let req = MigrateRequest {
             job_id: job.to_string(),
             paths: paths.to_vec(),
             eviction: eviction as i32,
             lease_ms: lease.map(|l| l.as_millis().max(1) as u64).unwrap_or(0),
+            origin: origin.to_string(),
         };
         let r = self.master.clone().migrate(req).await.map_err(|s| self.rpc_err(s))?.into_inner();
         r.job.ok_or_else(|| ThawError::internal("migrate answer without job"))
+    }
+
+    /// Replaces the job's task counters at the master (absolute values: report
+    /// the whole record each time, and again after a master restart, which
+    /// forgets them with the job). Returns the job's progress, counters included.
+    pub async fn report_job_tasks(&self, job: &str, tasks: JobTasks) -> Result<JobInfo> {
+        let req = ReportJobTasksRequest { job_id: job.to_string(), tasks: Some(tasks) };
+        let r = self.master.clone().report_job_tasks(req).await.map_err(|s| self.rpc_err(s))?.into_inner();
+        r.job.ok_or_else(|| ThawError::internal("task report answer without job"))
     }
 
     /// Releases the job's blocks under `paths`, or all of them (ending the job)

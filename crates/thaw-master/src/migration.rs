@@ -50,8 +50,8 @@ use std::time::{Duration, Instant};
 use rand::seq::IndexedRandom;
 use thaw_common::ids::{block_id, file_of_block};
 use thaw_common::proto::{
-    BlockReference, EvictCommand, EvictionMode, JobInfo, JobRef, MigrationCommand, MigrationEvent, MigrationSource,
-    Tier, UfsSource, WorkerMigrationReport,
+    BlockReference, EvictCommand, EvictionMode, JobInfo, JobRef, JobTasks, MigrationCommand, MigrationEvent,
+    MigrationSource, Tier, UfsSource, WorkerMigrationReport,
 };
 use thaw_common::{Result, ThawError, now_ms};
 
@@ -177,6 +177,12 @@ struct Job {
     bytes: u64,
     /// Why its latest failed migration failed (shown with its progress).
     failure: Option<String>,
+    /// Who submitted it (free text from its migrate calls; empty: nobody said).
+    /// Like the rest of the job, soft state: a restarted master forgets it.
+    origin: String,
+    /// Its submitter's latest record of the job's tasks, if any (soft state too:
+    /// the submitter reports again after a restart).
+    tasks: Option<JobTasks>,
 }
 
 impl Job {
@@ -324,6 +330,8 @@ impl Migrations {
             blocks: BTreeMap::new(),
             bytes: 0,
             failure: None,
+            origin: String::new(),
+            tasks: None,
         });
         if job.order == order {
             self.next_job += 1;
@@ -526,9 +534,7 @@ impl Migrations {
     /// are told to release the job's references.
     pub fn evict(&mut self, job_id: &str, blocks: Option<&[u64]>, live_workers: &[u64]) -> Result<()> {
         let Some(job) = self.jobs.get_mut(job_id) else {
-            return Err(ThawError::not_found(format!(
-                "no job {job_id:?} (never migrated, evicted, or its lease ran out)"
-            )));
+            return Err(no_job(job_id));
         };
         let which: Vec<u64> = match blocks {
             Some(b) => b.iter().copied().filter(|b| job.blocks.contains_key(b)).collect(),
@@ -589,6 +595,24 @@ impl Migrations {
         dead
     }
 
+    /// Replaces the job's origin (an empty one leaves it as it is).
+    pub fn set_origin(&mut self, job_id: &str, origin: &str) -> Result<()> {
+        let job = self.jobs.get_mut(job_id).ok_or_else(|| no_job(job_id))?;
+        if !origin.is_empty() {
+            job.origin = origin.to_string();
+        }
+        Ok(())
+    }
+
+    /// Replaces the job's task counters with a submitter's report (absolute
+    /// values, not deltas: a submitter reports again after a master restart).
+    pub fn report_tasks(&mut self, job_id: &str, tasks: JobTasks) -> Result<()> {
+        check_tasks(&tasks)?;
+        let job = self.jobs.get_mut(job_id).ok_or_else(|| no_job(job_id))?;
+        job.tasks = Some(tasks);
+        Ok(())
+    }
+
     pub fn is_live(&self, job_id: &str) -> bool {
         self.jobs.contains_key(job_id)
     }
@@ -608,6 +632,8 @@ impl Migrations {
             blocks: job.blocks.len() as u64,
             bytes: job.bytes,
             failure: job.failure.clone().unwrap_or_default(),
+            origin: job.origin.clone(),
+            tasks: job.tasks,
             ..Default::default()
         };
         for (b, jb) in &job.blocks {
@@ -629,6 +655,29 @@ impl Migrations {
         }
         Some(info)
     }
+}
+
+/// The error of a call about a job the master does not know.
+pub fn no_job(job_id: &str) -> ThawError {
+    ThawError::not_found(format!("no job {job_id:?} (never migrated, evicted, or its lease ran out)"))
+}
+
+/// Checks a task report's invariants; the error names the rule it breaks.
+pub fn check_tasks(t: &JobTasks) -> Result<()> {
+    let rules = [
+        ("placed", t.placed, "tasks", t.tasks),
+        ("done", t.done, "tasks", t.tasks),
+        ("memory_local", t.memory_local, "placed", t.placed),
+        ("inputs_in_memory", t.inputs_in_memory, "placed", t.placed),
+        ("delay_ms_median", t.delay_ms_median, "delay_ms_p99", t.delay_ms_p99),
+        ("delay_ms_p99", t.delay_ms_p99, "delay_ms_max", t.delay_ms_max),
+    ];
+    for (a, x, b, y) in rules {
+        if x > y {
+            return Err(ThawError::invalid(format!("task counters break {a} <= {b}: {a} is {x}, {b} is {y}")));
+        }
+    }
+    Ok(())
 }
 
 /// A live worker holding the block in memory.

@@ -65,6 +65,9 @@ impl MasterService for MasterRpc {
     async fn list_jobs(&self, r: Request<ListJobsRequest>) -> Reply<ListJobsResponse> {
         reply(self.master.list_jobs(r.into_inner()))
     }
+    async fn report_job_tasks(&self, r: Request<ReportJobTasksRequest>) -> Reply<ReportJobTasksResponse> {
+        reply(self.master.report_job_tasks(r.into_inner()))
+    }
     async fn migration_events(&self, r: Request<MigrationEventsRequest>) -> Reply<MigrationEventsResponse> {
         Ok(Response::new(self.master.migration_events(r.into_inner())))
     }

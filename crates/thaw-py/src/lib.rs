@@ -158,7 +158,8 @@ impl NativeClient {
 
     /// Registers a job and starts moving the blocks of `paths` into memory;
     /// returns at once with the job's progress. `lease_ms` 0: the master's default.
-    #[pyo3(signature = (job, paths, eviction="explicit", lease_ms=0))]
+    /// `origin`: who submits the job (free text; empty: the job keeps its own).
+    #[pyo3(signature = (job, paths, eviction="explicit", lease_ms=0, origin=String::new()))]
     fn migrate(
         &self,
         py: Python<'_>,
@@ -166,6 +167,7 @@ impl NativeClient {
         paths: Vec<String>,
         eviction: &str,
         lease_ms: u64,
+        origin: String,
     ) -> PyResult<Py<PyAny>> {
         let eviction = match eviction {
             "explicit" => EvictionMode::Explicit,
@@ -176,7 +178,39 @@ impl NativeClient {
         };
         let lease = (lease_ms > 0).then(|| std::time::Duration::from_millis(lease_ms));
         let c = self.c()?;
-        let info = wait(py, async move { c.migrate(&job, &paths, eviction, lease).await })?;
+        let info = wait(py, async move { c.migrate_with_origin(&job, &paths, eviction, lease, &origin).await })?;
+        json_to_py(py, &thaw_client::json::job_info_json(&info))
+    }
+
+    /// Replaces the job's task counters at the master (absolute values); returns
+    /// the job's progress.
+    #[pyo3(signature = (job, tasks, placed, done, memory_local, inputs_in_memory, delay_ms_median=0, delay_ms_p99=0, delay_ms_max=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn report_job_tasks(
+        &self,
+        py: Python<'_>,
+        job: String,
+        tasks: u64,
+        placed: u64,
+        done: u64,
+        memory_local: u64,
+        inputs_in_memory: u64,
+        delay_ms_median: u64,
+        delay_ms_p99: u64,
+        delay_ms_max: u64,
+    ) -> PyResult<Py<PyAny>> {
+        let t = thaw_common::proto::JobTasks {
+            tasks,
+            placed,
+            done,
+            memory_local,
+            inputs_in_memory,
+            delay_ms_median,
+            delay_ms_p99,
+            delay_ms_max,
+        };
+        let c = self.c()?;
+        let info = wait(py, async move { c.report_job_tasks(&job, t).await })?;
         json_to_py(py, &thaw_client::json::job_info_json(&info))
     }
 

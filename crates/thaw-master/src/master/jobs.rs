@@ -9,6 +9,8 @@ use super::*;
 pub const MAX_JOB_ID: usize = 1024;
 /// Shortest lease a migrate call may ask for.
 pub const MIN_LEASE_MS: u64 = 100;
+/// Longest job origin accepted (free text: who submitted the job).
+pub const MAX_ORIGIN: usize = 200;
 
 impl Master {
     /// The blocks of the complete files at or under `paths` (directories expand
@@ -67,6 +69,15 @@ impl Master {
         if req.job_id.chars().any(char::is_control) {
             return Err(ThawError::invalid("a job id may not contain control characters"));
         }
+        if req.origin.len() > MAX_ORIGIN {
+            return Err(ThawError::invalid(format!(
+                "a job origin is at most {MAX_ORIGIN} bytes (this one is {})",
+                req.origin.len()
+            )));
+        }
+        if req.origin.chars().any(char::is_control) {
+            return Err(ThawError::invalid("a job origin may not contain control characters"));
+        }
         if req.lease_ms > 0 && req.lease_ms < MIN_LEASE_MS {
             return Err(ThawError::invalid(format!(
                 "a lease of {} ms is too short to renew (at least {MIN_LEASE_MS} ms)",
@@ -81,7 +92,8 @@ impl Master {
         let st = &mut *st;
         let n = blocks.len();
         st.migrations.migrate(&st.cluster, &req.job_id, eviction, lease, blocks, Instant::now())?;
-        tracing::info!(job = %req.job_id, blocks = n, "migrate");
+        st.migrations.set_origin(&req.job_id, &req.origin)?;
+        tracing::info!(job = %req.job_id, blocks = n, origin = %req.origin, "migrate");
         let job = st.migrations.job_info(&st.cluster, &req.job_id, Instant::now());
         // Plan now rather than at the next tick, and wake idle workers' asks
         // (references and ignem's bindings are theirs already).
@@ -128,6 +140,19 @@ impl Master {
             policy: st.migrations.policy.name().to_string(),
             priority: st.migrations.priority.name().to_string(),
         })
+    }
+
+    /// Replaces the job's task counters with its submitter's report.
+    pub fn report_job_tasks(&self, req: ReportJobTasksRequest) -> Result<ReportJobTasksResponse> {
+        if req.job_id.is_empty() {
+            return Err(ThawError::invalid("a task report needs a job id"));
+        }
+        let tasks = req.tasks.ok_or_else(|| ThawError::invalid("a task report needs its task counters"))?;
+        let mut st = self.write();
+        let st = &mut *st;
+        st.migrations.report_tasks(&req.job_id, tasks)?;
+        tracing::debug!(job = %req.job_id, ?tasks, "job tasks reported");
+        Ok(ReportJobTasksResponse { job: st.migrations.job_info(&st.cluster, &req.job_id, Instant::now()) })
     }
 
     pub fn migration_events(&self, req: MigrationEventsRequest) -> MigrationEventsResponse {
