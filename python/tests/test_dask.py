@@ -144,6 +144,9 @@ def test_each_file_is_released_once_its_tasks_ran(
     assert seen["released"] == [f"{root}/part-0.parquet"], seen
     info = client.job(seen["job_id"])
     assert info is not None and info["blocks"] == 1, info
+    # `thaw jobs` shows who submitted it (these tasks name their workers, so the
+    # plugin placed none of them: no task counters).
+    assert info["origin"].startswith("dask Client-") and "2 reading tasks" in info["origin"], info
     ev.set()
     assert [f.result() for f in futures] == [50_000, 50_000]
     # The last file read ends the job, though its results are still wanted.

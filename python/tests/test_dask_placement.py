@@ -134,6 +134,12 @@ def node_of(c: DaskClient, nodes: list[str]) -> dict[str, str]:
     return dict(zip(sorted(c.scheduler_info()["workers"]), nodes, strict=True))
 
 
+def log_job(c: DaskClient) -> str:
+    """The job of the plugin's first launch."""
+    wait_for(lambda: bool(thaw.dask.placements(c)))
+    return str(thaw.dask.placements(c)[0]["job"])
+
+
 def files_in_memory_on(ec: EmulatedCluster, layout: dict[str, int]) -> dict[str, str]:
     """Writes ``count`` files into memory on each named node: path -> node."""
     root = f"/p-{uuid.uuid4().hex[:8]}"
@@ -194,7 +200,12 @@ def test_a_task_waits_for_its_node_no_longer_than_the_bound(emulated: EmulatedCl
         for path in files:
             with dask.annotate(thaw_inputs=[path]):
                 tasks.append(dask.delayed(slow_read, pure=False)(emulated.master, path))
-        ran_on = c.compute(tasks, sync=True)
+        futures = c.compute(tasks)
+        # While it runs, `thaw jobs` shows how its tasks were placed.
+        wait_for(lambda: ((emulated.client().job(log_job(c)) or {}).get("tasks") or {}).get("placed", 0) >= 2)
+        counts = emulated.client().job(log_job(c))["tasks"]
+        assert counts["tasks"] == 6 and counts["memory_local"] >= 1, counts
+        ran_on = c.gather(futures)
         log = thaw.dask.placements(c)
         assert len(log) == 6
         levels = [e["level"] for e in log]

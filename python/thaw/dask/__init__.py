@@ -124,6 +124,10 @@ class DaskJob:
     launches: list[tuple[int, float, bool]] = field(default_factory=list)
     # Its blocks' locations have been asked for at least once.
     located: bool = False
+    # Who submitted it (shown by ``thaw jobs``), and the task counters last
+    # reported to the master (None: report again).
+    origin: str = ""
+    reported: tuple[int, ...] | None = None
 
     def files(self) -> list[str]:
         return sorted(self.readers)
@@ -147,13 +151,17 @@ def _annotated_input(item: Any) -> tuple[str, tuple[int, int] | None]:
     return str(item), None
 
 
-def _job_name(keys: Iterable[Any]) -> str:
+def _graph_name(keys: Iterable[Any]) -> str:
+    """A graph's name: the first of its keys' names (``sum-tree``, ``read_parquet``)."""
     from dask.utils import key_split
 
     names = sorted({key_split(k) for k in keys})
     name = names[0] if names else "graph"
-    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:60] or "graph"
-    return f"dask-{safe}-{uuid.uuid4().hex[:6]}"
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:60] or "graph"
+
+
+def _job_name(keys: Iterable[Any]) -> str:
+    return f"dask-{_graph_name(keys)}-{uuid.uuid4().hex[:6]}"
 
 
 class ThawSchedulerPlugin(SchedulerPlugin):
@@ -312,6 +320,8 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 else _job_name(keys or task_files)
             )
             job = DaskJob(id=job_id, master=master, client=client, submitted=time.time(), keys=set(keys))
+            graph = _graph_name(keys or task_files)
+            job.origin = f"dask {client}, graph {graph}, {len(task_files)} reading tasks"[:200]
             for key, files in task_files.items():
                 job.reads[key] = files
                 if key in ranges:
@@ -648,6 +658,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                     next_poll = time.monotonic()  # where its blocks are, at once
             if time.monotonic() >= next_renew:
                 self._renew()
+                self._report()
                 next_renew = time.monotonic() + renew_every
             if self.placement and time.monotonic() >= next_poll:
                 began = time.monotonic()
@@ -709,15 +720,18 @@ class ThawSchedulerPlugin(SchedulerPlugin):
             if what == "migrate":
                 if job.ended:
                     return
+                job.reported = None  # a master that (re)learns the job gets its counters
                 try:
-                    c.migrate(files, job.id, eviction=self.eviction, lease=self.lease)
+                    c.migrate(files, job.id, eviction=self.eviction, lease=self.lease, origin=job.origin)
                 except NotFound:
                     # Some input is gone (or never existed): migrate the rest; the
                     # task reading the missing one fails as it would without Thaw.
                     present = [f for f in files if c.exists(f)]
                     self._warn(f"job {job.id}: {len(files) - len(present)} input(s) not in Thaw")
                     if present:
-                        c.migrate(present, job.id, eviction=self.eviction, lease=self.lease)
+                        c.migrate(
+                            present, job.id, eviction=self.eviction, lease=self.lease, origin=job.origin
+                        )
             elif what == "release":
                 if not job.ended:
                     c.evict(job.id, files)
@@ -727,6 +741,44 @@ class ThawSchedulerPlugin(SchedulerPlugin):
             pass  # the job is already gone (lease ran out, master restarted)
         except Exception as e:
             self._warn(f"job {job.id}: {what} failed ({e}); the graph runs on without it")
+
+    def _report(self) -> None:
+        """Tells the master how each placing job's tasks went (``thaw jobs``
+        shows it): only what changed since the last report."""
+        if not self.placement:
+            return  # without placement, where tasks ran is Dask's to tell
+        for job in list(self.jobs.values()):
+            launches = list(job.launches)
+            delays = sorted(d for _, d, _ in launches)
+            tasks = len(job.reads)
+            placed = min(len(launches), tasks)  # a task run again after its worker died counts once
+            counts = (
+                tasks,
+                placed,
+                min(len(job.done), tasks),
+                min(placed, sum(1 for lvl, _, _ in launches if lvl in pl.MEMORY_LOCAL)),
+                min(placed, sum(1 for *_, m in launches if m)),
+                round(1000 * statistics.median(delays)) if delays else 0,
+                round(1000 * delays[min(len(delays) - 1, int(0.99 * len(delays)))]) if delays else 0,
+                round(1000 * delays[-1]) if delays else 0,
+            )
+            if job.ended or counts == job.reported:
+                continue
+            try:
+                self._client(job.master).report_tasks(
+                    job.id,
+                    tasks=counts[0],
+                    placed=counts[1],
+                    done=counts[2],
+                    memory_local=counts[3],
+                    inputs_in_memory=counts[4],
+                    delay_ms_median=counts[5],
+                    delay_ms_p99=counts[6],
+                    delay_ms_max=counts[7],
+                )
+                job.reported = counts
+            except Exception as e:  # the job may have just ended; the next round tells
+                _log.debug("task report of %s: %s", job.id, e)
 
     def _renew(self) -> None:
         """Renews the live jobs' leases; a master that forgot a job (it
