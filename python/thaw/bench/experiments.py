@@ -132,7 +132,9 @@ def _run_all(
 ) -> None:
     for scenario in scenarios:
         for rep in range(repeats):
-            for name in configs:
+            # Each repeat starts one configuration later, so no configuration
+            # always runs first (or last) on a machine that drifts.
+            for name in configs[rep % len(configs) :] + configs[: rep % len(configs)]:
                 config = CONFIGS[name]
                 run_name = f"{prefix}{scenario.name}-{name}" + (f"-r{rep}" if repeats > 1 else "")
                 bench.say(f"{run_name}: {config.label}, {scenario.label}")

@@ -173,6 +173,8 @@ def _config_stats(runs: list[Run], bs: int | None) -> dict[str, Any]:
         "jobs": len(jobs),
         "failed_tasks": sum(int(j.get("failed_tasks") or 0) for j in jobs),
         "mean_job_s": _mean(j["duration"] for j in jobs),
+        # Each run's own mean job duration: the spread of repeats.
+        "run_means": [_mean(j["duration"] for j in r["jobs"]) for r in runs if r.get("jobs")],
         "maps": len(maps),
         "mean_map_s": _mean(t["end"] - t["start"] for t in maps),
         "mean_read_s": _mean(t["read_end"] - t["start"] for t in reads),
@@ -494,6 +496,7 @@ def _job_table(configs: dict[str, Any], entries: Paper) -> str:
         "Absolute Duration (s)",
         "Speedup w.r.t cold",
         "Share of upper bound",
+        "Per run (s): min-max",
         "Wall (s)",
         "CPU busy: all / Dask workers / Thaw / scheduler",
     ]
@@ -503,13 +506,20 @@ def _job_table(configs: dict[str, Any], entries: Paper) -> str:
         st = configs.get(cfg)
         if st:
             row = [st["config_label"], str(st["jobs"]), _s(st["mean_job_s"]), _rel(cfg, st["speedup"])]
-            row += [_rel(cfg, st["upper_bound_share"]), _s(st["wall_s"]), _cpu(st)] + (
+            row += [_rel(cfg, st["upper_bound_share"]), _spread(st), _s(st["wall_s"]), _cpu(st)] + (
                 [str(st["failed_tasks"])] if failed else []
             )
         else:
             row = [cfg] + ["-"] * (len(headers) - 1)
         rows.append(row + _paper_cells(entries, cfg))
     return _table(headers + _paper_headers(entries), rows)
+
+
+def _spread(st: dict[str, Any]) -> str:
+    means = [m for m in st.get("run_means") or [] if m is not None]
+    if len(means) < 2:
+        return "-"
+    return f"{min(means):.2f}-{max(means):.2f} ({len(means)} runs)"
 
 
 def _cpu(st: dict[str, Any]) -> str:

@@ -102,6 +102,13 @@ CONFIGS: dict[str, Config] = {
     for c in [
         Config("cold", "none", label="cold (policy none)"),
         Config("ram", "dyrs", preload=True, label="inputs-in-RAM"),
+        Config(
+            "ram-place",
+            "dyrs",
+            preload=True,
+            label="inputs-in-RAM + memory-locality placement",
+            plugin="place",
+        ),
         Config("ignem", "ignem", label="Ignem", plugin="migrate"),
         Config("dyrs", "dyrs", label="DYRS", plugin="migrate"),
         Config("dyrs-sjf", "dyrs", "smallest-job-first", label="DYRS + smallest-job-first", plugin="migrate"),
