@@ -15,12 +15,18 @@ the job-driven migration of ignem.txt / dyrs.txt behind it:
 - **Do not evict, for exactly as long as needed.** The job's lease is renewed
   while any of its keys is wanted. Each input file is released as soon as every
   task that reads it has run (implicit eviction at the granularity the tasks
-  read); the rest when the job's keys are released or its client goes away.
-  A lease that runs out (scheduler killed, plugin gone) frees everything.
+  read), and the job ends with its last file; the rest when the job's keys are
+  released or its client goes away. A lease that runs out (scheduler killed)
+  frees everything; a plugin Dask removes ends its jobs itself.
 - **Reads carry the job.** Each reading task gets the annotation ``thaw_job``;
   a Thaw read inside a Dask task takes its job from it (see
   :func:`thaw.jobs.current_job_id`), so per-job counters and the job's read
   state are the Dask submission's.
+- **Memory-locality placement** (cava.txt III, :mod:`thaw.dask.placement`). The
+  reading tasks are held (state no-worker) and launched by the plugin on each
+  free slot, best locality level first, with delay scheduling bounded per task;
+  ``placement=False`` leaves placement to Dask. The master learns each job's
+  origin and task counters, which ``thaw jobs`` shows.
 
 Nothing here can fail a computation: a Thaw master that is down, a path that
 does not exist or a restart is logged as a warning and the graph runs as it would
