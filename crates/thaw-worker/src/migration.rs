@@ -261,11 +261,24 @@ impl Migrator {
         let light = resp.light;
         if !light {
             st.migrating_jobs = resp.migrating_jobs.iter().cloned().collect();
-            // Reads since the job became known: report them now.
-            let known: Vec<(String, u64)> =
-                st.recent_reads.iter().flatten().filter(|(j, _)| st.migrating_jobs.contains(j)).cloned().collect();
-            st.reads.extend(known);
         }
+        // A job named in an order has migration state at the master, whatever
+        // the last full answer said: a light answer can bring a job's first
+        // orders, and a read of its block before the next full answer must
+        // still be reported (else the master, told of the block's eviction
+        // first, migrates the block again for a job that already read it).
+        let named: Vec<String> = resp
+            .migrations
+            .iter()
+            .flat_map(|c| c.jobs.iter().map(|j| &j.job_id))
+            .chain(resp.references.iter().filter_map(|r| r.job.as_ref().map(|j| &j.job_id)))
+            .cloned()
+            .collect();
+        st.migrating_jobs.extend(named);
+        // Reads since the job became known: report them now.
+        let known: Vec<(String, u64)> =
+            st.recent_reads.iter().flatten().filter(|(j, _)| st.migrating_jobs.contains(j)).cloned().collect();
+        st.reads.extend(known);
         st.master_has_more = if !resp.waiting_sources.is_empty() {
             resp.waiting_sources.iter().filter_map(|&s| Source::from_proto(s)).collect()
         } else if resp.migrations_waiting {

@@ -162,6 +162,24 @@ fn implicit_references_go_when_the_block_is_read_explicit_ones_stay() {
 }
 
 #[test]
+fn a_read_of_a_job_first_named_in_a_light_answer_is_reported() {
+    // The job's first orders come in a light answer (no live-job list), and the
+    // job reads the block before any full answer: the master must hear of the
+    // read, or it takes the eviction that follows for a lost block and migrates
+    // it again for a job that is done with it.
+    let m = migrator(10 * LEN);
+    let light = HeartbeatResponse { light: true, ..orders(vec![cmd(1, 1, vec![job("imp", 100, 1, true)], true)]) };
+    m.apply(&light, none_in_mem);
+    run_one(&m);
+    assert_eq!(m.on_read("imp", 1, LEN).evict, vec![1]);
+    let (_, reads) = m.report();
+    assert_eq!(reads, vec![JobBlockRead { job_id: "imp".into(), block_id: 1 }]);
+    // A job no order named is not reported (the master keeps no state for it).
+    m.on_read("stranger", 9, LEN);
+    assert!(m.report().1.is_empty());
+}
+
+#[test]
 fn a_partly_read_implicit_block_goes_after_the_idle_delay() {
     let m = migrator(10 * LEN);
     m.apply(&known(orders(vec![cmd(1, 1, vec![job("imp", 100, 1, true)], true)])), none_in_mem);
