@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..dask.placement import Delays
 from . import experiments as ex
 from .cluster import ClusterSpec
 from .runner import CONFIGS, SCENARIOS
@@ -63,6 +64,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--root", help="where the cluster's disks live (default: a temporary directory)")
     g.add_argument("--repeats", type=int, default=1, help="runs of every configuration (default %(default)s)")
+    d = Delays()
+    g.add_argument(
+        "--locality-wait",
+        type=float,
+        default=d.memory,
+        help="placed configurations: the wait before each step down a locality level, s (cava.txt "
+        "Algorithm 1; memory steps scale with the job's cached fraction; default %(default)s)",
+    )
+    g.add_argument(
+        "--max-locality-wait",
+        type=float,
+        default=d.max_wait,
+        help="placed configurations: no task waits longer for a better level, s (default %(default)s)",
+    )
     sub = p.add_subparsers(dest="experiment", required=True)
     configs = _list(str, CONFIGS)  # type: ignore[arg-type]
     scenarios = _list(str, SCENARIOS)  # type: ignore[arg-type]
@@ -126,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     def say(msg: str) -> None:
         print(f"[{time.time() - t0:7.1f}s] {msg}", flush=True)
 
-    bench = ex.Bench(spec=spec, out=a.out, say=say, root=a.root)
+    delays = Delays(memory=a.locality_wait, disk=a.locality_wait, max_wait=a.max_locality_wait)
+    bench = ex.Bench(spec=spec, out=a.out, say=say, root=a.root, delays=delays)
     r = a.repeats
     if a.experiment == "swim":
         ex.swim(

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..dask.placement import Delays
 from .cluster import ClusterSpec, EmulatedCluster
 from .runner import CONFIGS, SCENARIOS, InputsExceedMemory, Runner, Scenario, start_dask, write_json
 from .workloads import JobSpec, place_inputs, single_job, swim_jobs
@@ -69,11 +70,14 @@ class Bench:
     out: Path = Path("bench-out")
     say: Callable[[str], None] = print
     root: str | None = None
+    #: The plugin's placement waits (cava.txt Algorithm 1) in placed configurations.
+    delays: Delays = field(default_factory=Delays)
 
     def params(self) -> dict[str, Any]:
         params = {k: v for k, v in dataclasses.asdict(self.spec).items() if k != "node_disks"}
         params["block_size"] = parse_size(self.spec.block_size)
         params["node_disks"] = {str(k): v for k, v in self.spec.node_disks.items()}
+        params["placement_delays"] = dataclasses.asdict(self.delays)
         return params
 
 
@@ -85,7 +89,7 @@ def emulated(bench: Bench, results_dir: Path) -> Iterator[tuple[EmulatedCluster,
     try:
         cluster.start("none")
         dask_cluster, dask_client = start_dask([(n.name, n.rack) for n in cluster.nodes], bench.spec.slots)
-        yield cluster, Runner(cluster, dask_client, results_dir)
+        yield cluster, Runner(cluster, dask_client, results_dir, bench.delays)
     finally:
         if dask_client is not None:
             with contextlib.suppress(Exception):

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..client import Client
+from ..dask.placement import Delays
 from . import tasks
 from .cluster import EmulatedCluster
 from .workloads import JobSpec
@@ -308,8 +309,11 @@ class Runner:
     """Runs jobs on a Dask cluster (one worker per emulated node, named after it)
     against the Thaw cluster, one configuration at a time."""
 
-    def __init__(self, cluster: EmulatedCluster, dask_client: Any, out_dir: Path):
+    def __init__(
+        self, cluster: EmulatedCluster, dask_client: Any, out_dir: Path, delays: Delays | None = None
+    ):
         self.cluster = cluster
+        self.delays = delays or Delays()
         self.dask = dask_client
         self.out_dir = out_dir
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -446,7 +450,11 @@ class Runner:
                 self.dask.unregister_scheduler_plugin(name)
             return
         thaw.dask.install(
-            self.dask, self.cluster.master, eviction="implicit", placement=config.plugin == "place"
+            self.dask,
+            self.cluster.master,
+            eviction="implicit",
+            placement=config.plugin == "place",
+            delays=self.delays,
         )
 
     def _submit(
