@@ -83,6 +83,27 @@ def test_no_wait_for_a_level_no_worker_could_give() -> None:
     assert pl.choose(cold, 0.0, 1.0, d) is not None
 
 
+def test_a_step_to_a_level_no_worker_could_give_costs_no_wait() -> None:
+    d = pl.Delays(memory=1.0, disk=1.0, max_wait=5.0)
+    # One Dask worker per host: its block in memory on A, the task can get
+    # worker memory (on A), rack memory (B) or anywhere (C), never host memory.
+    workers = [A, B, C]
+    blocks = [[mem(A)]]
+    reachable = frozenset(pl.level(blocks, p) for p in workers)
+    assert reachable == {pl.WORKER_MEMORY, pl.RACK_MEMORY, pl.ANY}
+    at_b = pl.Candidate("t", pl.level(blocks, B), min(reachable), True, 0.0, 0, reachable)
+    # One memory step (worker -> rack), not two.
+    assert pl.choose([at_b], 0.9, 1.0, d) is None
+    assert pl.choose([at_b], 1.0, 1.0, d) is not None
+    # Anywhere: that step and one more, not every level in between.
+    at_c = pl.Candidate("t", pl.level(blocks, C), min(reachable), True, 0.0, 0, reachable)
+    assert d.threshold(pl.ANY, 1.0, reachable) == 2.0
+    assert pl.choose([at_c], 1.9, 1.0, d) is None
+    assert pl.choose([at_c], 2.0, 1.0, d) is not None
+    # Without the reachable levels, every level counts (the paper's ladder).
+    assert d.threshold(pl.RACK_MEMORY, 1.0) == 2.0 and d.threshold(pl.ANY, 1.0) == 5.0
+
+
 def test_no_task_waits_past_the_bound() -> None:
     d = pl.Delays(memory=10.0, disk=10.0, max_wait=2.0)
     tasks = [task("young", pl.RACK_MEMORY, waited=0.5), task("old", pl.ANY, waited=2.5)]

@@ -557,11 +557,11 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         blocks = self._task_blocks(job, key)
         if lvl is None:
             lvl = self._memo[memo_key] = pl.level(blocks, at)
-        possible = self._memo.get((self._version, key))
-        if possible is None:
-            possible = self._memo[(self._version, key)] = min(pl.level(blocks, p) for p in places)
+        reachable = self._memo.get((self._version, key))
+        if reachable is None:
+            reachable = self._memo[(self._version, key)] = frozenset(pl.level(blocks, p) for p in places)
         waited = now - max(held.ready or now, held.start)
-        return pl.Candidate(key, lvl, possible, pl.in_memory(blocks), waited, held.order)
+        return pl.Candidate(key, lvl, min(reachable), pl.in_memory(blocks), waited, held.order, reachable)
 
     def _task_blocks(self, job: DaskJob, key: Any) -> list[list[pl.Replica]]:
         """The replicas of each block the task reads (of its ranges, if it has)."""
@@ -660,8 +660,8 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 action = None
             if action is not None:
                 self._do(*action)
-                if action[0] == "migrate":
-                    next_poll = time.monotonic()  # where its blocks are, at once
+                if action[0] == "migrate" and self.placement:
+                    self._poll(only=action[1])  # where its blocks are, at once
             if time.monotonic() >= next_renew:
                 self._renew()
                 self._report()
@@ -672,14 +672,17 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 # Polls take at most a third of this thread's time.
                 next_poll = time.monotonic() + max(0.05, 2 * (time.monotonic() - began))
 
-    def _poll(self) -> None:
+    def _poll(self, only: DaskJob | None = None) -> None:
         """Refreshes the block replicas of the files whose tasks are still to be
-        placed (and the Thaw workers, for Dask workers that said nothing)."""
+        placed (and the Thaw workers, for Dask workers that said nothing).
+        ``only``: just that new job's files, merged into what is known: a new
+        job's tasks wait for its first answer, which must not wait for a poll of
+        every other job's files (measured: +0.1 s per job on SWIM)."""
         from ..errors import NotFound
 
         want: set[tuple[str, str]] = set()
         asked = []
-        for job in list(self.jobs.values()):
+        for job in [only] if only is not None else list(self.jobs.values()):
             if any(not h.launched for h in list(job.held.values())):
                 want.update((job.master, f) for f in job.files() if f not in job.released)
                 asked.append(job)
@@ -712,7 +715,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 self._thaw_workers = [w for w in self._client(master).status()["workers"] if w["alive"]]
             except Exception as e:
                 self._warn(f"Thaw workers at {master}: {e}")
-        self.blocks = fresh
+        self.blocks = {**self.blocks, **fresh} if only is not None else fresh
         self._memo = {}
         self._version += 1
         for job in asked:

@@ -20,6 +20,9 @@ whenever a task ends and on a short tick):
   does not depend on how often slots are offered; and a task that has waited
   ``max_wait`` runs on the next free slot whatever its level, so no task waits
   past the configured bound.
+- A step down to a level no worker could give the task costs no wait (the
+  paper counts every level; with one Dask worker per host, the host levels
+  would only add a wait to every task that misses its worker).
 - Among a job's tasks at the same level, those whose blocks are in memory
   anywhere go first (scheduled-caching.txt's "tasks whose input data are already
   in memory ahead of other tasks"), then Dask's own priority.
@@ -93,13 +96,20 @@ class Delays:
         if min(self.memory, self.disk, self.max_wait) < 0:
             raise ValueError(f"placement delays must not be negative: {self}")
 
-    def threshold(self, lvl: int, cached: float) -> float:
-        """How long a job must have waited to accept a slot at level ``lvl``."""
+    def threshold(self, lvl: int, cached: float, reachable: Iterable[int] | None = None) -> float:
+        """How long a job must have waited to accept a slot at level ``lvl``:
+        one wait per step down from the best level, ``R_j x memory`` for a step
+        to a memory level, ``disk`` for a step past them. ``reachable``: the
+        levels some worker of the cluster could give the task; steps to other
+        levels cost nothing (with one Dask worker per host, no task can ever get
+        host memory, and waiting for it would only delay it)."""
         mem = max(0.0, min(1.0, cached)) * self.memory
-        if lvl <= RACK_MEMORY:
-            return lvl * mem
-        # Past the memory levels: the memory waits, then ``disk`` per step.
-        return min(self.max_wait, 2 * mem + (lvl - RACK_MEMORY) * self.disk)
+        levels = range(1, lvl + 1) if reachable is None else sorted(set(reachable))
+        steps = [lv for lv in levels if lv <= lvl]
+        if reachable is not None:
+            steps = steps[1:]  # the best reachable level is where waiting starts
+        wait = sum(mem if lv <= RACK_MEMORY else self.disk for lv in steps)
+        return wait if lvl <= RACK_MEMORY else min(self.max_wait, wait)
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,8 @@ class Candidate:
     in_memory: bool
     waited: float  # seconds since the task became ready
     order: int  # Dask's priority order among the job's tasks (smaller first)
+    #: The levels some worker could give it now (None: every level counts).
+    reachable: frozenset[int] | None = None
 
 
 def choose(
@@ -125,7 +137,8 @@ def choose(
     best = min(tasks, key=lambda c: (c.level, not c.in_memory, c.order))
     # A job waits only for a level one of its tasks could get somewhere now
     # (all cold in the under-store: nothing to wait for).
-    if best.level <= min(c.possible for c in tasks) or job_waited >= delays.threshold(best.level, cached):
+    wait = delays.threshold(best.level, cached, best.reachable)
+    if best.level <= min(c.possible for c in tasks) or job_waited >= wait:
         return best
     overdue = [c for c in tasks if c.waited >= delays.max_wait]
     return max(overdue, key=lambda c: c.waited) if overdue else None
