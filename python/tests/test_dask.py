@@ -8,6 +8,8 @@ client goes away."""
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ from distributed import LocalCluster as DaskCluster
 
 import thaw
 import thaw.dask
+from thaw.cluster import find_binary
 from thaw.dask import find_inputs
 
 from .test_migration import mem_used, wait_for
@@ -283,6 +286,83 @@ def test_a_dead_dask_worker_or_thaw_master_does_not_fail_the_graph(tmp_path: Pat
         time.sleep(0.5)
         warnings = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins["thaw"].warnings)
         assert any("failed" in w for w in warnings), warnings
+
+
+def _spawn(tmp_path: Path, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+    log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115
+    return subprocess.Popen([find_binary(), *args], stdout=log, stderr=subprocess.STDOUT)
+
+
+def _up(client: thaw.Client) -> bool:
+    try:
+        return any(w["alive"] for w in client.status()["workers"])
+    except Exception:
+        return False
+
+
+def _all_in_memory(client: thaw.Client, job_id: str, blocks: int) -> bool:
+    try:
+        j = client.job(job_id)
+    except thaw.errors.Unavailable:  # the master is starting again
+        return False
+    return j is not None and j["blocks"] == blocks and j["blocks_in_memory"] == blocks
+
+
+def _mem_held(client: thaw.Client) -> int:
+    tiers = [t for w in client.status()["workers"] for t in w["tiers"] if t["tier"] == "MEM"]
+    return sum(t["held"] for t in tiers)
+
+
+def test_a_thaw_master_killed_and_restarted_mid_job_migrates_the_job_again(tmp_path: Path) -> None:
+    # A real master process, kill -9 and started again on its port with its
+    # journal: migration state is soft, so the plugin's next renewal finds the
+    # job unknown and tells its inputs again; the graph computes as it would.
+    ufs = tmp_path / "ufs"
+    want = cold_parquet(ufs / "t", files=4, rows=20_000)["value"].sum()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    addr = f"127.0.0.1:{port}"
+    master_args = [
+        "master", "--ufs", str(ufs), "--journal-dir", str(tmp_path / "journal"),
+        "--port", str(port), "--bind", "127.0.0.1", "--heartbeat-ms", "200", "--worker-timeout-ms", "3000",
+    ]  # fmt: skip
+    procs = [_spawn(tmp_path, "master", master_args)]
+    try:
+        worker_args = [
+            "worker", "--master", addr, "--mem-dir", str(tmp_path / "mem"), "--mem-capacity", "256MiB",
+            "--port", "0", "--bind", "127.0.0.1",
+        ]  # fmt: skip
+        procs.append(_spawn(tmp_path, "worker", worker_args))
+        tclient = thaw.Client(addr)
+        wait_for(lambda: _up(tclient), timeout=30)
+        with (
+            DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as dc,
+            DaskClient(dc) as c,
+        ):
+            thaw.dask.install(c, addr, lease=3)
+            ev, holders = hold_workers(c)
+            result = c.compute(dd.read_parquet(f"thaw://{addr}/t/")["value"].sum())
+            wait_for(lambda: len(thaw_jobs(tclient)) == 1)
+            (job,) = thaw_jobs(tclient)
+            wait_for(lambda: _all_in_memory(tclient, job["job_id"], 4))
+            procs[0].kill()  # SIGKILL
+            procs[0].wait()
+            procs[0] = _spawn(tmp_path, "master", master_args)
+            # The new master starts with no jobs; the plugin migrates this one
+            # again, and the re-registered worker holds its blocks once more.
+            wait_for(lambda: _all_in_memory(tclient, job["job_id"], 4), timeout=30)
+            ev.set()
+            assert result.result() == pytest.approx(want)
+            del holders
+            wait_for(lambda: not thaw_jobs(tclient), timeout=20)
+            # Nothing stays held for the job (blocks its readers cached stay as
+            # evictable cache, as without the plugin).
+            wait_for(lambda: _mem_held(tclient) == 0, timeout=20)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 def test_clusters_the_user_starts_take_the_plugin_by_preload(
