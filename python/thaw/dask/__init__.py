@@ -25,6 +25,9 @@ the job-driven migration of ignem.txt / dyrs.txt behind it:
 - **Memory-locality placement** (cava.txt III, :mod:`thaw.dask.placement`). The
   reading tasks are held (state no-worker) and launched by the plugin on each
   free slot, best locality level first, with delay scheduling bounded per task;
+  a slot is free for a held task also when the worker's threads are busy but the
+  task would run before the tasks Dask queued there (Dask gives workers tasks
+  beyond their threads; waiting for idle threads starved held tasks).
   ``placement=False`` leaves placement to Dask. The master learns each job's
   origin and task counters, which ``thaw jobs`` shows.
 
