@@ -120,24 +120,6 @@ def test_in_memory_tasks_go_first_among_equals() -> None:
     assert chosen is not None and chosen.key == "warm"
 
 
-def test_a_held_task_gets_a_slot_it_would_run_in_before_dask_s_own_backlog() -> None:
-    from types import SimpleNamespace
-
-    from thaw.dask import _slot_bar
-
-    def worker(*priorities: tuple[int, ...]) -> SimpleNamespace:
-        return SimpleNamespace(nthreads=2, processing=[SimpleNamespace(priority=p) for p in priorities])
-
-    assert _slot_bar(worker()) is None  # free threads
-    assert _slot_bar(worker((0, 5))) is None
-    # Both threads taken, one more task waiting there: a held task runs before
-    # the second-best of them only if its priority is better.
-    bar = _slot_bar(worker((0, 5), (0, 9), (0, 7)))
-    assert bar == (0, 7)
-    # A backlog of twice the threads: no held task goes there.
-    assert _slot_bar(worker((0, 1), (0, 2), (0, 3), (0, 4))) is False
-
-
 def test_bad_delays_are_refused() -> None:
     with pytest.raises(ValueError, match="negative"):
         pl.Delays(memory=-1)

@@ -25,9 +25,6 @@ the job-driven migration of ignem.txt / dyrs.txt behind it:
 - **Memory-locality placement** (cava.txt III, :mod:`thaw.dask.placement`). The
   reading tasks are held (state no-worker) and launched by the plugin on each
   free slot, best locality level first, with delay scheduling bounded per task;
-  a slot is free for a held task also when the worker's threads are busy but the
-  task would run before the tasks Dask queued there (Dask gives workers tasks
-  beyond their threads; waiting for idle threads starved held tasks).
   ``placement=False`` leaves placement to Dask. The master learns each job's
   origin and task counters, which ``thaw jobs`` shows.
 
@@ -516,17 +513,13 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         places = {ws.address: self._place_of(ws) for ws in workers}
         for ws in workers:
             at = places[ws.address]
-            while (bar := _slot_bar(ws)) is not False:
-                if not self._offer(jobs, ws, at, set(places.values()), now, bar):
+            for _ in range(ws.nthreads - len(ws.processing)):
+                if not self._offer(jobs, ws, at, set(places.values()), now):
                     break
 
-    def _offer(
-        self, jobs: list[DaskJob], ws: Any, at: pl.Place, places: set[pl.Place], now: float, bar: Any = None
-    ) -> bool:
-        """One slot on ``ws``, offered to the jobs with fewest running tasks
-        first; True if a task was launched there. ``bar``: the slot is taken by
-        tasks Dask already gave the worker, and only a task of higher Dask
-        priority than ``bar`` would run before them (see :func:`_slot_bar`)."""
+    def _offer(self, jobs: list[DaskJob], ws: Any, at: pl.Place, places: set[pl.Place], now: float) -> bool:
+        """One free slot on ``ws``, offered to the jobs with fewest running
+        tasks first; True if a task was launched there."""
         for job in sorted(jobs, key=lambda j: (j.running(), j.submitted)):
             if not job.located and now - job.submitted_at < self.delays.max_wait:
                 continue  # where its blocks are is being asked (one poll)
@@ -539,7 +532,6 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 and h.start <= now
                 and key in tasks
                 and tasks[key].state == "no-worker"
-                and (bar is None or tasks[key].priority < bar)
             ]
             if not candidates:
                 continue
@@ -871,25 +863,6 @@ class ThawWorkerPlace(WorkerPlugin):
             "rack": self.place["rack"] or os.environ.get("THAW_RACK", ""),
         }
         await worker.scheduler.set_metadata(keys=[PLACE_METADATA, worker.address], value=place)
-
-
-def _slot_bar(ws: Any) -> Any:
-    """Whether a held task may be launched on Dask worker ``ws`` now: None if a
-    thread is free; else the Dask priority a task must beat to run before the
-    tasks Dask already gave the worker (a worker runs its ready tasks in
-    priority order, and Dask hands a worker every non-root task whose inputs it
-    holds, beyond its threads); False if no task could run there soon.
-
-    Counting only free threads starved held tasks: with many jobs' reducers
-    queued on every worker, an older job's held map waited behind newer jobs'
-    tasks that plain Dask would have run after it (SWIM, queueing only: first
-    map 0.58 s after submission with placement against 0.02 s without)."""
-    processing = list(ws.processing)
-    if len(processing) < ws.nthreads:
-        return None
-    if len(processing) >= 2 * ws.nthreads:
-        return False
-    return sorted(ts.priority for ts in processing)[ws.nthreads - 1]
 
 
 def install(client: Any, master: str | None = None, **options: Any) -> None:
