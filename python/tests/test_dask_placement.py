@@ -54,7 +54,9 @@ def test_levels_run_from_worker_memory_to_anywhere() -> None:
 def task(
     key: str, lvl: int, possible: int = pl.WORKER_MEMORY, waited: float = 0.0, order: int = 0
 ) -> pl.Candidate:
-    return pl.Candidate(key, lvl, possible, lvl <= pl.RACK_MEMORY, waited, order)
+    # Every level from ``possible`` down is reachable: the paper's full ladder.
+    reachable = frozenset(range(possible, pl.ANY + 1))
+    return pl.Candidate(key, lvl, reachable, lvl <= pl.RACK_MEMORY, waited, order)
 
 
 def test_a_slot_at_the_best_level_is_taken_at_once() -> None:
@@ -91,12 +93,12 @@ def test_a_step_to_a_level_no_worker_could_give_costs_no_wait() -> None:
     blocks = [[mem(A)]]
     reachable = frozenset(pl.level(blocks, p) for p in workers)
     assert reachable == {pl.WORKER_MEMORY, pl.RACK_MEMORY, pl.ANY}
-    at_b = pl.Candidate("t", pl.level(blocks, B), min(reachable), True, 0.0, 0, reachable)
+    at_b = pl.Candidate("t", pl.level(blocks, B), reachable, True, 0.0, 0)
     # One memory step (worker -> rack), not two.
     assert pl.choose([at_b], 0.9, 1.0, d) is None
     assert pl.choose([at_b], 1.0, 1.0, d) is not None
     # Anywhere: that step and one more, not every level in between.
-    at_c = pl.Candidate("t", pl.level(blocks, C), min(reachable), True, 0.0, 0, reachable)
+    at_c = pl.Candidate("t", pl.level(blocks, C), reachable, True, 0.0, 0)
     assert d.threshold(pl.ANY, 1.0, reachable) == 2.0
     assert pl.choose([at_c], 1.9, 1.0, d) is None
     assert pl.choose([at_c], 2.0, 1.0, d) is not None
@@ -114,8 +116,8 @@ def test_no_task_waits_past_the_bound() -> None:
 
 def test_in_memory_tasks_go_first_among_equals() -> None:
     d = pl.Delays()
-    cold = pl.Candidate("cold", pl.ANY, pl.ANY, False, 0.0, 0)
-    warm = pl.Candidate("warm", pl.ANY, pl.ANY, True, 0.0, 5)
+    cold = pl.Candidate("cold", pl.ANY, frozenset({pl.ANY}), False, 0.0, 0)
+    warm = pl.Candidate("warm", pl.ANY, frozenset({pl.ANY}), True, 0.0, 5)
     chosen = pl.choose([cold, warm], 0.0, 0.5, d)
     assert chosen is not None and chosen.key == "warm"
 

@@ -561,7 +561,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         if reachable is None:
             reachable = self._memo[(self._version, key)] = frozenset(pl.level(blocks, p) for p in places)
         waited = now - max(held.ready or now, held.start)
-        return pl.Candidate(key, lvl, min(reachable), pl.in_memory(blocks), waited, held.order, reachable)
+        return pl.Candidate(key, lvl, reachable, pl.in_memory(blocks), waited, held.order)
 
     def _task_blocks(self, job: DaskJob, key: Any) -> list[list[pl.Replica]]:
         """The replicas of each block the task reads (of its ranges, if it has)."""

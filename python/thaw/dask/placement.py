@@ -102,12 +102,12 @@ class Delays:
         to a memory level, ``disk`` for a step past them. ``reachable``: the
         levels some worker of the cluster could give the task; steps to other
         levels cost nothing (with one Dask worker per host, no task can ever get
-        host memory, and waiting for it would only delay it)."""
+        host memory, and waiting for it would only delay it). Default: every
+        level, the paper's ladder."""
         mem = max(0.0, min(1.0, cached)) * self.memory
-        levels = range(1, lvl + 1) if reachable is None else sorted(set(reachable))
-        steps = [lv for lv in levels if lv <= lvl]
-        if reachable is not None:
-            steps = steps[1:]  # the best reachable level is where waiting starts
+        levels = sorted(set(range(len(LEVELS)) if reachable is None else reachable))
+        # Waiting starts at the best reachable level: one wait per step below it.
+        steps = [lv for lv in levels[1:] if lv <= lvl]
         wait = sum(mem if lv <= RACK_MEMORY else self.disk for lv in steps)
         return wait if lvl <= RACK_MEMORY else min(self.max_wait, wait)
 
@@ -117,13 +117,16 @@ class Candidate:
     """A held task as the decision sees it, for one offered slot."""
 
     key: object
-    level: int
-    possible: int  # the best level any worker could give it now
+    level: int  # the level the offered slot gives it
+    reachable: frozenset[int]  # the levels some worker could give it now
     in_memory: bool
     waited: float  # seconds since the task became ready
     order: int  # Dask's priority order among the job's tasks (smaller first)
-    #: The levels some worker could give it now (None: every level counts).
-    reachable: frozenset[int] | None = None
+
+    @property
+    def possible(self) -> int:
+        """The best level any worker could give it now."""
+        return min(self.reachable)
 
 
 def choose(
