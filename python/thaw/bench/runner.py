@@ -378,6 +378,7 @@ class Runner:
             interference.stop()
             sampler.stop()
         events = migration_events(client)
+        placed = self._placements(config, {j.name for j in jobs})
         task_log = _read_task_log(log_dir)
         shutil.rmtree(log_dir, ignore_errors=True)
         with contextlib.suppress(Exception):
@@ -426,6 +427,7 @@ class Runner:
                 )
                 for t in task_log
             ],
+            "placements": [dict(e, at=round(e["at"] - t0, 4)) for e in placed],
             "samples": sampler.samples,
             "interference": interference.log,
             "migrations": [
@@ -456,6 +458,19 @@ class Runner:
             placement=config.plugin == "place",
             delays=self.delays,
         )
+
+    def _placements(self, config: Config, names: set[str]) -> list[dict[str, Any]]:
+        """The plugin's launches of this run's tasks: level, delay paid, time
+        held (each run installs a plugin of its own, so its log is this run's)."""
+        if config.plugin != "place":
+            return []
+        import thaw.dask
+
+        return [
+            {k: round(v, 4) if isinstance(v, float) else v for k, v in e.items() if k != "worker"}
+            for e in thaw.dask.placements(self.dask)
+            if e["job"] in names
+        ]
 
     def _submit(
         self,
