@@ -248,6 +248,34 @@ def test_a_task_waits_for_its_node_no_longer_than_the_bound(emulated: EmulatedCl
         dc.close()
 
 
+def test_a_held_task_queues_behind_a_busy_worker_as_dask_s_own_queuing_would(
+    emulated: EmulatedCluster,
+) -> None:
+    # node0's one thread runs a long task that reads nothing; a task whose
+    # block is in node0's memory is then submitted. Dask's queuing keeps a
+    # worker one task ahead (worker-saturation 1.1 x 1 thread: 2 slots), so the
+    # plugin launches it on node0 at once, to run next there, and does not
+    # hold it for node0's thread to go idle (turning down node1 and node2).
+    (path,) = files_in_memory_on(emulated, {"node0": 1})
+    nodes = ["node0", "node1", "node2"]
+    delays = pl.Delays(memory=5.0, disk=5.0, max_wait=10.0)
+    dc, c = dask_on_nodes(emulated, nodes, delays=delays)
+    try:
+        node0 = next(a for a, n in node_of(c, nodes).items() if n == "node0")
+        busy = c.submit(time.sleep, 1.5, workers=[node0], pure=False)
+        wait_for(lambda: bool(c.processing().get(node0)))
+        with dask.annotate(thaw_inputs=[path]):
+            reader = c.compute(dask.delayed(read_where, pure=False)(emulated.master, path))
+        wait_for(lambda: bool(thaw.dask.placements(c)))
+        (launch,) = thaw.dask.placements(c)
+        assert launch["level"] == "worker-memory" and launch["delay"] < 0.5, launch
+        assert not busy.done(), "launched only once node0's thread was idle"
+        assert reader.result() == node0
+    finally:
+        c.close()
+        dc.close()
+
+
 def test_placement_off_leaves_dask_s_own_placement(emulated: EmulatedCluster) -> None:
     files = files_in_memory_on(emulated, {"node1": 2})
     dc, c = dask_on_nodes(emulated, ["node0", "node1"], placement=False)
