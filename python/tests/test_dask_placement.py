@@ -106,6 +106,20 @@ def test_a_step_to_a_level_no_worker_could_give_costs_no_wait() -> None:
     assert d.threshold(pl.RACK_MEMORY, 1.0) == 2.0 and d.threshold(pl.ANY, 1.0) == 5.0
 
 
+def test_no_step_waits_longer_than_the_tasks_run() -> None:
+    d = pl.Delays(memory=1.0, disk=1.0, max_wait=5.0, task_runs=2.0)
+    rack = [task("t", pl.RACK_MEMORY)]
+    # Tasks measured at 0.1 s: each step waits at most 2 x 0.1 s, not 1 s.
+    assert d.threshold(pl.RACK_MEMORY, 1.0, task_time=0.1) == pytest.approx(0.4)
+    assert pl.choose(rack, 0.35, 1.0, d, task_time=0.1) is None
+    assert pl.choose(rack, 0.45, 1.0, d, task_time=0.1) is not None
+    # Still proportional to the cached fraction; long tasks keep the set wait.
+    assert d.threshold(pl.RACK_MEMORY, 0.5, task_time=0.1) == pytest.approx(0.2)
+    assert d.threshold(pl.RACK_MEMORY, 1.0, task_time=10.0) == 2.0
+    # Not measured yet: the set waits.
+    assert d.threshold(pl.ANY, 1.0) == 5.0
+
+
 def test_no_task_waits_past_the_bound() -> None:
     d = pl.Delays(memory=10.0, disk=10.0, max_wait=2.0)
     tasks = [task("young", pl.RACK_MEMORY, waited=0.5), task("old", pl.ANY, waited=2.5)]
@@ -200,6 +214,9 @@ def test_tasks_run_where_their_blocks_are_in_memory(emulated: EmulatedCluster) -
         assert [node_of(c, nodes)[a] for a in ran_on] == list(files.values())
         log = thaw.dask.placements(c)
         assert len(log) == len(files) and all(e["level"] == "worker-memory" for e in log), log
+        # The reading tasks' run time was measured (it caps the waits).
+        took = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins["thaw"]._task_time)
+        assert took is not None and 0 < took < 5, took
     finally:
         c.close()
         dc.close()

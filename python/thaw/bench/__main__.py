@@ -78,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
         default=d.max_wait,
         help="placed configurations: no task waits longer for a better level, s (default %(default)s)",
     )
+    g.add_argument(
+        "--locality-wait-runs",
+        type=float,
+        default=d.task_runs,
+        help="placed configurations: no step down waits longer than this many of the tasks' measured "
+        "run times (default %(default)s)",
+    )
     sub = p.add_subparsers(dest="experiment", required=True)
     configs = _list(str, CONFIGS)  # type: ignore[arg-type]
     scenarios = _list(str, SCENARIOS)  # type: ignore[arg-type]
@@ -141,7 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     def say(msg: str) -> None:
         print(f"[{time.time() - t0:7.1f}s] {msg}", flush=True)
 
-    delays = Delays(memory=a.locality_wait, disk=a.locality_wait, max_wait=a.max_locality_wait)
+    delays = Delays(
+        memory=a.locality_wait,
+        disk=a.locality_wait,
+        max_wait=a.max_locality_wait,
+        task_runs=a.locality_wait_runs,
+    )
     bench = ex.Bench(spec=spec, out=a.out, say=say, root=a.root, delays=delays)
     r = a.repeats
     if a.experiment == "swim":

@@ -23,6 +23,13 @@ whenever a task ends and on a short tick):
 - A step down to a level no worker could give the task costs no wait (the
   paper counts every level; with one Dask worker per host, the host levels
   would only add a wait to every task that misses its worker).
+- No step waits longer than ``task_runs`` times the run time the job's
+  reading tasks are measured to take. A better level saves part of a task's
+  read, never more than the task's run: with tasks of a few tens of
+  milliseconds, a fixed half-second wait lost more than locality could win
+  (SWIM, queueing only). The paper's own waits are small skip counts for the
+  memory levels for the same reason (cava.txt V: 1, 3, 6 skips, "the
+  performance of PM ML and RM ML is comparable to that of VM ML").
 - Among a job's tasks at the same level, those whose blocks are in memory
   anywhere go first (scheduled-caching.txt's "tasks whose input data are already
   in memory ahead of other tasks"), then Dask's own priority.
@@ -86,29 +93,41 @@ class Delays:
     """Algorithm 1's waits, in seconds. ``memory``: the wait before each step
     down the memory levels at cached fraction 1 (``R_j x M``); ``disk``: before
     each step down the disk levels and to anywhere (``D``); ``max_wait``: the
-    bound on any task's wait for a slot at a better level."""
+    bound on any task's wait for a slot at a better level; ``task_runs``: no
+    step waits longer than this many of the task's measured run times."""
 
     memory: float = 0.5
     disk: float = 0.5
     max_wait: float = 2.0
+    task_runs: float = 1.0
 
     def __post_init__(self) -> None:
-        if min(self.memory, self.disk, self.max_wait) < 0:
+        if min(self.memory, self.disk, self.max_wait, self.task_runs) < 0:
             raise ValueError(f"placement delays must not be negative: {self}")
 
-    def threshold(self, lvl: int, cached: float, reachable: Iterable[int] | None = None) -> float:
+    def threshold(
+        self,
+        lvl: int,
+        cached: float,
+        reachable: Iterable[int] | None = None,
+        task_time: float | None = None,
+    ) -> float:
         """How long a job must have waited to accept a slot at level ``lvl``:
         one wait per step down from the best level, ``R_j x memory`` for a step
         to a memory level, ``disk`` for a step past them. ``reachable``: the
         levels some worker of the cluster could give the task; steps to other
         levels cost nothing (with one Dask worker per host, no task can ever get
         host memory, and waiting for it would only delay it). Default: every
-        level, the paper's ladder."""
-        mem = max(0.0, min(1.0, cached)) * self.memory
+        level, the paper's ladder. ``task_time``: the run time the task is
+        expected to take, if measured; each step waits at most ``task_runs`` of
+        it."""
+        cap = float("inf") if task_time is None else self.task_runs * task_time
+        mem = max(0.0, min(1.0, cached)) * min(self.memory, cap)
+        disk = min(self.disk, cap)
         levels = sorted(set(range(len(LEVELS)) if reachable is None else reachable))
         # Waiting starts at the best reachable level: one wait per step below it.
         steps = [lv for lv in levels[1:] if lv <= lvl]
-        wait = sum(mem if lv <= RACK_MEMORY else self.disk for lv in steps)
+        wait = sum(mem if lv <= RACK_MEMORY else disk for lv in steps)
         return wait if lvl <= RACK_MEMORY else min(self.max_wait, wait)
 
 
@@ -130,17 +149,22 @@ class Candidate:
 
 
 def choose(
-    candidates: Iterable[Candidate], job_waited: float, cached: float, delays: Delays
+    candidates: Iterable[Candidate],
+    job_waited: float,
+    cached: float,
+    delays: Delays,
+    task_time: float | None = None,
 ) -> Candidate | None:
     """Algorithm 1 for one job and one offered slot: the task to launch there,
-    or None (the job skips the slot and keeps waiting for a better one)."""
+    or None (the job skips the slot and keeps waiting for a better one).
+    ``task_time``: the run time the job's tasks are measured to take, if known."""
     tasks = list(candidates)
     if not tasks:
         return None
     best = min(tasks, key=lambda c: (c.level, not c.in_memory, c.order))
     # A job waits only for a level one of its tasks could get somewhere now
     # (all cold in the under-store: nothing to wait for).
-    wait = delays.threshold(best.level, cached, best.reachable)
+    wait = delays.threshold(best.level, cached, best.reachable, task_time)
     if best.level <= min(c.possible for c in tasks) or job_waited >= wait:
         return best
     overdue = [c for c in tasks if c.waited >= delays.max_wait]
