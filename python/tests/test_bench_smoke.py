@@ -107,6 +107,10 @@ def test_sort_with_lead_time_reads_from_memory_under_dyrs(tmp_path: Path) -> Non
     assert sources["dyrs"]["disk"] == 0 and sum(sources["dyrs"].values()) == 16
     # With placement, the maps run where their blocks are in memory.
     assert sources["dyrs-place"] == Counter({"mem": 16}), sources
+    # The run keeps the plugin's launches: every map, none waiting past the bound.
+    placed = runs["dyrs-place"]["placements"]
+    assert len(placed) == 16 and all(p["level"] == "worker-memory" and p["delay"] <= 2.0 for p in placed)
+    assert runs["dyrs"]["placements"] == [] and runs["dyrs-place"]["cpu"]["scheduler_and_harness_cpu_s"] > 0
     done = [m for m in runs["dyrs"]["migrations"] if m["outcome"] == "done"]
     assert len({m["block_id"] for m in done}) == 16
     # The reducers wrote the whole input back out, sorted.

@@ -120,8 +120,8 @@ CONFIGS: dict[str, Config] = {
 
 class CpuMeter:
     """CPU time over a run: the machine's busy share (``/proc/stat``) and the
-    CPU seconds of each group of processes (Dask workers, Thaw servers, this
-    process: the Dask scheduler, the plugin and the harness), to tell an
+    CPU seconds of each group of processes (Dask workers, Thaw servers, the
+    Dask scheduler with the plugin and this process, the harness), to tell an
     I/O-bound run from one decided by the wait for a core."""
 
     _TICK = os.sysconf("SC_CLK_TCK")
@@ -349,7 +349,7 @@ class Runner:
             {
                 "dask_workers": list(self.dask.run(os.getpid).values()),
                 "thaw": [p.pid for _, p, _ in self.cluster._procs],
-                "scheduler_and_harness": [os.getpid()],
+                "scheduler_and_harness": [os.getpid(), self.dask.run_on_scheduler(os.getpid)],
             }
         )
         t0 = time.time()
@@ -638,12 +638,12 @@ def _read_task_log(log_dir: Path) -> list[dict[str, Any]]:
 
 def start_dask(nodes: list[tuple[str, str]], slots: int) -> tuple[Any, Any]:
     """A Dask cluster on loopback of one worker process per (node, rack), named
-    after the node, with ``slots`` threads (task slots) each. Its tasks' Thaw
-    clients take the node's position from ``THAW_HOST``/``THAW_RACK``. Returns
-    (cluster, client)."""
+    after the node, with ``slots`` threads (task slots) each, and its scheduler
+    in a process of its own. Its tasks' Thaw clients take the node's position
+    from ``THAW_HOST``/``THAW_RACK``. Returns (cluster, client)."""
     import dask
     from distributed import Client as DaskClient
-    from distributed import Nanny, Scheduler, SpecCluster
+    from distributed import Nanny, SpecCluster
 
     dask.config.set({"distributed.worker.daemon": False, "distributed.admin.tick.limit": "10s"})
     workers = {
@@ -656,11 +656,56 @@ def start_dask(nodes: list[tuple[str, str]], slots: int) -> tuple[Any, Any]:
         }
         for n, rack in nodes
     }  # fmt: skip
-    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": False}}
+    scheduler = {
+        "cls": _scheduler_process(),
+        "options": {"scheduler_kwargs": {"host": "127.0.0.1", "dashboard": False}},
+    }
     cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40)
     client = DaskClient(cluster)
     client.wait_for_workers(len(nodes), timeout=120)
     return cluster, client
+
+
+def _scheduler_process() -> Any:
+    """The class of :func:`start_dask`'s scheduler (imported late: distributed
+    is loaded only by the experiments that run Dask)."""
+    from distributed.deploy.subprocess import SubprocessScheduler
+
+    class SchedulerProcess(SubprocessScheduler):  # type: ignore[misc]
+        """The Dask scheduler in a process of its own, as in any real
+        deployment. In the harness's process it shared one event loop and the
+        GIL with the client submitting the jobs, so the scheduler's own work
+        (the placement plugin's rounds most of all) delayed the submissions
+        themselves: graphs reached the scheduler 0.4-0.9 s after the harness
+        sent them (SWIM, queueing only). Its log goes to a file: the pipe
+        distributed's class gives it is never read, and would fill and stop it."""
+
+        async def _start(self) -> None:
+            import asyncio
+            import sys
+            import tempfile
+
+            env = {**os.environ, "DASK_DISTRIBUTED__ADMIN__TICK__LIMIT": "10s"}
+            spec = {"cls": "distributed.Scheduler", "opts": {**self.scheduler_kwargs}}
+            log = tempfile.TemporaryFile()  # noqa: SIM115 (the process's stderr, closed with it)
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "dask", "spec", "--spec", json.dumps(spec),
+                stdout=log, stderr=log, env=env,
+            )  # fmt: skip
+            scheduler_file = Path(self.scheduler_kwargs["scheduler_file"])
+            deadline = time.monotonic() + self.timeout
+            while self.process.returncode is None and time.monotonic() < deadline:
+                try:
+                    self.address = json.loads(scheduler_file.read_text())["address"]
+                    return
+                except (OSError, ValueError, KeyError):
+                    await asyncio.sleep(0.1)
+            log.seek(0)
+            raise RuntimeError(
+                f"the Dask scheduler did not start: {log.read()[-2000:].decode(errors='replace')}"
+            )
+
+    return SchedulerProcess
 
 
 def write_json(path: Path, data: Any) -> None:

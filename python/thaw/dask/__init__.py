@@ -108,6 +108,20 @@ class _Levels:
     reachable: dict[frozenset[pl.Place], frozenset[int]] = field(default_factory=dict)
 
 
+@dataclass
+class _Round:
+    """One round of offers (:meth:`ThawSchedulerPlugin._place`): its time, and
+    per job its running tasks, its held tasks ready now, its cached fraction."""
+
+    now: float
+    running: dict[str, int]
+    ready: dict[str, list[tuple[Any, Held]]]
+    cached: dict[str, float]
+
+
+#: Seconds between asks for the locations of a file whose blocks are all in memory.
+SETTLED_REFRESH = 1.0
+
 #: The worker restriction that holds a task back until the plugin places it: no
 #: worker has this address, so Dask keeps the task in state no-worker.
 HOLD = "thaw-placement://held"
@@ -233,6 +247,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         # loop on SWIM, most of it recomputing levels after every poll.
         self.blocks: dict[tuple[str, str], list[tuple[int, int, list[pl.Replica]]]] = {}
         self._file_version: dict[tuple[str, str], int] = {}
+        self._polled: dict[tuple[str, str], float] = {}  # when each file was last asked
         # Never repeats, so a memo of a file dropped and polled again cannot match.
         self._versions = itertools.count(1)
         self._memo: dict[Any, _Levels] = {}
@@ -549,17 +564,24 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         from distributed.core import Status
 
         now = time.monotonic()
-        jobs = [
-            j
-            for j in list(self.jobs.values())
-            if any(h.ready and not h.launched and h.start <= now for h in j.held.values())
-        ]
-        if not jobs:
+        tasks = self.scheduler.tasks
+        # Each job's held tasks that are ready to run now, worked out once per
+        # round of offers (not once per offered slot).
+        ready: dict[str, list[tuple[Any, Held]]] = {}
+        for j in list(self.jobs.values()):
+            due = [(k, h) for k, h in j.held.items() if h.ready and not h.launched and h.start <= now]
+            if due:
+                ready[j.id] = due
+        if not ready:
             return
+        jobs = [self.jobs[i] for i in ready if i in self.jobs]
         if not self.placement:
             for job in jobs:  # held only for a start-up: now Dask places them
                 self._unhold(job, due=now)
             return
+        for i, due in ready.items():
+            ready[i] = [(k, h) for k, h in due if k in tasks and tasks[k].state == "no-worker"]
+        round_ = _Round(now, {j.id: j.running() for j in jobs}, ready, {})
         workers = [ws for ws in self.scheduler.workers.values() if ws.status == Status.running]
         places = {ws.address: self._place_of(ws) for ws in workers}
         everywhere = frozenset(places.values())
@@ -567,32 +589,28 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         for ws in workers:
             at = places[ws.address]
             for _ in range(_free_slots(ws, saturation)):
-                if not self._offer(jobs, ws, at, everywhere, now):
+                if not self._offer(jobs, ws, at, everywhere, round_):
                     break
 
     def _offer(
-        self, jobs: list[DaskJob], ws: Any, at: pl.Place, places: frozenset[pl.Place], now: float
+        self, jobs: list[DaskJob], ws: Any, at: pl.Place, places: frozenset[pl.Place], round_: _Round
     ) -> bool:
         """One free slot on ``ws``, offered to the jobs with fewest running
         tasks first; True if a task was launched there."""
-        for job in sorted(jobs, key=lambda j: (j.running(), j.submitted)):
+        now = round_.now
+        for job in sorted(jobs, key=lambda j: (round_.running[j.id], j.submitted)):
             if not job.located and now - job.submitted_at < self.delays.max_wait:
                 continue  # where its blocks are is being asked (one poll)
-            tasks = self.scheduler.tasks
-            candidates = [
-                self._candidate(job, key, h, at, places, now)
-                for key, h in job.held.items()
-                if h.ready
-                and not h.launched
-                and h.start <= now
-                and key in tasks
-                and tasks[key].state == "no-worker"
-            ]
-            if not candidates:
+            due = round_.ready.get(job.id)
+            if not due:
                 continue
+            candidates = [self._candidate(job, key, h, at, places, now) for key, h in due]
             waited = 0.0 if job.declined_since is None else now - job.declined_since
             task_time = job.task_time if job.task_time is not None else self._task_time
-            chosen = pl.choose(candidates, waited, self._cached(job), self.delays, task_time)
+            cached = round_.cached.get(job.id)
+            if cached is None:
+                cached = round_.cached[job.id] = self._cached(job)
+            chosen = pl.choose(candidates, waited, cached, self.delays, task_time)
             if chosen is None:
                 if job.declined_since is None:
                     job.declined_since = now
@@ -602,6 +620,8 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                     held.declined_last = now
                 continue
             self._launch(job, chosen, ws, now)
+            round_.ready[job.id] = [(k, h) for k, h in due if k != chosen.key]
+            round_.running[job.id] += 1
             return True
         return False
 
@@ -755,7 +775,12 @@ class ThawSchedulerPlugin(SchedulerPlugin):
         placed (and the Thaw workers, for Dask workers that said nothing).
         ``only``: just that new job's files, merged into what is known: a new
         job's tasks wait for its first answer, which must not wait for a poll of
-        every other job's files (measured: +0.1 s per job on SWIM)."""
+        every other job's files (measured: +0.1 s per job on SWIM).
+
+        A file whose every block is in memory is asked again only after
+        ``SETTLED_REFRESH`` seconds: its blocks stay there while a job holds
+        them. (Asking for every file each round kept the scheduler's process
+        busy enough to delay graph submissions: SWIM, queueing only.)"""
         from ..errors import NotFound
 
         want: set[tuple[str, str]] = set()
@@ -766,8 +791,17 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 asked.append(job)
         if not want:
             return
+        now = time.monotonic()
+        known = self.blocks
+        settled = {
+            k
+            for k in want
+            if only is None
+            and now - self._polled.get(k, 0.0) < SETTLED_REFRESH
+            and pl.in_memory([r for _, _, r in known.get(k, ())])
+        }
         fresh: dict[tuple[str, str], list[tuple[int, int, list[pl.Replica]]]] = {}
-        for master, path in want:
+        for master, path in want - settled:
             try:
                 st = self._client(master).stat(path, blocks=True)
             except NotFound:
@@ -786,6 +820,7 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 )
                 for b in st.get("blocks", [])
             ]
+            self._polled[(master, path)] = now
         if time.monotonic() - getattr(self, "_workers_polled", 0.0) > 1.0:
             self._workers_polled = time.monotonic()
             try:
@@ -793,8 +828,11 @@ class ThawSchedulerPlugin(SchedulerPlugin):
                 self._thaw_workers = [w for w in self._client(master).status()["workers"] if w["alive"]]
             except Exception as e:
                 self._warn(f"Thaw workers at {master}: {e}")
-        changed = [k for k, v in fresh.items() if self.blocks.get(k) != v]
-        self.blocks = {**self.blocks, **fresh} if only is not None else fresh
+        changed = [k for k, v in fresh.items() if known.get(k) != v]
+        if only is None:
+            fresh.update((k, known[k]) for k in settled)
+            self._polled = {k: t for k, t in self._polled.items() if k in fresh}
+        self.blocks = {**known, **fresh} if only is not None else fresh
         # After the blocks: a task's levels are never kept under a newer stamp
         # than the blocks they were worked out from.
         versions = (
