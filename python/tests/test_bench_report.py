@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from thaw.bench import report
+from thaw.bench import figures, report
 
 BS = 1 << 20
 INTERFERENCE = [{"t": 1.0, "node": "node0", "on": True}, {"t": 3.0, "node": "node0", "on": False}]
@@ -270,7 +270,7 @@ def test_write_report(swim: dict[str, Any], tmp_path: Path) -> None:
     assert "dyrs.txt Table II" in home and "| slow-node label | slow-node | - | - | 9.33 | 137 |" in home
     assert "python -m thaw.bench swim --jobs 3" in home and "2026-11-23" in home
     assert "**homogeneous-cold**: 2 problem(s)" in home and "was read by 2 map tasks" in home
-    for name in report.FIGURES.values():
+    for name in figures.FIGURES.values():
         assert (tmp_path / "out" / name).stat().st_size > 1000, name
         assert f"]({name})" in text
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -295,7 +295,7 @@ def test_write_report_sql_without_tasks(tmp_path: Path) -> None:
     assert "| q15 | 1 | 4.00 | 2.00 | 50% |" in text
     assert "| q3 | 2 | 2.00 | 1.50 | 25% |" in text
     assert "Table II: map tasks" not in text
-    assert all((tmp_path / n).stat().st_size > 1000 for n in report.FIGURES.values())
+    assert all((tmp_path / n).stat().st_size > 1000 for n in figures.FIGURES.values())
 
 
 def test_cli_rerenders(
