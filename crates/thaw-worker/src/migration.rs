@@ -45,15 +45,14 @@ use std::time::{Duration, Instant};
 
 mod estimate;
 pub(crate) mod parallelism;
+mod reads;
 mod refs;
+mod report;
 use estimate::Estimate;
-use refs::{add_reference, drop_ref, hold_cached, holders, holders_text, release, unqueue};
+use refs::{add_reference, hold_cached, holders, holders_text, release};
 
 use thaw_common::now_ms;
-use thaw_common::proto::{
-    HeartbeatResponse, JobBlockRead, JobRef, MigrationCommand, MigrationEvent, MigrationSource, SourceEstimate,
-    UfsSource, WorkerMigrationReport,
-};
+use thaw_common::proto::{HeartbeatResponse, JobRef, MigrationCommand, MigrationEvent, MigrationSource, UfsSource};
 use thaw_common::size::format_size;
 
 /// A migration that found no room in the MEM tier this many times (about 5 s:
@@ -573,152 +572,6 @@ impl Migrator {
         st.active.is_empty() && st.queues.values().all(|q| q.is_empty())
     }
 
-    // ---- reads ----
-
-    /// A job read `bytes` of `block` (0 for a short-circuit open, which hands the
-    /// whole file over). Drops a queued migration only this job wanted, releases
-    /// an implicit reference once the job has read the whole block.
-    pub fn on_read(&self, job: &str, block: u64, bytes: u64) -> Effects {
-        let mut fx = Effects::default();
-        if job.is_empty() {
-            return fx;
-        }
-        let mut st = self.lock();
-        st.recent_reads[0].insert((job.to_string(), block));
-        if st.migrating_jobs.contains(job) {
-            st.reads.insert((job.to_string(), block));
-        }
-        // A whole read (or an open of the whole file) makes a queued migration
-        // pointless for the job; a partial one (a Parquet footer) does not.
-        let whole = bytes == 0 || st.queued.get(&block).is_some_and(|&(s, k)| bytes >= st.queues[&s][&k].length);
-        if whole {
-            unqueue(&mut st, block, job, "read-first");
-        }
-        for a in st.active.values_mut() {
-            // An implicit job that reads the block while it migrates needs no
-            // reference to it afterwards; an explicit one keeps it until evict.
-            // Not so a short-circuit open (bytes 0): it can land between the
-            // copy's commit and its end, and hands the client a path it has yet
-            // to open; dropping the block at the end would delete the file under
-            // it. Its reference goes after the idle delay instead.
-            if a.task.block == block && a.task.jobs.iter().any(|j| j.job_id == job && j.implicit) {
-                if bytes > 0 {
-                    a.task.read_by.insert(job.to_string());
-                } else {
-                    a.task.opened_by.insert(job.to_string());
-                }
-            }
-        }
-        let now = Instant::now();
-        let mut release_now = false;
-        if let Some(h) = st.held.get_mut(&block)
-            && let Some(r) = h.refs.get_mut(job)
-            && r.implicit
-        {
-            r.bytes_read += bytes;
-            r.last_read = Some(now);
-            release_now = r.bytes_read >= h.length;
-        }
-        if release_now {
-            drop_ref(&mut st, block, job, &mut fx);
-        }
-        fx
-    }
-
-    /// Releases implicit references whose job has left the block alone for the
-    /// configured delay.
-    pub fn sweep(&self, now: Instant) -> Effects {
-        let mut fx = Effects::default();
-        let mut st = self.lock();
-        let delay = self.config.implicit_delay;
-        let idle: Vec<(u64, String)> = st
-            .held
-            .iter()
-            .flat_map(|(b, h)| {
-                h.refs
-                    .iter()
-                    .filter(|(_, r)| {
-                        r.implicit && r.last_read.is_some_and(|t| now.saturating_duration_since(t) >= delay)
-                    })
-                    .map(|(j, _)| (*b, j.clone()))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        for (b, j) in idle {
-            drop_ref(&mut st, b, &j, &mut fx);
-        }
-        fx
-    }
-
-    // ---- reports ----
-
-    /// What goes to the master with a heartbeat: estimates (raised for a migration
-    /// running past its estimate, dyrs.txt IV-A), queues, buffer, the migrations
-    /// that ended, and reads of jobs with migration state.
-    pub fn report(&self) -> (WorkerMigrationReport, Vec<JobBlockRead>) {
-        let mut st = self.lock();
-        let now = Instant::now();
-        let sources = Source::ALL
-            .iter()
-            .map(|s| {
-                let q = st.queues.get(s);
-                let a = st.active.get(s);
-                let est = st.estimates.get(s).map(|e| match a {
-                    Some(a) => e.raised(a.task.length, now.saturating_duration_since(a.started).as_nanos() as f64),
-                    None => *e,
-                });
-                SourceEstimate {
-                    source: s.proto() as i32,
-                    ns_per_byte: est.and_then(|e| e.per_byte).unwrap_or(0.0),
-                    ns_per_migration: est.and_then(|e| e.per_migration).unwrap_or(0.0),
-                    queued: q.map(|q| q.len() as u32).unwrap_or(0),
-                    active: a.is_some() as u32,
-                    active_ms: a.map(|a| now.saturating_duration_since(a.started).as_millis() as u64).unwrap_or(0),
-                    queued_bytes: q.map(|q| q.values().map(|t| t.length).sum()).unwrap_or(0)
-                        + a.map(|a| a.task.length).unwrap_or(0),
-                }
-            })
-            .collect();
-        let over = self.limit > 0 && st.used as f64 >= self.config.dead_job_threshold * self.limit as f64;
-        let referenced_jobs = if over {
-            let jobs: HashSet<&String> = st.held.values().flat_map(|h| h.refs.keys()).collect();
-            let mut v: Vec<String> = jobs.into_iter().cloned().collect();
-            v.sort();
-            v
-        } else {
-            Vec::new()
-        };
-        let active_blocks: Vec<u64> = st.active.values().map(|a| a.task.block).collect();
-        let mut migrating_blocks: Vec<u64> = st.queued.keys().copied().collect();
-        migrating_blocks.extend(&active_blocks);
-        let report = WorkerMigrationReport {
-            sources,
-            buffer_used: st.used,
-            buffer_limit: self.limit,
-            events: std::mem::take(&mut st.events),
-            referenced_jobs,
-            referenced_blocks: st.held.len() as u64,
-            migrating_blocks,
-            active_blocks,
-        };
-        let older = std::mem::take(&mut st.recent_reads[0]);
-        st.recent_reads[1] = older;
-        let reads = std::mem::take(&mut st.reads)
-            .into_iter()
-            .map(|(job_id, block_id)| JobBlockRead { job_id, block_id })
-            .collect();
-        (report, reads)
-    }
-
-    /// Gives back a report that could not be sent, to go with the next heartbeat.
-    pub fn unreport(&self, report: WorkerMigrationReport, reads: Vec<JobBlockRead>) {
-        let mut st = self.lock();
-        let mut events = report.events;
-        events.append(&mut st.events);
-        st.events = events;
-        st.reads.extend(reads.into_iter().map(|r| (r.job_id, r.block_id)));
-    }
-
     /// Forgets all migration state (the master restarted or forgot this worker):
     /// queued migrations go, every held block is released.
     pub fn purge(&self) -> Effects {
@@ -752,32 +605,6 @@ impl Migrator {
         {
             q.remove(&k);
         }
-    }
-
-    /// Held migrated blocks and the jobs referencing each (for tests and status).
-    pub fn held(&self) -> BTreeMap<u64, Vec<String>> {
-        let st = self.lock();
-        st.held
-            .iter()
-            .map(|(b, h)| {
-                let mut j: Vec<String> = h.refs.keys().cloned().collect();
-                j.sort();
-                (*b, j)
-            })
-            .collect()
-    }
-
-    /// Queued blocks of a device, in the order they will run.
-    pub fn queue(&self, source: Source) -> Vec<u64> {
-        self.lock().queues.get(&source).map(|q| q.values().map(|t| t.block).collect()).unwrap_or_default()
-    }
-
-    pub fn active(&self, source: Source) -> Option<u64> {
-        self.lock().active.get(&source).map(|a| a.task.block)
-    }
-
-    pub fn estimate(&self, source: Source) -> Option<f64> {
-        self.lock().estimates.get(&source).and_then(|e| e.per_byte)
     }
 }
 

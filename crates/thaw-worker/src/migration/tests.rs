@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
-use thaw_common::proto::{BlockReference, EvictCommand};
+use thaw_common::proto::{BlockReference, EvictCommand, JobBlockRead};
 
 use super::*;
 

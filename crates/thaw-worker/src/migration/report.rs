@@ -1,0 +1,104 @@
+//! What the migrator tells: the report that goes to the master with each
+//! heartbeat, and its state for status pages and tests.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
+
+use thaw_common::proto::{JobBlockRead, SourceEstimate, WorkerMigrationReport};
+
+use super::{Migrator, Source};
+
+impl Migrator {
+    /// What goes to the master with a heartbeat: estimates (raised for a migration
+    /// running past its estimate, dyrs.txt IV-A), queues, buffer, the migrations
+    /// that ended, and reads of jobs with migration state.
+    pub fn report(&self) -> (WorkerMigrationReport, Vec<JobBlockRead>) {
+        let mut st = self.lock();
+        let now = Instant::now();
+        let sources = Source::ALL
+            .iter()
+            .map(|s| {
+                let q = st.queues.get(s);
+                let a = st.active.get(s);
+                let est = st.estimates.get(s).map(|e| match a {
+                    Some(a) => e.raised(a.task.length, now.saturating_duration_since(a.started).as_nanos() as f64),
+                    None => *e,
+                });
+                SourceEstimate {
+                    source: s.proto() as i32,
+                    ns_per_byte: est.and_then(|e| e.per_byte).unwrap_or(0.0),
+                    ns_per_migration: est.and_then(|e| e.per_migration).unwrap_or(0.0),
+                    queued: q.map(|q| q.len() as u32).unwrap_or(0),
+                    active: a.is_some() as u32,
+                    active_ms: a.map(|a| now.saturating_duration_since(a.started).as_millis() as u64).unwrap_or(0),
+                    queued_bytes: q.map(|q| q.values().map(|t| t.length).sum()).unwrap_or(0)
+                        + a.map(|a| a.task.length).unwrap_or(0),
+                }
+            })
+            .collect();
+        let over = self.limit > 0 && st.used as f64 >= self.config.dead_job_threshold * self.limit as f64;
+        let referenced_jobs = if over {
+            let jobs: HashSet<&String> = st.held.values().flat_map(|h| h.refs.keys()).collect();
+            let mut v: Vec<String> = jobs.into_iter().cloned().collect();
+            v.sort();
+            v
+        } else {
+            Vec::new()
+        };
+        let active_blocks: Vec<u64> = st.active.values().map(|a| a.task.block).collect();
+        let mut migrating_blocks: Vec<u64> = st.queued.keys().copied().collect();
+        migrating_blocks.extend(&active_blocks);
+        let report = WorkerMigrationReport {
+            sources,
+            buffer_used: st.used,
+            buffer_limit: self.limit,
+            events: std::mem::take(&mut st.events),
+            referenced_jobs,
+            referenced_blocks: st.held.len() as u64,
+            migrating_blocks,
+            active_blocks,
+        };
+        let older = std::mem::take(&mut st.recent_reads[0]);
+        st.recent_reads[1] = older;
+        let reads = std::mem::take(&mut st.reads)
+            .into_iter()
+            .map(|(job_id, block_id)| JobBlockRead { job_id, block_id })
+            .collect();
+        (report, reads)
+    }
+
+    /// Gives back a report that could not be sent, to go with the next heartbeat.
+    pub fn unreport(&self, report: WorkerMigrationReport, reads: Vec<JobBlockRead>) {
+        let mut st = self.lock();
+        let mut events = report.events;
+        events.append(&mut st.events);
+        st.events = events;
+        st.reads.extend(reads.into_iter().map(|r| (r.job_id, r.block_id)));
+    }
+
+    /// Held migrated blocks and the jobs referencing each (for tests and status).
+    pub fn held(&self) -> BTreeMap<u64, Vec<String>> {
+        let st = self.lock();
+        st.held
+            .iter()
+            .map(|(b, h)| {
+                let mut j: Vec<String> = h.refs.keys().cloned().collect();
+                j.sort();
+                (*b, j)
+            })
+            .collect()
+    }
+
+    /// Queued blocks of a device, in the order they will run.
+    pub fn queue(&self, source: Source) -> Vec<u64> {
+        self.lock().queues.get(&source).map(|q| q.values().map(|t| t.block).collect()).unwrap_or_default()
+    }
+
+    pub fn active(&self, source: Source) -> Option<u64> {
+        self.lock().active.get(&source).map(|a| a.task.block)
+    }
+
+    pub fn estimate(&self, source: Source) -> Option<f64> {
+        self.lock().estimates.get(&source).and_then(|e| e.per_byte)
+    }
+}
