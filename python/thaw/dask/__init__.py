@@ -187,7 +187,7 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
         # Run time of every job's reading tasks (s, moving average): the wait
         # cap of a job none of whose tasks has run yet.
         self._task_time: float | None = None
-        #: Every launch: job, key, level, delay paid, blocks in memory, worker.
+        #: Every launch (see :func:`placements`).
         self.launch_log: list[dict[str, Any]] = []
         self._job_of_key: dict[Any, str] = {}
         self._clients: dict[str, Client] = {}
@@ -637,8 +637,9 @@ def install(client: Any, master: str | None = None, **options: Any) -> None:
 
 
 def placements(client: Any) -> list[dict[str, Any]]:
-    """Every launch the plugin made: job, key, level, delay paid, whether the
-    task's blocks were in memory, worker."""
+    """Every launch the plugin made: job, key, level, delay paid, when (``at``,
+    seconds since the epoch; ``since_submit``, after its job's submission;
+    ``held``, of those ready), whether the task's blocks were in memory, worker."""
 
     def ask(dask_scheduler: Any) -> list[dict[str, Any]]:
         plugin = dask_scheduler.plugins.get(ThawSchedulerPlugin.name)

@@ -45,7 +45,7 @@ class _Levels:
 
 @dataclass
 class _Round:
-    """One round of offers (:meth:`ThawSchedulerPlugin._place`): its time, and
+    """One round of offers (:meth:`Placement._place`): its time, and
     per job its running tasks, its held tasks ready now, its cached fraction."""
 
     now: float
@@ -212,9 +212,9 @@ class Placement:
                 "key": str(c.key),
                 "level": pl.LEVELS[c.level],
                 "delay": delay,
+                "at": time.time(),
                 # Seconds from the job's submission to this launch, and of
                 # those, held ready (delay paid, or no slot free).
-                "at": time.time(),
                 "since_submit": now - job.submitted_at,
                 "held": c.waited,
                 "in_memory": c.in_memory,
@@ -274,8 +274,8 @@ class Placement:
 
         A file whose every block is in memory is asked again only after
         ``SETTLED_REFRESH`` seconds: its blocks stay there while a job holds
-        them. (Asking for every file each round kept the scheduler's process
-        busy enough to delay graph submissions: SWIM, queueing only.)"""
+        them, and each ask is a call to the master and work for the scheduler's
+        process, every round, for every such file."""
         from ..errors import NotFound
 
         want: set[tuple[str, str]] = set()
