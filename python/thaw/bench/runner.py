@@ -674,11 +674,13 @@ def _scheduler_process() -> Any:
     class SchedulerProcess(SubprocessScheduler):  # type: ignore[misc]
         """The Dask scheduler in a process of its own, as in any real
         deployment. In the harness's process it shared one event loop and the
-        GIL with the client submitting the jobs, so the scheduler's own work
-        (the placement plugin's rounds most of all) delayed the submissions
-        themselves: graphs reached the scheduler 0.4-0.9 s after the harness
-        sent them (SWIM, queueing only). Its log goes to a file: the pipe
-        distributed's class gives it is never read, and would fill and stop it."""
+        GIL with the client submitting the jobs, so the scheduler's own work,
+        the placement plugin's rounds included, delayed the submissions
+        themselves: graphs reached the scheduler 0.1-0.9 s (mean per run) after
+        the harness sent them (SWIM, queueing only). Its log goes to a file:
+        the pipe distributed's class gives it is never read, and would fill and
+        stop it. Its address file is removed once read (the process is killed
+        at the end, before it could remove it itself)."""
 
         async def _start(self) -> None:
             import asyncio
@@ -697,6 +699,7 @@ def _scheduler_process() -> Any:
             while self.process.returncode is None and time.monotonic() < deadline:
                 try:
                     self.address = json.loads(scheduler_file.read_text())["address"]
+                    scheduler_file.unlink(missing_ok=True)
                     return
                 except (OSError, ValueError, KeyError):
                     await asyncio.sleep(0.1)
