@@ -170,7 +170,7 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
         self.tick = tick
         self.jobs: dict[str, DaskJob] = {}
         # Block replicas of the files of jobs with tasks to place, by (master,
-        # path), refreshed by the plugin's thread; ``_file_version`` gives a
+        # path), refreshed by the locator thread; ``_file_version`` gives a
         # file a new number each time its blocks change, so a held task's levels
         # are worked out again only when its blocks moved (``_memo``: key ->
         # _Levels). Measured before: placement took a third of the scheduler's
