@@ -232,8 +232,12 @@ def test_a_task_waits_for_its_node_no_longer_than_the_bound(emulated: EmulatedCl
     dc, c = dask_on_nodes(emulated, nodes, delays=delays)
     try:
 
+        # Long enough that the job is still running when the plugin next
+        # reports to the master (each second): node0 takes two tasks at once
+        # (one queued, as Dask's own queuing would), the other four start
+        # elsewhere after their wait, so the job lasts about 2.5 s.
         def slow_read(master: str, path: str) -> str:
-            time.sleep(0.3)
+            time.sleep(1.0)
             return read_where(master, path)
 
         tasks = []
