@@ -231,7 +231,6 @@ def test_a_task_waits_for_its_node_no_longer_than_the_bound(emulated: EmulatedCl
     nodes = ["node0", "node1", "node2"]
     dc, c = dask_on_nodes(emulated, nodes, delays=delays)
     try:
-
         # Long enough that the job is still running when the plugin next
         # reports to the master (each second): node0 takes two tasks at once
         # (one queued, as Dask's own queuing would), the other four start
