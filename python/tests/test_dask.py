@@ -288,6 +288,12 @@ def test_a_dead_dask_worker_or_thaw_master_does_not_fail_the_graph(tmp_path: Pat
         assert any("failed" in w for w in warnings), warnings
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _spawn(tmp_path: Path, name: str, args: list[str]) -> subprocess.Popen[bytes]:
     log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115
     return subprocess.Popen([find_binary(), *args], stdout=log, stderr=subprocess.STDOUT)
@@ -319,9 +325,7 @@ def test_a_thaw_master_killed_and_restarted_mid_job_migrates_the_job_again(tmp_p
     # job unknown and tells its inputs again; the graph computes as it would.
     ufs = tmp_path / "ufs"
     want = cold_parquet(ufs / "t", files=4, rows=20_000)["value"].sum()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     addr = f"127.0.0.1:{port}"
     master_args = [
         "master", "--ufs", str(ufs), "--journal-dir", str(tmp_path / "journal"),
@@ -368,14 +372,10 @@ def test_a_thaw_master_killed_and_restarted_mid_job_migrates_the_job_again(tmp_p
 def test_clusters_the_user_starts_take_the_plugin_by_preload(
     cluster: thaw.LocalCluster, root: str, ufs_dir: Path
 ) -> None:
-    import socket
-    import subprocess
     import sys
 
     want = cold_parquet(ufs_dir, files=2, rows=10_000)["value"].sum()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     env = {**os.environ, "THAW_MASTER": cluster.master, "THAW_HOST": "node-x", "THAW_RACK": "rack-x"}
     dask_cli = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
     procs = [

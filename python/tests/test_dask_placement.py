@@ -136,6 +136,20 @@ def test_in_memory_tasks_go_first_among_equals() -> None:
     assert chosen is not None and chosen.key == "warm"
 
 
+def test_a_job_keeps_its_waiting_and_running_tasks_as_they_launch_and_return() -> None:
+    from thaw.dask.job import DaskJob, Held
+
+    job = DaskJob(id="j", master="m", client="c", submitted=0.0, keys=set())
+    for k in "abc":
+        job.hold(k, Held(order=0))
+    job.set_launched("a", True)
+    job.set_launched("b", True)
+    assert job.waiting == {"c"} and job.running() == 2
+    job.set_launched("a", False)  # its worker died: held again
+    assert job.waiting == {"a", "c"} and job.running() == 1
+    assert not job.held["a"].launched and job.held["b"].launched
+
+
 def test_bad_delays_are_refused() -> None:
     with pytest.raises(ValueError, match="negative"):
         pl.Delays(memory=-1)

@@ -43,7 +43,6 @@ Install: ``thaw.dask.install(client)`` on a running cluster, or
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import os
 import queue
@@ -65,7 +64,6 @@ from .scheduling import (
     PLACE_METADATA,
     Placement,
     ThawWorkerPlace,
-    _Levels,
     launch_summary,
 )
 
@@ -119,6 +117,11 @@ def _annotated_input(item: Any) -> tuple[str, tuple[int, int] | None]:
     return str(item), None
 
 
+def _average(old: float | None, sample: float) -> float:
+    """A moving average of task run times (weight 0.3 on the new sample)."""
+    return sample if old is None else 0.7 * old + 0.3 * sample
+
+
 def _graph_name(keys: Iterable[Any]) -> str:
     """A graph's name: the first of its keys' names (``sum-tree``, ``read_parquet``)."""
     from dask.utils import key_split
@@ -169,31 +172,11 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
         self.delays = delays or pl.Delays()
         self.tick = tick
         self.jobs: dict[str, DaskJob] = {}
-        # Block replicas of the files of jobs with tasks to place, by (master,
-        # path), refreshed by the locator thread; ``_file_version`` gives a
-        # file a new number each time its blocks change, so a held task's levels
-        # are worked out again only when its blocks moved (``_memo``: key ->
-        # _Levels). Measured before: placement took a third of the scheduler's
-        # loop on SWIM, most of it recomputing levels after every poll.
-        self.blocks: dict[tuple[str, str], list[tuple[int, int, list[pl.Replica]]]] = {}
-        self._file_version: dict[tuple[str, str], int] = {}
-        self._polled: dict[tuple[str, str], float] = {}  # when each file was last asked
-        # Never repeats, so a memo of a file dropped and polled again cannot match.
-        self._versions = itertools.count(1)
-        self._memo: dict[Any, _Levels] = {}
-        self._thaw_workers: list[dict[str, Any]] = []
+        self._init_placement()
         self._ticker: asyncio.Task[None] | None = None
-        self._place_soon = False
-        # Run time of every job's reading tasks (s, moving average): the wait
-        # cap of a job none of whose tasks has run yet.
-        self._task_time: float | None = None
-        #: Every launch (see :func:`placements`).
-        self.launch_log: list[dict[str, Any]] = []
         self._job_of_key: dict[Any, str] = {}
         self._clients: dict[str, Client] = {}
         self._actions: queue.Queue[tuple[str, DaskJob, list[str]] | None] = queue.Queue()
-        # New jobs whose block locations placement needs (see _locate_loop).
-        self._to_locate: queue.Queue[DaskJob | None] = queue.Queue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._locator: threading.Thread | None = None
@@ -326,7 +309,7 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
                     ts.worker_restrictions = {HOLD}
                     ts.loose_restrictions = False
                     begin = time.monotonic() + max(0.0, float(start) - time.time()) if start else 0.0
-                    job.held[key] = Held(order=ts.priority, start=begin)
+                    job.hold(key, Held(order=ts.priority, start=begin))
             for key in keys:
                 self._job_of_key.setdefault(key, job.id)
             self.jobs[job.id] = job
@@ -364,7 +347,7 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
             if held is not None and finish == "no-worker":
                 if held.launched:  # its worker died: hold it again
                     self.scheduler.tasks[key].worker_restrictions = {HOLD}
-                    held.launched = False
+                    job.set_launched(key, False)
                     held.ready = None
                 held.ready = held.ready or time.monotonic()
                 self._wake()
@@ -387,16 +370,19 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
         took = sum(s["stop"] - s["start"] for s in startstops if s.get("action") == "compute")
         if took <= 0:
             return
-        job.task_time = took if job.task_time is None else 0.7 * job.task_time + 0.3 * took
-        self._task_time = took if self._task_time is None else 0.7 * self._task_time + 0.3 * took
+        job.task_time = _average(job.task_time, took)
+        self._task_time = _average(self._task_time, took)
 
     def _task_done(self, job: DaskJob, key: Any) -> None:
         files = job.reads.get(key)
-        if files is None or key in job.done:
+        if files is None:
             return
         ts = self.scheduler.tasks.get(key)
         if ts is not None and ts.state not in ("memory", "erred", "forgotten"):
             return  # back to waiting (a worker died): it will read again
+        job.active.discard(key)
+        if key in job.done:
+            return
         job.done.add(key)
         done = []
         for f in files:
@@ -426,7 +412,7 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
         self._actions.put(("end", job, []))
         for k in job.reads:
             self._memo.pop(k, None)
-        if any(not h.launched for h in job.held.values()):
+        if job.waiting:
             # Tasks still held go back to Dask (never left in no-worker).
             try:
                 asyncio.get_running_loop().call_soon(self._unhold, job)
@@ -436,14 +422,14 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
     def _unhold(self, job: DaskJob, due: float | None = None) -> None:
         """Hands the job's held tasks (those due by ``due``, default all) to Dask."""
         recommendations = {}
-        for key, held in job.held.items():
-            ts = self.scheduler.tasks.get(key)
-            if held.launched or ts is None or HOLD not in (ts.worker_restrictions or ()):
+        for key in list(job.waiting):
+            held, ts = job.held[key], self.scheduler.tasks.get(key)
+            if ts is None or HOLD not in (ts.worker_restrictions or ()):
                 continue
             if due is not None and (held.start > due or not held.ready):
                 continue
             ts.worker_restrictions = set()
-            held.launched = True
+            job.set_launched(key, True)
             if ts.state == "no-worker":
                 recommendations[key] = "processing"
         if recommendations:

@@ -49,6 +49,12 @@ class DaskJob:
     # Placement: held tasks (key -> state), when the job first declined a slot
     # since its last launch, and each launch's (level, delay paid, in memory).
     held: dict[Any, Held] = field(default_factory=dict)
+    # The held tasks not launched: what each round of offers looks at (a round
+    # must not walk every task of a large graph, most of them long launched).
+    waiting: set[Any] = field(default_factory=set)
+    # The held tasks launched whose run has not ended (Algorithm 1 offers a
+    # slot to the jobs with fewest first).
+    active: set[Any] = field(default_factory=set)
     declined_since: float | None = None
     launches: list[tuple[int, float, bool]] = field(default_factory=list)
     # Its blocks' locations have been asked for at least once.
@@ -60,8 +66,23 @@ class DaskJob:
     origin: str = ""
     reported: tuple[int, ...] | None = None
 
+    def hold(self, key: Any, held: Held) -> None:
+        self.held[key] = held
+        self.waiting.add(key)
+
+    def set_launched(self, key: Any, launched: bool) -> None:
+        """A held task launched (by placement, or handed to Dask), or held
+        again (its worker died)."""
+        self.held[key].launched = launched
+        if launched:
+            self.waiting.discard(key)
+            self.active.add(key)
+        else:
+            self.waiting.add(key)
+            self.active.discard(key)
+
     def files(self) -> list[str]:
         return sorted(self.readers)
 
     def running(self) -> int:
-        return sum(1 for k, h in self.held.items() if h.launched and k not in self.done)
+        return len(self.active)

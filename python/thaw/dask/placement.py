@@ -28,9 +28,10 @@ whenever a task ends and on a short tick):
   task's read, never more than the task's run: with tasks of a few tens of
   milliseconds, a fixed half-second wait lost more than locality could win
   (SWIM, queueing only). Measured on SWIM with inputs in memory: one run time
-  gave 89-91% of the maps memory-local, three gave 98%. The paper's own waits are small skip counts for the
-  memory levels for the same reason (cava.txt V: 1, 3, 6 skips, "the
-  performance of PM ML and RM ML is comparable to that of VM ML").
+  gave 89-91% of the maps memory-local, three gave 98%. The paper's own
+  waits are small skip counts for the memory levels for the same reason
+  (cava.txt V: 1, 3, 6 skips, "the performance of PM ML and RM ML is
+  comparable to that of VM ML").
 - Among a job's tasks at the same level, those whose blocks are in memory
   anywhere go first (scheduled-caching.txt's "tasks whose input data are already
   in memory ahead of other tasks"), then Dask's own priority.

@@ -60,25 +60,39 @@ SETTLED_REFRESH = 1.0
 
 class Placement:
     """The placement half of :class:`thaw.dask.ThawSchedulerPlugin` (a mixin:
-    the plugin holds the state below, starts the threads and calls these; these
-    call its ``_client``, ``_warn`` and ``_unhold``)."""
+    the plugin calls :meth:`_init_placement`, starts the threads and calls
+    these; these use its settings and jobs below, and call its ``_client``,
+    ``_warn`` and ``_unhold``)."""
 
-    # Set by the plugin.
+    # The plugin's.
     scheduler: Any
     jobs: dict[str, DaskJob]
     placement: bool
     delays: pl.Delays
-    blocks: dict[tuple[str, str], list[tuple[int, int, list[pl.Replica]]]]
-    launch_log: list[dict[str, Any]]
-    _memo: dict[Any, _Levels]
-    _file_version: dict[tuple[str, str], int]
-    _polled: dict[tuple[str, str], float]
-    _thaw_workers: list[dict[str, Any]]
-    _task_time: float | None
-    _place_soon: bool
-    _to_locate: queue.Queue[DaskJob | None]
-    _versions: itertools.count[int]
     _stop: threading.Event
+
+    def _init_placement(self) -> None:
+        # Block replicas of the files of jobs with tasks to place, by (master,
+        # path), refreshed by the locator thread; ``_file_version`` gives a
+        # file a new number each time its blocks change, so a held task's levels
+        # are worked out again only when its blocks moved (``_memo``: key ->
+        # _Levels). Measured before: placement took a third of the scheduler's
+        # loop on SWIM, most of it recomputing levels after every poll.
+        self.blocks: dict[tuple[str, str], list[tuple[int, int, list[pl.Replica]]]] = {}
+        self._file_version: dict[tuple[str, str], int] = {}
+        self._polled: dict[tuple[str, str], float] = {}  # when each file was last asked
+        # Never repeats, so a memo of a file dropped and polled again cannot match.
+        self._versions = itertools.count(1)
+        self._memo: dict[Any, _Levels] = {}
+        self._thaw_workers: list[dict[str, Any]] = []
+        self._place_soon = False
+        # Run time of every job's reading tasks (s, moving average): the wait
+        # cap of a job none of whose tasks has run yet.
+        self._task_time: float | None = None
+        #: Every launch (see :func:`thaw.dask.placements`).
+        self.launch_log: list[dict[str, Any]] = []
+        # New jobs whose block locations placement needs (see _locate_loop).
+        self._to_locate: queue.Queue[DaskJob | None] = queue.Queue()
 
     def _wake(self) -> None:
         """Offers free slots soon (after the current transitions finish)."""
@@ -102,7 +116,7 @@ class Placement:
         # round of offers (not once per offered slot).
         ready: dict[str, list[tuple[Any, Held]]] = {}
         for j in list(self.jobs.values()):
-            due = [(k, h) for k, h in j.held.items() if h.ready and not h.launched and h.start <= now]
+            due = [(k, h) for k in j.waiting if (h := j.held[k]).ready and h.start <= now]
             if due:
                 ready[j.id] = due
         if not ready:
@@ -200,7 +214,7 @@ class Placement:
 
     def _launch(self, job: DaskJob, c: pl.Candidate, ws: Any, now: float) -> None:
         held = job.held[c.key]
-        held.launched = True
+        job.set_launched(c.key, True)
         self._memo.pop(c.key, None)
         delay = 0.0 if held.declined is None else (held.declined_last or now) - held.declined
         held.declined = held.declined_last = None
@@ -281,7 +295,7 @@ class Placement:
         want: set[tuple[str, str]] = set()
         asked = []
         for job in [only] if only is not None else list(self.jobs.values()):
-            if any(not h.launched for h in list(job.held.values())):
+            if job.waiting:
                 want.update((job.master, f) for f in job.files() if f not in job.released)
                 asked.append(job)
         if not want:
