@@ -20,7 +20,7 @@ from thaw import errors
 from .conftest import BLOCK
 
 SIZES = [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 17]
-WRITE_TYPES = ["must-cache", "cache-through", "through", "replicated:2"]
+WRITE_TYPES = ["must-cache", "async-through", "cache-through", "through", "replicated:2"]
 
 
 def sha(b: bytes) -> str:
@@ -308,3 +308,35 @@ def test_existence_questions_under_a_file_answer_no(client: thaw.Client, root: s
     dead = thaw.ThawFileSystem("127.0.0.1:1")
     with pytest.raises(ConnectionError):
         dead.isfile("/x")  # an unreachable cluster is an error, not "no such file"
+
+
+def test_async_through_persists_in_the_background_and_persist_waits_for_it(
+    client: thaw.Client, root: str, ufs_dir: Path
+) -> None:
+    fs = thaw.ThawFileSystem(client=client, write_type="async-through")
+    data = os.urandom(3 * BLOCK + 5)
+    with fs.open(f"thaw://{root}/part-0", "wb") as f:
+        f.write(data)
+    info = fs.info(f"{root}/part-0")
+    assert info["write_type"] == "async-through"
+    assert info["persistence"] in ("not-persisted", "persisting", "persisted")
+    done = fs.persist(f"{root}/part-0")
+    assert done["persistence"] == "persisted" and done["persisted"]
+    assert sha((ufs_dir / "part-0").read_bytes()) == sha(data)
+    # Temporary: memory only until asked; the status totals count it.
+    with fs.open(f"{root}/scratch", "wb", temporary=True) as f:
+        f.write(b"intermediate")
+    time.sleep(1.5)  # three heartbeats: time enough for any checkpoint to start
+    scratch = client.stat(f"{root}/scratch")
+    assert (scratch["persistence"], scratch["temporary"]) == ("not-persisted", True)
+    assert not (ufs_dir / "scratch").exists()
+    totals = client.status()["persistence"]
+    assert totals["not_persisted"] >= 1 and totals["checkpoints_done"] >= 1
+    assert client.persist(f"{root}/scratch")["persisted"]
+    assert (ufs_dir / "scratch").read_bytes() == b"intermediate"
+    with pytest.raises(IsADirectoryError):
+        client.persist(root)
+    with pytest.raises(FileNotFoundError):
+        client.persist(f"{root}/missing")
+    with pytest.raises(ValueError, match="temporary applies to async-through"):
+        client.write_bytes(f"{root}/bad", b"x", write_type="must-cache", temporary=True)

@@ -56,7 +56,9 @@ class NativeClient:
         block_size: int = 0,
         overwrite: bool = False,
         recursive: bool = True,
+        temporary: bool = False,
     ) -> NativeWriter: ...
+    def persist(self, path: str, wait_persisted: bool = True, timeout: float = 300.0) -> dict[str, Any]: ...
     def put_file(
         self,
         local: str | PathLike[str],
@@ -65,6 +67,7 @@ class NativeClient:
         block_size: int = 0,
         overwrite: bool = False,
         progress: Callable[[int], object] | None = None,
+        temporary: bool = False,
     ) -> dict[str, Any]: ...
     def get_file(
         self, path: str, local: str | PathLike[str], progress: Callable[[int], object] | None = None

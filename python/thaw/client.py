@@ -327,19 +327,29 @@ class Client:
         write_type: str = "cache-through",
         block_size: int = 0,
         overwrite: bool | None = None,
+        temporary: bool = False,
     ) -> ThawFile | ThawWriter:
         """A binary file object. ``rb``: seekable reads. ``wb``: a new file (an
         existing one is replaced); ``xb``: a new file, failing if it exists.
-        ``write_type``: must-cache, cache-through, through or replicated:N."""
+        ``write_type``: must-cache, async-through (memory speed, persisted in the
+        background), cache-through, through or replicated:N. ``temporary``
+        (async-through): never persisted unless :meth:`persist` is called."""
         if mode == "rb":
             return ThawFile(self.native().open(path))
         if mode in ("wb", "xb"):
             replace = (mode == "wb") if overwrite is None else overwrite
-            return ThawWriter(self.native().create(path, write_type, block_size, replace, True))
+            return ThawWriter(self.native().create(path, write_type, block_size, replace, True, temporary))
         raise ValueError(
             f"mode {mode!r}: Thaw files are immutable once written; open them 'rb', 'wb' or 'xb'"
             " (text modes: through fsspec)"
         )
+
+    def persist(self, path: str, *, wait: bool = True, timeout: float = 300.0) -> dict[str, Any]:
+        """Writes a file to the under-store now: first in the master's checkpoint
+        order (tachyon.txt 2.7). With ``wait``, returns once its ``persistence``
+        is ``persisted``; raises if it is lost meanwhile or ``timeout`` seconds
+        pass. A directory, or a file still being written, is an error."""
+        return self.native().persist(path, wait, timeout)
 
     def cat(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
         """A file's bytes, or those in [start, end) (negative: from the end)."""
@@ -353,10 +363,16 @@ class Client:
             r.close()
 
     def write_bytes(
-        self, path: str, data: bytes, *, write_type: str = "cache-through", overwrite: bool = True
+        self,
+        path: str,
+        data: bytes,
+        *,
+        write_type: str = "cache-through",
+        overwrite: bool = True,
+        temporary: bool = False,
     ) -> dict[str, Any]:
         """Writes a whole file; returns its status."""
-        w = self.native().create(path, write_type, 0, overwrite, True)
+        w = self.native().create(path, write_type, 0, overwrite, True, temporary)
         try:
             w.write(data)
         except BaseException:
@@ -373,6 +389,7 @@ class Client:
         block_size: int = 0,
         overwrite: bool = False,
         progress: bool | None = None,
+        temporary: bool = False,
     ) -> list[dict[str, Any]]:
         """Copies a local file, or a directory tree, into Thaw at ``path``.
         ``progress``: a tqdm bar (default: when stderr is a terminal)."""
@@ -381,7 +398,8 @@ class Client:
         out = []
         with Progress(total, f"put {os.fspath(local)}", progress, len(pairs)) as bar:
             for lp, rp in pairs:
-                out.append(self.native().put_file(lp, rp, write_type, block_size, overwrite, bar.update_fn))
+                put = self.native().put_file
+                out.append(put(lp, rp, write_type, block_size, overwrite, bar.update_fn, temporary))
         return out
 
     def get(self, path: str, local: str | os.PathLike[str], *, progress: bool | None = None) -> int:

@@ -70,6 +70,12 @@ class LocalCluster:
     released by their jobs) by ``replacement`` ("lru"); blocks a job still
     expects and blocks with no other copy stay.
 
+    Checkpoints (``async-through`` writes, persisted in the background,
+    tachyon.txt 2.7): ``checkpoint_order`` "newest" (the most recently written
+    file first) or "creation"; ``checkpoint_bandwidth`` caps each worker's
+    copies to the under-store (bytes per second, e.g. "200MiB"; default none
+    beyond the idle I/O class they run in).
+
     For evaluations, ``device_model`` puts an emulated device in front of every
     worker's DISK-tier and under-store reads, e.g.
     ``"disk=40MiB/s,ufs=20MiB/s,penalty=0.3"`` (slow, and slower still under
@@ -100,6 +106,8 @@ class LocalCluster:
         replacement: str = "lru",
         device_model: str | None = None,
         worker_device_models: dict[int, str] | None = None,
+        checkpoint_bandwidth: int | str | None = None,
+        checkpoint_order: str = "newest",
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -135,7 +143,10 @@ class LocalCluster:
             "--implicit-eviction-delay-ms", str(implicit_eviction_delay_ms),
             "--migration-room-wait-ms", str(migration_room_wait_ms),
             "--replacement", replacement,
+            "--checkpoint-order", checkpoint_order,
         ]  # fmt: skip
+        if checkpoint_bandwidth is not None:
+            cmd += ["--checkpoint-bandwidth", str(checkpoint_bandwidth)]
         if priority is not None:
             cmd += ["--priority", priority]
         if migration_buffer is not None:

@@ -33,7 +33,18 @@ def _entry(d: dict[str, Any]) -> dict[str, Any]:
         "type": d["type"],
         "mtime": d["mtime_ms"] / 1000.0,
     }
-    for k in ("file_id", "block_size", "complete", "persisted", "lost", "write_type", "in_memory_bytes"):
+    for k in (
+        "file_id",
+        "block_size",
+        "complete",
+        "persisted",
+        "persistence",
+        "temporary",
+        "persist_error",
+        "lost",
+        "write_type",
+        "in_memory_bytes",
+    ):
         out[k] = d[k]
     if d.get("blocks"):
         out["blocks"] = [
@@ -54,8 +65,9 @@ class ThawFileSystem(AbstractFileSystem):
     ``master``: host:port (default: see :func:`thaw.client.default_master`).
     ``job_id``: job id of this filesystem's reads and writes; given, it always
     wins (default: the enclosing :func:`thaw.job`, else ``THAW_JOB_ID``).
-    ``write_type``: how new files are written (must-cache, cache-through, through,
-    replicated:N).
+    ``write_type``: how new files are written (must-cache, async-through,
+    cache-through, through, replicated:N); ``open(..., temporary=True)`` marks an
+    async-through file never to be persisted unless asked.
     ``block_size``: block size of new files (default: the master's).
     """
 
@@ -131,6 +143,10 @@ class ThawFileSystem(AbstractFileSystem):
         """Status with ``blocks``: per block its offset, length, the hosts holding
         it and each replica (worker address, tier, locality to this client)."""
         return _entry(self.client.stat(self._strip_protocol(path), blocks=True))
+
+    def persist(self, path: str, wait: bool = True, timeout: float = 300.0) -> dict[str, Any]:
+        """Writes a file to the under-store now (see :meth:`thaw.Client.persist`)."""
+        return _entry(self.client.persist(self._strip_protocol(path), wait=wait, timeout=timeout))
 
     def block_locations(self, path: str, start: int = 0, length: int | None = None) -> list[dict[str, Any]]:
         """The blocks overlapping [start, start+length): offset, length, hosts, and
@@ -239,6 +255,7 @@ class ThawFileSystem(AbstractFileSystem):
             mode,
             write_type=kwargs.get("write_type", self.write_type),
             block_size=int(kwargs.get("thaw_block_size") or self.default_block_size),
+            temporary=bool(kwargs.get("temporary", False)),
         )
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:

@@ -127,6 +127,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         timing: Timing { heartbeat_ms: 500, worker_timeout_ms: 5000 },
         planner: Default::default(),
         buffer: Default::default(),
+        checkpoint: Default::default(),
     };
     let cluster = LocalCluster::start(&local, CancellationToken::new()).await?;
     println!(

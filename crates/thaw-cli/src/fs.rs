@@ -32,7 +32,8 @@ pub enum FsCommand {
     Put {
         local: PathBuf,
         path: String,
-        /// must-cache, cache-through, through, or replicated:N
+        /// must-cache, async-through (memory now, under-store in the
+        /// background), cache-through, through, or replicated:N
         #[arg(long, default_value = "cache-through", value_parser = parse_write_type)]
         write_type: (WriteType, u32),
         #[arg(long, value_parser = size_arg)]
@@ -40,6 +41,22 @@ pub enum FsCommand {
         /// Replace an existing file.
         #[arg(long, short = 'f')]
         force: bool,
+        /// Intermediate data: never checkpointed unless persisted by hand
+        /// (async-through only).
+        #[arg(long)]
+        temporary: bool,
+    },
+    /// Write a file to the under-store now (first in the checkpoint order).
+    Persist {
+        path: String,
+        /// Return at once instead of waiting until it is persisted.
+        #[arg(long)]
+        no_wait: bool,
+        /// Give up waiting after this many seconds.
+        #[arg(long, default_value_t = 300.0)]
+        timeout: f64,
+        #[arg(long)]
+        json: bool,
     },
     /// Copy a Thaw file to a local file.
     Get { path: String, local: PathBuf },
@@ -75,7 +92,7 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
             let out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
             r.copy_to(&out, u64::MAX).await?;
         }
-        FsCommand::Put { local, path, write_type: (write_type, replication), block_size, force } => {
+        FsCommand::Put { local, path, write_type: (write_type, replication), block_size, force, temporary } => {
             let file = std::fs::File::open(&local).with_context(|| format!("cannot open {}", local.display()))?;
             let len = file.metadata().with_context(|| format!("cannot open {}", local.display()))?.len();
             let opts = WriteOptions {
@@ -84,6 +101,7 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
                 replication,
                 recursive: true,
                 overwrite: force,
+                temporary,
             };
             let mut w = client.create(&path, opts).await?;
             // A file still growing is taken up to its length at the start.
@@ -112,6 +130,17 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
                 let _ = std::fs::remove_file(&tmp);
             }
             copied?;
+        }
+        FsCommand::Persist { path, no_wait, timeout, json } => {
+            if !timeout.is_finite() || timeout < 0.0 {
+                anyhow::bail!("--timeout must be a number of seconds >= 0");
+            }
+            let info = if no_wait {
+                client.persist(&path).await?
+            } else {
+                client.persist_wait(&path, std::time::Duration::from_secs_f64(timeout)).await?
+            };
+            output::print_persisted(&info, json);
         }
         FsCommand::Rm { path, recursive } => client.delete(&path, recursive).await?,
         FsCommand::Mkdir { path, parents } => {

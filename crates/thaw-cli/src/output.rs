@@ -2,22 +2,32 @@
 
 use serde_json::Value;
 pub use thaw_client::json::write_type_name;
-use thaw_client::json::{file_json, locality_name, status_json, tier_name};
+use thaw_client::json::{file_json, locality_name, persistence_name, status_json, tier_name};
 use thaw_common::proto::*;
 use thaw_common::size::format_size;
 
 fn flags(f: &FileInfo) -> String {
     let mut v = Vec::new();
     if !f.complete {
-        v.push("incomplete");
+        v.push("incomplete".to_string());
+    } else if f.lost {
+        v.push("LOST".to_string());
+    } else {
+        v.push(persistence_name(f.persistence));
     }
-    if f.persisted {
-        v.push("persisted");
-    }
-    if f.lost {
-        v.push("LOST");
+    if f.temporary {
+        v.push("temporary".to_string());
     }
     v.join(",")
+}
+
+/// The answer of `thaw fs persist`.
+pub fn print_persisted(f: &FileInfo, as_json: bool) {
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&file_json(f)).expect("json"));
+    } else {
+        println!("{}: {}", f.path, persistence_name(f.persistence));
+    }
 }
 
 pub fn print_listing(entries: &[FileInfo], as_json: bool) {
@@ -50,7 +60,10 @@ pub fn print_stat(f: &FileInfo, as_json: bool) {
     println!("length      {} ({})", f.length, format_size(f.length));
     println!("block size  {}", format_size(f.block_size));
     println!("write type  {}", write_type_name(f.write_type()));
-    println!("state       {}", if flags(f).is_empty() { "complete".to_string() } else { flags(f) });
+    println!("state       {}", flags(f));
+    if !f.persist_error.is_empty() {
+        println!("checkpoint  last try failed: {}", f.persist_error);
+    }
     println!("in memory   {}", format_size(f.in_memory_bytes));
     for (i, b) in f.blocks.iter().enumerate() {
         let replicas: Vec<String> = b
@@ -82,6 +95,17 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
         return;
     }
     println!("under-store {}   files {}   blocks in memory {}", s.ufs_uri, s.files, s.blocks_in_memory);
+    let p = s.persistence.unwrap_or_default();
+    println!(
+        "persistence: {} persisted, {} not persisted ({}), {} persisting, {} LOST; checkpoints {} done, {} failed",
+        p.persisted,
+        p.not_persisted,
+        format_size(p.not_persisted_bytes),
+        p.persisting,
+        p.lost,
+        p.checkpoints_done,
+        p.checkpoints_failed
+    );
     println!(
         "{:<4} {:<22} {:<12} {:<8} {:<6} {:<24} {:<24}",
         "id", "address", "host", "rack", "alive", "MEM used/capacity", "DISK used/capacity"

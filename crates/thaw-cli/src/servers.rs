@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use thaw_common::size::format_size;
 use thaw_master::MasterConfig;
+use thaw_master::checkpoint::Order as CheckpointOrder;
 use thaw_master::migration::{Policy, Priority};
 use thaw_worker::device::DeviceModels;
 use thaw_worker::{MigrationConfig, TierConfig, WorkerConfig};
@@ -69,6 +70,17 @@ pub struct LocalArgs {
     pub planner: PlannerArgs,
     #[command(flatten)]
     pub buffer: BufferArgs,
+    #[command(flatten)]
+    pub checkpoint: CheckpointArgs,
+}
+
+/// How a worker writes checkpoints to the under-store (tachyon.txt 2.7).
+#[derive(Args, Clone, Default)]
+pub struct CheckpointArgs {
+    /// Caps each worker's checkpoint copies to the under-store, bytes per second
+    /// (e.g. 200MiB; default: no cap beyond the idle I/O class they run in).
+    #[arg(long, value_parser = size_arg)]
+    pub checkpoint_bandwidth: Option<u64>,
 }
 
 /// How the master plans migrations (ignem.txt III-A, dyrs.txt III-A).
@@ -88,6 +100,10 @@ pub struct PlannerArgs {
     /// How often the dyrs planner retargets pending migrations, milliseconds.
     #[arg(long, default_value_t = 100)]
     pub plan_interval_ms: u64,
+    /// Which unpersisted async-through file is checkpointed next: newest (the
+    /// most recently written first, tachyon.txt 2.7) or creation (write order).
+    #[arg(long, default_value = "newest", value_parser = checkpoint_order_arg)]
+    pub checkpoint_order: CheckpointOrder,
 }
 
 /// A worker's memory: the migration buffer (ignem.txt III-B2) and what a full
@@ -120,7 +136,13 @@ pub struct BufferArgs {
 
 impl Default for PlannerArgs {
     fn default() -> Self {
-        PlannerArgs { migration_policy: Policy::Dyrs, priority: None, job_lease_ms: 60_000, plan_interval_ms: 100 }
+        PlannerArgs {
+            migration_policy: Policy::Dyrs,
+            priority: None,
+            job_lease_ms: 60_000,
+            plan_interval_ms: 100,
+            checkpoint_order: CheckpointOrder::NewestFirst,
+        }
     }
 }
 
@@ -150,6 +172,10 @@ impl BufferArgs {
 
 fn replacement_arg(s: &str) -> Result<thaw_worker::replacement::Policy, String> {
     thaw_worker::replacement::Policy::parse(s).map_err(|e| e.message)
+}
+
+fn checkpoint_order_arg(s: &str) -> Result<CheckpointOrder, String> {
+    CheckpointOrder::parse(s).map_err(|e| e.message)
 }
 
 fn policy_arg(s: &str) -> Result<Policy, String> {
@@ -219,6 +245,8 @@ pub struct WorkerArgs {
     max_connections: usize,
     #[command(flatten)]
     buffer: BufferArgs,
+    #[command(flatten)]
+    checkpoint: CheckpointArgs,
     /// Emulated devices (evaluation only; default none): reads of the DISK tier
     /// and of the under-store are paced as on a slow disk that loses throughput
     /// to concurrent streams, e.g. disk=40MiB/s,ufs=20MiB/s,penalty=0.3 (either
@@ -278,6 +306,7 @@ fn master_config(ufs: String, journal: PathBuf, block_size: u64, t: &Timing, p: 
     c.priority = p.priority;
     c.default_lease = Duration::from_millis(p.job_lease_ms.max(100));
     c.plan_interval = Duration::from_millis(p.plan_interval_ms.max(1));
+    c.checkpoint_order = p.checkpoint_order;
     c
 }
 
@@ -310,6 +339,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         migration: args.buffer.config(),
         replacement: args.buffer.replacement,
         device_models: args.device_model.unwrap_or_default(),
+        checkpoint_bandwidth: args.checkpoint.checkpoint_bandwidth.unwrap_or(0),
     };
     say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
     let shutdown = stop_on_signal();
@@ -379,6 +409,7 @@ impl LocalCluster {
                     .map(|(_, m)| m.clone())
                     .or_else(|| args.device_model.clone())
                     .unwrap_or_default(),
+                checkpoint_bandwidth: args.checkpoint.checkpoint_bandwidth.unwrap_or(0),
             };
             tasks.spawn(thaw_worker::serve(config, listener, shutdown.clone()));
         }

@@ -161,3 +161,31 @@ fn bad_device_models_are_refused_at_start() {
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("--worker-device-model 3") && e.contains("1 worker"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modelled_devices_pace_writes_to_them_without_counting_them_as_reads() {
+    let mut options = ClusterOptions::workers(1);
+    options.workers[0].device_model = Some("ufs=8MiB/s,disk=16MiB/s".into());
+    let c = start(options).await;
+    wait_device(&c, 0, "ufs", |d| d["bandwidth"] == UFS_BW).await;
+    let beside = c.client("h0", "r0");
+    // To the under-store (streamed, and by short-circuit with cache-through).
+    for (i, wt) in [WriteType::Through, WriteType::CacheThrough].into_iter().enumerate() {
+        let bytes = data(2 * MIB, 10 + i as u64);
+        let t0 = Instant::now();
+        beside.write_all(&format!("/w/{i}"), &bytes, opts(wt)).await.unwrap();
+        let floor = Duration::from_secs_f64(bytes.len() as f64 / UFS_BW as f64);
+        assert!(t0.elapsed() >= floor, "{wt:?} write took {:?}, under {floor:?}", t0.elapsed());
+        assert_eq!(std::fs::read(c.ufs.join(format!("w/{i}"))).unwrap(), bytes);
+    }
+    // To the DISK tier: the short-circuit write is refused, the stream paced.
+    let bytes = data(4 * MIB, 12);
+    let t0 = Instant::now();
+    let one_disk = WriteOptions { replication: 1, ..opts(WriteType::ReplicatedDisk) };
+    beside.write_all("/w/disk", &bytes, one_disk).await.unwrap();
+    let floor = Duration::from_secs_f64(bytes.len() as f64 / DISK_BW as f64);
+    assert!(t0.elapsed() >= floor, "DISK write took {:?}, under {floor:?}", t0.elapsed());
+    let w = worker_status(&c, 0);
+    assert_eq!(device(&w, "ufs").unwrap()["bytes_read"], 0, "{w:#}");
+    assert_eq!(device(&w, "disk").unwrap()["bytes_read"], 0, "{w:#}");
+}

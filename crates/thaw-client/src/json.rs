@@ -22,6 +22,24 @@ pub fn write_type_name(w: WriteType) -> String {
     w.as_str_name().trim_start_matches("WRITE_TYPE_").to_lowercase().replace('_', "-")
 }
 
+/// `not-persisted`, `persisting`, `persisted` or `lost`.
+pub fn persistence_name(p: i32) -> String {
+    let p = Persistence::try_from(p).unwrap_or(Persistence::Unspecified);
+    p.as_str_name().trim_start_matches("PERSISTENCE_").to_lowercase().replace('_', "-")
+}
+
+pub fn persistence_json(t: &PersistenceTotals) -> Value {
+    json!({
+        "not_persisted": t.not_persisted,
+        "persisting": t.persisting,
+        "persisted": t.persisted,
+        "lost": t.lost,
+        "not_persisted_bytes": t.not_persisted_bytes,
+        "checkpoints_done": t.checkpoints_done,
+        "checkpoints_failed": t.checkpoints_failed,
+    })
+}
+
 pub fn file_json(f: &FileInfo) -> Value {
     let blocks: Vec<Value> = f
         .blocks
@@ -51,6 +69,9 @@ pub fn file_json(f: &FileInfo) -> Value {
         "block_size": f.block_size,
         "complete": f.complete,
         "persisted": f.persisted,
+        "persistence": persistence_name(f.persistence),
+        "temporary": f.temporary,
+        "persist_error": f.persist_error,
         "lost": f.lost,
         "write_type": write_type_name(f.write_type()),
         "in_memory_bytes": f.in_memory_bytes,
@@ -215,6 +236,7 @@ pub fn status_json(s: &GetClusterStatusResponse) -> Value {
         "default_block_size": s.default_block_size,
         "files": s.files,
         "blocks_in_memory": s.blocks_in_memory,
+        "persistence": persistence_json(&s.persistence.unwrap_or_default()),
         "workers": s.workers.iter().map(worker_json).collect::<Vec<_>>(),
     })
 }

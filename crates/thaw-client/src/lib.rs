@@ -103,6 +103,49 @@ impl Client {
         r.into_inner().info.ok_or_else(|| ThawError::internal("rename answer without info"))
     }
 
+    /// Puts a file first in the master's checkpoint order; returns its status
+    /// (persisted already, or persisting soon). See [`Client::persist_wait`].
+    pub async fn persist(&self, path: &str) -> Result<FileInfo> {
+        let req = PersistRequest { path: path.to_string() };
+        let r = self.master.clone().persist(req).await.map_err(|s| self.rpc_err(s))?;
+        r.into_inner().info.ok_or_else(|| ThawError::internal("persist answer without info"))
+    }
+
+    /// Persists a file and waits until its under-store copy is in place, up to
+    /// `timeout`. A file lost meanwhile, or one that stays unpersisted past the
+    /// timeout, is an error naming its state and the last checkpoint error.
+    pub async fn persist_wait(&self, path: &str, timeout: std::time::Duration) -> Result<FileInfo> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut info = self.persist(path).await?;
+        let mut pause = std::time::Duration::from_millis(5);
+        loop {
+            match Persistence::try_from(info.persistence).unwrap_or(Persistence::Unspecified) {
+                Persistence::Persisted => return Ok(info),
+                Persistence::Lost => {
+                    return Err(ThawError::data_lost(format!(
+                        "{path} was lost before its checkpoint finished (its worker died)"
+                    )));
+                }
+                _ => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let why = if info.persist_error.is_empty() {
+                    String::new()
+                } else {
+                    format!("; last checkpoint error: {}", info.persist_error)
+                };
+                return Err(ThawError::timeout(format!(
+                    "{path} is still {} after {:.1} s{why}",
+                    json::persistence_name(info.persistence),
+                    timeout.as_secs_f64()
+                )));
+            }
+            tokio::time::sleep(pause.min(deadline.saturating_duration_since(tokio::time::Instant::now()))).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(100));
+            info = self.stat(path).await?;
+        }
+    }
+
     pub async fn cluster_status(&self) -> Result<GetClusterStatusResponse> {
         let r = self.master.clone().get_cluster_status(GetClusterStatusRequest {}).await;
         Ok(r.map_err(|s| self.rpc_err(s))?.into_inner())

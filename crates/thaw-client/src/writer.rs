@@ -28,6 +28,8 @@ pub struct WriteOptions {
     pub recursive: bool,
     /// Replace an existing file.
     pub overwrite: bool,
+    /// Never checkpoint it unless asked (async-through only): intermediate data.
+    pub temporary: bool,
 }
 
 impl Default for WriteOptions {
@@ -38,6 +40,7 @@ impl Default for WriteOptions {
             replication: 1,
             recursive: true,
             overwrite: false,
+            temporary: false,
         }
     }
 }
@@ -48,17 +51,18 @@ impl WriteOptions {
     }
 }
 
-/// A write type by its name (`must-cache`, `cache-through`, `through`,
-/// `replicated:N`) and the copies it asks for.
+/// A write type by its name (`must-cache`, `async-through`, `cache-through`,
+/// `through`, `replicated:N`) and the copies it asks for.
 pub fn parse_write_type(s: &str) -> Result<(WriteType, u32)> {
     match s {
         "must-cache" => Ok((WriteType::MustCache, 1)),
+        "async-through" => Ok((WriteType::AsyncThrough, 1)),
         "cache-through" => Ok((WriteType::CacheThrough, 1)),
         "through" => Ok((WriteType::Through, 1)),
         _ => match s.strip_prefix("replicated:").map(str::parse::<u32>) {
             Some(Ok(n)) if n >= 1 => Ok((WriteType::ReplicatedDisk, n)),
             _ => Err(ThawError::invalid(format!(
-                "unknown write type {s:?}: expected must-cache, cache-through, through or replicated:N"
+                "unknown write type {s:?}: expected must-cache, async-through, cache-through, through or replicated:N"
             ))),
         },
     }
@@ -84,11 +88,12 @@ impl FileWriter {
             recursive: opts.recursive,
             client: Some(client.config().position.clone()),
             overwrite: opts.overwrite,
+            temporary: opts.temporary,
         };
         let resp = client.master().create_file(req).await.map_err(|s| client.rpc_err(s))?.into_inner();
         let info = resp.info.ok_or_else(|| ThawError::internal("create answer without info"))?;
         let (tier, ufs_path) = match opts.write_type {
-            WriteType::MustCache => (Tier::Mem, String::new()),
+            WriteType::MustCache | WriteType::AsyncThrough => (Tier::Mem, String::new()),
             WriteType::CacheThrough => (Tier::Mem, info.path.clone()),
             WriteType::Through => (Tier::Unspecified, info.path.clone()),
             WriteType::ReplicatedDisk => (Tier::Disk, String::new()),

@@ -200,6 +200,38 @@ impl Cluster {
         }
     }
 
+    /// Live workers holding every one of a file's `blocks` blocks (in any tier):
+    /// those that can write its checkpoint alone.
+    pub fn holders(&self, file_id: u64, blocks: u64) -> Vec<u64> {
+        if blocks == 0 {
+            // An empty file: any live worker writes it.
+            return self.workers.values().filter(|w| w.alive).map(|w| w.id).collect();
+        }
+        let mut holders: Option<Vec<u64>> = None;
+        for index in 0..blocks {
+            let here: Vec<u64> = match self.blocks.get(&block_id(file_id, index)) {
+                Some(e) => e.replicas.iter().map(|r| r.worker).collect(),
+                None => return Vec::new(),
+            };
+            let mut next = holders.take().unwrap_or_else(|| here.clone());
+            next.retain(|w| here.contains(w));
+            next.sort_unstable();
+            next.dedup();
+            if next.is_empty() {
+                return next;
+            }
+            holders = Some(next);
+        }
+        let mut out = holders.unwrap_or_default();
+        out.retain(|w| self.workers.get(w).is_some_and(|w| w.alive));
+        out
+    }
+
+    /// Whether some block of the file (of `blocks`) has no replica left.
+    pub fn missing_block(&self, file_id: u64, blocks: u64) -> bool {
+        (0..blocks).any(|i| !self.blocks.contains_key(&block_id(file_id, i)))
+    }
+
     pub fn blocks_in_memory(&self) -> usize {
         self.blocks.values().filter(|e| e.replicas.iter().any(|r| r.tier == Tier::Mem)).count()
     }
@@ -248,7 +280,7 @@ impl Cluster {
         replication: u32,
     ) -> Result<Vec<&WorkerEntry>> {
         let (tier, count) = match write_type {
-            WriteType::MustCache | WriteType::CacheThrough => (Some(Tier::Mem), 1),
+            WriteType::MustCache | WriteType::CacheThrough | WriteType::AsyncThrough => (Some(Tier::Mem), 1),
             WriteType::Through => (None, 1),
             WriteType::ReplicatedDisk => (Some(Tier::Disk), replication.max(1) as usize),
             WriteType::Unspecified => return Err(ThawError::invalid("write type is unspecified")),

@@ -11,11 +11,13 @@ use thaw_common::proto::*;
 use thaw_common::{DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, Result, ThawError, now_ms, path};
 use thaw_ufs::UnderStore;
 
+use crate::checkpoint::{Checkpoints, Order};
 use crate::cluster::Cluster;
 use crate::journal::{Journal, JournalOp};
 use crate::migration::{Migrations, Policy, Priority};
 use crate::namespace::{Namespace, NewInode, ROOT_ID};
 
+mod checkpoints;
 mod jobs;
 pub use jobs::{MAX_JOB_ID, MIN_LEASE_MS};
 
@@ -34,6 +36,8 @@ pub struct MasterConfig {
     pub default_lease: Duration,
     /// How often the planner retargets pending migrations (dyrs).
     pub plan_interval: Duration,
+    /// Which unpersisted file a worker checkpoints next (tachyon.txt 2.7).
+    pub checkpoint_order: Order,
 }
 
 impl MasterConfig {
@@ -48,6 +52,7 @@ impl MasterConfig {
             priority: None,
             default_lease: Duration::from_secs(60),
             plan_interval: Duration::from_millis(100),
+            checkpoint_order: Order::NewestFirst,
         }
     }
 }
@@ -56,6 +61,18 @@ struct State {
     ns: Namespace,
     cluster: Cluster,
     migrations: Migrations,
+    checkpoints: Checkpoints,
+}
+
+impl State {
+    /// Drops all soft state of files just removed from the namespace.
+    fn forget_files(&mut self, files: &[u64]) {
+        for f in files {
+            self.cluster.drop_file(*f);
+            self.migrations.drop_file(*f);
+            self.checkpoints.drop_file(*f);
+        }
+    }
 }
 
 pub struct Master {
@@ -70,6 +87,10 @@ pub struct Master {
     work: tokio::sync::Notify,
     /// Wakes the planner before its next tick (a migrate call came).
     pub(crate) plan_soon: tokio::sync::Notify,
+    /// Held across the under-store side and the namespace side of every change
+    /// of where a file's under-store copy is (rename, delete, a checkpoint moved
+    /// to its path), so a checkpoint lands at the path its file has then.
+    ufs_moves: tokio::sync::Mutex<()>,
 }
 
 fn is_persisted_write(wt: WriteType) -> bool {
@@ -87,14 +108,16 @@ impl Master {
         let priority = config.priority.unwrap_or(policy.default_priority());
         let migrations = Migrations::new(policy, priority, config.default_lease);
         tracing::info!(policy = policy.name(), priority = priority.name(), "migration planner");
+        let checkpoints = checkpoints::waiting_from(&ns, config.checkpoint_order);
         Ok(Master {
-            state: RwLock::new(State { ns, cluster: Cluster::default(), migrations }),
+            state: RwLock::new(State { ns, cluster: Cluster::default(), migrations, checkpoints }),
             journal,
             ufs,
             epoch: rand::random::<u64>() | 1,
             config,
             work: tokio::sync::Notify::new(),
             plan_soon: tokio::sync::Notify::new(),
+            ufs_moves: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -126,6 +149,7 @@ impl Master {
             persisted: true,
             write_type: WriteType::Through,
             ufs_mtime_ms: st.mtime_ms,
+            temporary: false,
         }
     }
 
@@ -190,10 +214,7 @@ impl Master {
                     continue;
                 }
                 let (files, mut removed) = st.ns.remove(child);
-                files.iter().for_each(|f| {
-                    st.cluster.drop_file(*f);
-                    st.migrations.drop_file(*f);
-                });
+                st.forget_files(&files);
                 ops.append(&mut removed);
             }
             let (_, op) = st.ns.add(id, name, self.ufs_inode(ufs))?;
@@ -210,10 +231,7 @@ impl Master {
                 ops.push(st.ns.update(child, |r| r.persisted = false)?);
             } else {
                 let (files, mut removed) = st.ns.remove(child);
-                files.iter().for_each(|f| {
-                    st.cluster.drop_file(*f);
-                    st.migrations.drop_file(*f);
-                });
+                st.forget_files(&files);
                 ops.append(&mut removed);
             }
         }
@@ -240,6 +258,7 @@ impl Master {
             ..Default::default()
         };
         if r.is_dir {
+            info.persistence = Persistence::Persisted as i32;
             return info;
         }
         let n = if r.complete { block_count(r.length, r.block_size) } else { 0 };
@@ -266,6 +285,9 @@ impl Master {
                 info.blocks.push(BlockInfo { block_id: bid, offset: index * r.block_size, length, replicas });
             }
         }
+        info.temporary = r.temporary;
+        info.persistence = checkpoints::persistence(st, r, info.lost) as i32;
+        info.persist_error = st.checkpoints.error(id).unwrap_or_default().to_string();
         info
     }
 
@@ -362,6 +384,11 @@ impl Master {
             .ok()
             .filter(|w| *w != WriteType::Unspecified)
             .ok_or_else(|| ThawError::invalid(format!("unknown write type {}", req.write_type)))?;
+        if req.temporary && write_type != WriteType::AsyncThrough {
+            return Err(ThawError::invalid(
+                "temporary applies to async-through writes (the only ones checkpointed in the background)",
+            ));
+        }
         let block_size = if req.block_size == 0 { self.config.default_block_size } else { req.block_size };
         if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) {
             return Err(ThawError::invalid(format!(
@@ -389,7 +416,7 @@ impl Master {
         let now = Instant::now();
         let workers: Vec<WorkerInfo> =
             st.cluster.choose_writers(&client, write_type, req.replication)?.into_iter().map(|w| w.info(now)).collect();
-        let new = NewInode { block_size, write_type, ..Default::default() };
+        let new = NewInode { block_size, write_type, temporary: req.temporary, ..Default::default() };
         let (id, op) = st.ns.add(parent, name, new)?;
         self.commit(&st, &[op])?;
         let info = Self::file_info(&st, id, false, &client);
@@ -458,6 +485,12 @@ impl Master {
             r.ufs_mtime_ms = ufs_mtime;
         })?;
         self.commit(&st, &[op])?;
+        if write_type == WriteType::AsyncThrough {
+            let rec = &st.ns.get(req.file_id).expect("just completed").rec;
+            let (written, temporary) = (rec.mtime_ms, rec.temporary);
+            st.checkpoints.add(req.file_id, written, temporary, false);
+            self.work_ready();
+        }
         Ok(CompleteFileResponse { info: Some(Self::file_info(&st, req.file_id, false, &Position::default())) })
     }
 
@@ -467,6 +500,8 @@ impl Master {
             return Err(ThawError::invalid("refusing to delete /"));
         }
         let id = self.resolve(&p).await?;
+        // Before reading `persisted`: a checkpoint may be moving into place.
+        let _moves = self.ufs_moves.lock().await;
         let (is_dir, persisted) = {
             let st = self.read();
             let i = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?;
@@ -487,10 +522,7 @@ impl Master {
             return Ok(DeleteResponse {});
         }
         let (files, ops) = st.ns.remove(id);
-        files.iter().for_each(|f| {
-            st.cluster.drop_file(*f);
-            st.migrations.drop_file(*f);
-        });
+        st.forget_files(&files);
         self.commit(st, &ops)?;
         tracing::debug!(path = %p, files = files.len(), "deleted");
         Ok(DeleteResponse {})
@@ -519,6 +551,7 @@ impl Master {
         if !self.read().ns.get(parent).is_some_and(|i| i.is_dir()) {
             return Err(ThawError::not_dir(format!("{} is not a directory", path::join(parent_comps))));
         }
+        let _moves = self.ufs_moves.lock().await;
         if self.ufs.stat(&src).await?.is_some() {
             self.ufs.rename(&src, &dst).await?;
         }
@@ -548,6 +581,7 @@ impl Master {
             files: st.ns.file_count() as u64,
             blocks_in_memory: st.cluster.blocks_in_memory() as u64,
             master_epoch: self.epoch,
+            persistence: Some(checkpoints::totals(&st)),
         }
     }
 
@@ -600,17 +634,23 @@ impl Master {
         let st = &mut *st;
         let id = st.cluster.register(&req.data_address, &req.host, &req.rack, req.tiers, Instant::now());
         let mut remove_blocks = Vec::new();
+        let mut unpin_blocks = Vec::new();
         for b in req.blocks {
             let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
             if tier != Tier::Unspecified && Self::block_fits_ns(&st.ns, b.block_id, b.length).is_ok() {
                 st.cluster.add_replica(b.block_id, id, tier, b.length);
+                if st.ns.get(file_of_block(b.block_id)).is_some_and(|i| i.rec.persisted) {
+                    unpin_blocks.push(b.block_id);
+                }
             } else {
                 remove_blocks.push(b.block_id);
             }
         }
         // A (re)registered worker starts without migration state (it purged its
-        // own): what was bound to it goes elsewhere.
+        // own): what was bound to it goes elsewhere. Checkpoints it was writing
+        // it names again with its next heartbeat.
         st.migrations.worker_lost(&st.cluster, id);
+        st.checkpoints.worker_lost(id);
         tracing::info!(worker = id, address = %req.data_address, host = %req.host, rack = %req.rack, stale = remove_blocks.len(), "worker registered");
         Ok(RegisterWorkerResponse {
             worker_id: id,
@@ -619,6 +659,7 @@ impl Master {
             ufs_uri: self.ufs.uri().to_string(),
             remove_blocks,
             default_block_size: self.config.default_block_size,
+            unpin_blocks,
         })
     }
 
@@ -643,6 +684,12 @@ impl Master {
             w.jobs = req.jobs;
             w.devices = req.devices;
             let remove_blocks = std::mem::take(&mut w.pending_removals);
+            st.checkpoints.reconcile(
+                req.worker_id,
+                &req.checkpointing,
+                Instant::now(),
+                3 * self.config.heartbeat_interval,
+            );
             for b in req.removed_blocks {
                 let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
                 st.cluster.remove_replica(b.block_id, req.worker_id, tier);
@@ -668,8 +715,10 @@ impl Master {
                 }
             }
         }
+        let checkpoints = Self::checkpoint_orders(st, req.worker_id);
         HeartbeatResponse {
             reregister: false,
+            checkpoints,
             remove_blocks,
             migrations: orders.migrations,
             references: orders.references,
@@ -700,7 +749,9 @@ impl Master {
             notified.as_mut().enable();
             let ready = req.master_epoch != self.epoch || {
                 let st = self.read();
-                st.cluster.worker(req.worker_id).is_none_or(|w| !w.alive) || st.migrations.has_work(req.worker_id)
+                st.cluster.worker(req.worker_id).is_none_or(|w| !w.alive)
+                    || st.migrations.has_work(req.worker_id)
+                    || Self::has_checkpoint(&st, req.worker_id)
             };
             if ready || tokio::time::timeout_at(deadline, notified).await.is_err() {
                 break;
@@ -744,6 +795,7 @@ impl Master {
         for id in dead {
             tracing::warn!(worker = id, "worker missed its heartbeats: declared dead, replicas dropped");
             st.migrations.worker_lost(&st.cluster, id);
+            st.checkpoints.worker_lost(id);
         }
         let live = live_workers(&st.cluster);
         st.migrations.expire(now, &live);

@@ -33,6 +33,7 @@ pub struct NewInode {
     pub persisted: bool,
     pub write_type: WriteType,
     pub ufs_mtime_ms: u64,
+    pub temporary: bool,
 }
 
 pub struct Namespace {
@@ -152,6 +153,8 @@ impl Namespace {
             write_type: new.write_type as i32,
             mtime_ms: now_ms(),
             ufs_mtime_ms: new.ufs_mtime_ms,
+            temporary: new.temporary,
+            persist_requested: false,
         };
         self.inodes.get_mut(&parent).expect("checked").children.insert(name.to_string(), id);
         self.inodes.insert(id, Inode { rec: rec.clone(), children: BTreeMap::new() });

@@ -71,4 +71,10 @@ impl MasterService for MasterRpc {
     async fn migration_events(&self, r: Request<MigrationEventsRequest>) -> Reply<MigrationEventsResponse> {
         Ok(Response::new(self.master.migration_events(r.into_inner())))
     }
+    async fn persist(&self, r: Request<PersistRequest>) -> Reply<PersistResponse> {
+        reply(self.master.persist(r.into_inner()).await)
+    }
+    async fn checkpoint_done(&self, r: Request<CheckpointDoneRequest>) -> Reply<CheckpointDoneResponse> {
+        reply(self.master.checkpoint_done(r.into_inner()).await)
+    }
 }

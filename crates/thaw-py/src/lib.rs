@@ -267,6 +267,24 @@ impl NativeClient {
         json_to_py(py, &thaw_client::json::worker_stats_json(&s))
     }
 
+    /// Puts a file first in the checkpoint order; with `wait`, returns once it
+    /// is persisted (or fails after `timeout` seconds, or if it is lost).
+    #[pyo3(signature = (path, wait_persisted=true, timeout=300.0))]
+    fn persist(&self, py: Python<'_>, path: String, wait_persisted: bool, timeout: f64) -> PyResult<Py<PyAny>> {
+        if !timeout.is_finite() || timeout < 0.0 {
+            return Err(thaw_err(ThawError::invalid("timeout must be a number of seconds >= 0")));
+        }
+        let c = self.c()?;
+        let info = wait(py, async move {
+            if wait_persisted {
+                c.persist_wait(&path, std::time::Duration::from_secs_f64(timeout)).await
+            } else {
+                c.persist(&path).await
+            }
+        })?;
+        json_to_py(py, &thaw_client::json::file_json(&info))
+    }
+
     /// Opens a complete file for reading.
     fn open(&self, py: Python<'_>, path: String) -> PyResult<reader::NativeReader> {
         let c = self.c()?;
@@ -274,9 +292,11 @@ impl NativeClient {
         Ok(reader::NativeReader::new(r))
     }
 
-    /// Creates a file for writing. `write_type`: must-cache, cache-through,
-    /// through, or replicated:N. `block_size` 0: the master's default.
-    #[pyo3(signature = (path, write_type="cache-through", block_size=0, overwrite=false, recursive=true))]
+    /// Creates a file for writing. `write_type`: must-cache, async-through,
+    /// cache-through, through, or replicated:N. `block_size` 0: the master's
+    /// default. `temporary`: never checkpointed unless persisted (async-through).
+    #[pyo3(signature = (path, write_type="cache-through", block_size=0, overwrite=false, recursive=true, temporary=false))]
+    #[allow(clippy::too_many_arguments)]
     fn create(
         &self,
         py: Python<'_>,
@@ -285,8 +305,9 @@ impl NativeClient {
         block_size: u64,
         overwrite: bool,
         recursive: bool,
+        temporary: bool,
     ) -> PyResult<NativeWriter> {
-        let opts = write_options(write_type, block_size, overwrite, recursive)?;
+        let opts = write_options(write_type, block_size, overwrite, recursive, temporary)?;
         let c = self.c()?;
         let w = wait(py, async move { c.create(&path, opts).await })?;
         let path = w.info().path.clone();
@@ -295,7 +316,7 @@ impl NativeClient {
 
     /// Copies a local file into Thaw; `progress(n)` is called after each chunk with
     /// the bytes it moved. Returns the new file's status.
-    #[pyo3(signature = (local, path, write_type="cache-through", block_size=0, overwrite=false, progress=None))]
+    #[pyo3(signature = (local, path, write_type="cache-through", block_size=0, overwrite=false, progress=None, temporary=false))]
     #[allow(clippy::too_many_arguments)]
     fn put_file(
         &self,
@@ -306,8 +327,9 @@ impl NativeClient {
         block_size: u64,
         overwrite: bool,
         progress: Option<Py<PyAny>>,
+        temporary: bool,
     ) -> PyResult<Py<PyAny>> {
-        let opts = write_options(write_type, block_size, overwrite, true)?;
+        let opts = write_options(write_type, block_size, overwrite, true, temporary)?;
         let c = self.c()?;
         let info = wait(py, async move {
             let file = std::fs::File::open(&local)
@@ -387,9 +409,15 @@ fn report(progress: &Option<Py<PyAny>>, n: usize) -> PyResult<()> {
     }
 }
 
-fn write_options(write_type: &str, block_size: u64, overwrite: bool, recursive: bool) -> PyResult<WriteOptions> {
+fn write_options(
+    write_type: &str,
+    block_size: u64,
+    overwrite: bool,
+    recursive: bool,
+    temporary: bool,
+) -> PyResult<WriteOptions> {
     let (write_type, replication) = thaw_client::parse_write_type(write_type).map_err(thaw_err)?;
-    Ok(WriteOptions { write_type, block_size, replication, recursive, overwrite })
+    Ok(WriteOptions { write_type, block_size, replication, recursive, overwrite, temporary })
 }
 
 /// A file being written. Bytes stream to the chosen workers as they come; `close`

@@ -221,6 +221,62 @@ impl UnderStore {
     }
 }
 
+/// Checkpoints (tachyon.txt 2.7) are written under the staging directory, named
+/// by file id, and moved to the file's path only by the master, which knows the
+/// path the file has when the copy is done: a rename or delete meanwhile never
+/// leaves a copy at a stale path, nor overwrites a newer file there.
+fn checkpoint_key(file_id: u64) -> String {
+    format!("{STAGING_DIR}/checkpoints/{file_id}")
+}
+
+impl UnderStore {
+    /// Where a worker on this host writes file `file_id`'s checkpoint itself (a
+    /// local under-store only): write a temp file beside it, then rename.
+    pub fn checkpoint_local_path(&self, file_id: u64) -> Option<std::path::PathBuf> {
+        self.local_root.as_ref().map(|root| root.join(checkpoint_key(file_id)))
+    }
+
+    /// A writer for file `file_id`'s checkpoint.
+    pub async fn checkpoint_writer(&self, file_id: u64) -> Result<UfsWriter> {
+        let key = checkpoint_key(file_id);
+        let w = self.op.writer(&key).await.map_err(|e| dal_err(e, "create", &key))?;
+        Ok(UfsWriter { inner: w, path: key })
+    }
+
+    /// The length of file `file_id`'s checkpoint, if one is written.
+    pub async fn checkpoint_length(&self, file_id: u64) -> Result<Option<u64>> {
+        let key = checkpoint_key(file_id);
+        match self.op.stat(&key).await {
+            Ok(m) => Ok(Some(m.content_length())),
+            Err(e) if e.kind() == DalKind::NotFound => Ok(None),
+            Err(e) => Err(dal_err(e, "stat", &key)),
+        }
+    }
+
+    /// Moves file `file_id`'s checkpoint to `dst` (creating its parents) and
+    /// returns what is at `dst` then.
+    pub async fn publish_checkpoint(&self, file_id: u64, dst: &str) -> Result<UfsStatus> {
+        let key = checkpoint_key(file_id);
+        if let Some(parent) = parent_of(dst) {
+            self.create_dir(&parent).await?;
+        }
+        self.op.rename(&key, &file_key(dst)?).await.map_err(|e| dal_err(e, "rename", &key))?;
+        self.stat(dst)
+            .await?
+            .ok_or_else(|| ThawError::internal(format!("{dst} is missing after its checkpoint moved there")))
+    }
+
+    /// Deletes file `file_id`'s checkpoint, if any.
+    pub async fn discard_checkpoint(&self, file_id: u64) -> Result<()> {
+        let key = checkpoint_key(file_id);
+        match self.op.delete(&key).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == DalKind::NotFound => Ok(()),
+            Err(e) => Err(dal_err(e, "delete", &key)),
+        }
+    }
+}
+
 fn parent_of(p: &str) -> Option<String> {
     let c = path::components(p).ok()?;
     (c.len() > 1).then(|| path::join(&c[..c.len() - 1]))
@@ -294,5 +350,31 @@ mod tests {
         let local = ufs.local_path("/c/file2").unwrap().unwrap();
         assert_eq!(std::fs::read(local).unwrap(), b"hello world");
         assert!(ufs.local_path("/../x").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_checkpoint_is_invisible_until_published_at_the_path_the_master_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let ufs = UnderStore::open(dir.path().to_str().unwrap()).unwrap();
+        assert_eq!(ufs.checkpoint_length(7).await.unwrap(), None);
+        let mut w = ufs.checkpoint_writer(7).await.unwrap();
+        w.write(Bytes::from_static(b"memory speed")).await.unwrap();
+        w.close().await.unwrap();
+        assert_eq!(ufs.checkpoint_length(7).await.unwrap(), Some(12));
+        assert!(ufs.list("/").await.unwrap().is_empty(), "nothing shows before it is published");
+        let st = ufs.publish_checkpoint(7, "/out/part-0").await.unwrap();
+        assert_eq!(st.length, 12);
+        assert_eq!(std::fs::read(ufs.local_path("/out/part-0").unwrap().unwrap()).unwrap(), b"memory speed");
+        assert_eq!(ufs.checkpoint_length(7).await.unwrap(), None);
+        // A local writer's path is under the hidden staging directory.
+        let local = ufs.checkpoint_local_path(8).unwrap();
+        assert!(local.starts_with(dir.path().canonicalize().unwrap().join(STAGING_DIR)));
+        std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+        std::fs::write(&local, b"x").unwrap();
+        assert_eq!(ufs.checkpoint_length(8).await.unwrap(), Some(1));
+        ufs.discard_checkpoint(8).await.unwrap();
+        ufs.discard_checkpoint(8).await.unwrap();
+        assert!(!local.exists());
+        assert!(ufs.publish_checkpoint(9, "/nothing").await.is_err(), "no checkpoint to publish");
     }
 }

@@ -183,7 +183,7 @@ fn split(len: u64, streams: usize) -> Vec<(u64, u64)> {
 
 /// sendfile(2) of `len` bytes at `offset` of `src` to `out`'s position; returns
 /// the bytes copied (fewer if `src` ends first).
-fn sendfile_range(src: &std::path::Path, out: &std::fs::File, offset: u64, len: u64) -> Result<u64> {
+pub(crate) fn sendfile_range(src: &std::path::Path, out: &std::fs::File, offset: u64, len: u64) -> Result<u64> {
     use std::os::fd::AsRawFd;
     let input = std::fs::File::open(src)?;
     let mut at = offset as libc::off_t;

@@ -453,10 +453,20 @@ async fn receive_file(
     let mut total = 0u64;
     // Without an under-store copy the tier's blocks are the only ones.
     let pinned = ufs.is_none();
+    // Emulated devices pace writes to them as they pace reads.
+    let mut disk =
+        tier.filter(|t| t.tier == Tier::Disk).and_then(|_| w.device_stream(DeviceKind::Disk)).map(|d| d.writing());
+    let mut under = ufs.as_ref().and_then(|_| w.device_stream(DeviceKind::Ufs)).map(|d| d.writing());
     loop {
         let n = frame::read_chunk_len(sock).await?;
         if n == 0 {
             break;
+        }
+        if let Some(d) = disk.as_mut() {
+            d.consume(n as u64).await;
+        }
+        if let Some(d) = under.as_mut() {
+            d.consume(n as u64).await;
         }
         let mut buf = vec![0u8; n];
         sock.read_exact(&mut buf)

@@ -237,7 +237,7 @@ impl Device {
     /// A read of the device: one concurrent stream until dropped.
     pub fn open_stream(self: &Arc<Self>) -> DeviceStream {
         self.lock().active += 1;
-        DeviceStream { device: self.clone(), last_end: None, background: false }
+        DeviceStream { device: self.clone(), last_end: None, background: false, write: false }
     }
 
     /// A background read (a migration), as in the idle I/O class of Linux's
@@ -248,7 +248,7 @@ impl Device {
     /// the disk with migrations, as in dyrs.txt V-C).
     pub fn open_background_stream(self: &Arc<Self>) -> DeviceStream {
         self.lock().background += 1;
-        DeviceStream { device: self.clone(), last_end: None, background: true }
+        DeviceStream { device: self.clone(), last_end: None, background: true, write: false }
     }
 
     /// Hands out the next slot of device time for `bytes` and returns its end;
@@ -341,9 +341,19 @@ pub struct DeviceStream {
     /// The end of this stream's last slot.
     last_end: Option<Instant>,
     background: bool,
+    /// Carries writes: they take device time as reads do (a disk's head and
+    /// an object store's bandwidth are shared), but are not bytes read.
+    write: bool,
 }
 
 impl DeviceStream {
+    /// This stream carries writes (DISK-tier blocks, under-store files,
+    /// checkpoints) rather than reads.
+    pub fn writing(mut self) -> Self {
+        self.write = true;
+        self
+    }
+
     /// Waits for the device time that reading `bytes` costs now.
     pub async fn consume(&mut self, bytes: u64) {
         let slice = if self.background { BACKGROUND_SLICE } else { SLICE };
@@ -353,7 +363,7 @@ impl DeviceStream {
             // Registered before the look at the device, so a foreground stream
             // closing in between still wakes this one.
             let idle = self.device.idle.notified();
-            let Some(end) = self.device.reserve(k, true, self.last_end, self.background) else {
+            let Some(end) = self.device.reserve(k, !self.write, self.last_end, self.background) else {
                 idle.await;
                 continue;
             };

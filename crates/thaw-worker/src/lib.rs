@@ -3,6 +3,7 @@
 //! the master. See ARCHITECTURE.md, "worker".
 
 mod cache;
+pub mod checkpoint;
 pub mod data;
 pub mod device;
 pub mod ioprio;
@@ -65,6 +66,9 @@ pub struct WorkerConfig {
     /// Emulated devices in front of DISK-tier and under-store reads (evaluation
     /// only; default none: reads run at the machine's speed).
     pub device_models: DeviceModels,
+    /// Checkpoint copies to the under-store are paced to this many bytes per
+    /// second (0: as fast as the idle I/O class lets them).
+    pub checkpoint_bandwidth: u64,
 }
 
 /// Default of `WorkerConfig::max_connections`.
@@ -88,6 +92,7 @@ pub struct Worker {
     ufs_device: Option<Arc<Device>>,
     /// Per migration device: how many streams a copy reads it with (measured).
     copy_parallelism: Mutex<HashMap<Source, migration::parallelism::Parallelism>>,
+    pub checkpoints: checkpoint::Checkpointer,
 }
 
 impl Worker {
@@ -103,6 +108,7 @@ impl Worker {
         let device = |kind| config.device_models.get(kind).map(|m| Device::new(kind, m));
         let (disk_device, ufs_device) = (device(DeviceKind::Disk), device(DeviceKind::Ufs));
         Ok(Worker {
+            checkpoints: checkpoint::Checkpointer::new(config.checkpoint_bandwidth),
             migrator,
             master: MasterServiceClient::new(channel),
             config,
@@ -320,6 +326,7 @@ pub async fn serve(config: WorkerConfig, listener: TcpListener, shutdown: Cancel
     for source in Source::ALL {
         worker.tasks.spawn(migration::run_device(worker.clone(), source, shutdown.clone()));
     }
+    worker.tasks.spawn(checkpoint::run(worker.clone(), shutdown.clone()));
     data::serve(worker.clone(), listener, shutdown.clone()).await;
     let _ = link.await;
     worker.tasks.close();

@@ -21,6 +21,7 @@ use tokio::net::TcpStream;
 use crate::Worker;
 use crate::cache::BlockFile;
 use crate::data::{IDLE_TIMEOUT, end_write, write_target};
+use crate::device::DeviceKind;
 use crate::tier::TierStore;
 
 /// Bytes per read of a committed block on its way to the under-store.
@@ -40,6 +41,16 @@ pub(crate) async fn write_local(
         }
         return Err(ThawError::invalid("a short-circuit write needs a tier to write into"));
     };
+    if tier.tier == Tier::Disk && w.device(DeviceKind::Disk).is_some() {
+        if let Some(u) = ufs {
+            u.abort().await;
+        }
+        // Writing the block files directly would bypass the emulated disk.
+        return Err(ThawError::precondition(format!(
+            "worker {}'s DISK writes go through its device model: stream them",
+            w.address
+        )));
+    }
     frame::write_msg(sock, &DataResponse::default()).await?;
     let mut committed: Vec<(u64, u64)> = Vec::new();
     let result = receive_local(w, sock, req.file_id, bs, &tier, &mut ufs, &mut committed).await;
@@ -59,6 +70,8 @@ async fn receive_local(
     // Dropped on any early return: the temp file and its reservation go with it.
     let mut open: Option<BlockFile> = None;
     let mut total = 0u64;
+    // An emulated under-store paces the copy to it.
+    let mut under = ufs.as_ref().and_then(|_| w.device_stream(DeviceKind::Ufs)).map(|d| d.writing());
     loop {
         // A client that stops sending (stopped, not dead: a dead one's socket
         // closes) gives its reservation back after the idle timeout.
@@ -95,7 +108,7 @@ async fn receive_local(
                 }
                 b.adopt(n)?;
                 if let Some(u) = ufs.as_mut() {
-                    copy_to_ufs(b.temp_path(), n, u).await?;
+                    copy_to_ufs(b.temp_path(), n, u, under.as_mut()).await?;
                 }
                 committed.push((b.block, n));
                 b.commit(w, None).await?;
@@ -120,11 +133,19 @@ async fn receive_local(
 }
 
 /// Appends a block file's `n` bytes to the under-store file being written.
-async fn copy_to_ufs(path: &std::path::Path, n: u64, u: &mut thaw_ufs::UfsWriter) -> Result<()> {
+async fn copy_to_ufs(
+    path: &std::path::Path,
+    n: u64,
+    u: &mut thaw_ufs::UfsWriter,
+    mut device: Option<&mut crate::device::DeviceStream>,
+) -> Result<()> {
     let file = std::fs::File::open(path)?;
     let mut at = 0u64;
     while at < n {
         let k = (n - at).min(UFS_CHUNK) as usize;
+        if let Some(d) = device.as_deref_mut() {
+            d.consume(k as u64).await;
+        }
         let mut buf = vec![0u8; k];
         tokio::task::block_in_place(|| file.read_exact_at(&mut buf, at))?;
         u.write(Bytes::from(buf)).await?;

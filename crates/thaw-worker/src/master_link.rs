@@ -52,6 +52,9 @@ impl Worker {
         for b in &resp.remove_blocks {
             self.drop_block(*b);
         }
+        for t in self.tiers() {
+            resp.unpin_blocks.iter().for_each(|b| t.unpin(*b));
+        }
         self.migrator.set_block_size(resp.default_block_size);
         let reg = Registration {
             worker_id: resp.worker_id,
@@ -112,14 +115,16 @@ impl Worker {
             devices: if light { Vec::new() } else { self.device_states() },
             light,
             wait_ms: if light { wait.as_millis().min(u32::MAX as u128) as u32 } else { 0 },
+            checkpointing: self.checkpoints.in_progress(),
         };
         match self.master.clone().heartbeat(req).await {
             Ok(resp) => {
-                let resp = resp.into_inner();
+                let mut resp = resp.into_inner();
                 for b in &resp.remove_blocks {
                     self.drop_block(*b);
                 }
                 if !resp.reregister {
+                    self.checkpoints.order(std::mem::take(&mut resp.checkpoints));
                     let mem = self.tier(Tier::Mem);
                     let fx = self.migrator.apply(&resp, |b| mem.as_ref().and_then(|m| m.get(b)));
                     self.carry_out(fx);

@@ -253,6 +253,14 @@ impl TierStore {
         }
     }
 
+    /// Another copy of the block exists now (its file was persisted): the
+    /// replacement policy may evict it like any cache.
+    pub fn unpin(&self, block: u64) {
+        if let Some(e) = self.lock().blocks.get_mut(&block) {
+            e.pinned = false;
+        }
+    }
+
     pub fn get(&self, block: u64) -> Option<u64> {
         self.lock().blocks.get(&block).map(|e| e.length)
     }

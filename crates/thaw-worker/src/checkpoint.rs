@@ -1,0 +1,341 @@
+//! Writing checkpoints (tachyon.txt 2.7). The master orders a worker that holds
+//! a file whole to write it to the under-store, one file at a time; the worker
+//! copies the file's blocks into the under-store's checkpoint area and tells
+//! the master, which moves the copy to the file's path and marks it persisted.
+//! The worker then unpins the blocks: they are cache like any other now.
+//!
+//! A checkpoint must not slow the jobs (tachyon.txt: it "does not block the real
+//! work's progress"), so the copy is paced to `--checkpoint-bandwidth`, runs in
+//! the kernel's idle I/O class (as migrations do, [`crate::ioprio`]), and, where
+//! the under-store is an emulated device, takes only the device time foreground
+//! reads leave (a background stream). On a local under-store the copy is
+//! sendfile(2) from the block files; otherwise it streams through OpenDAL. The
+//! copy is fsync'd before the master is told, so "persisted" means on disk.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use thaw_common::ids::{block_count, block_id, block_length};
+use thaw_common::proto::*;
+use thaw_common::size::format_size;
+use thaw_common::{Result, ThawError};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::Worker;
+use crate::device::DeviceKind;
+
+/// Bytes per paced step.
+const CHUNK: u64 = 4 << 20;
+/// A done call the master could not take is tried this many times.
+const DONE_ATTEMPTS: u32 = 10;
+
+/// Paces a byte stream to a rate (0: unpaced).
+#[derive(Debug)]
+pub struct Pace {
+    bytes_per_sec: u64,
+    next: Mutex<Option<tokio::time::Instant>>,
+}
+
+impl Pace {
+    pub fn new(bytes_per_sec: u64) -> Self {
+        Pace { bytes_per_sec, next: Mutex::new(None) }
+    }
+
+    /// Waits for the time `bytes` take at the rate, after what went before.
+    pub async fn take(&self, bytes: u64) {
+        if self.bytes_per_sec == 0 {
+            return;
+        }
+        let end = {
+            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            let now = tokio::time::Instant::now();
+            let start = next.filter(|t| *t > now).unwrap_or(now);
+            let end = start + Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec as f64);
+            *next = Some(end);
+            end
+        };
+        tokio::time::sleep_until(end).await;
+    }
+}
+
+/// The worker's checkpoint writer: orders in, one copy at a time.
+pub struct Checkpointer {
+    tx: mpsc::UnboundedSender<CheckpointCommand>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<CheckpointCommand>>>,
+    /// Files ordered and not yet answered for (reported with full heartbeats).
+    writing: Mutex<HashSet<u64>>,
+    pace: Pace,
+}
+
+impl Checkpointer {
+    pub fn new(bytes_per_sec: u64) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Checkpointer {
+            tx,
+            rx: Mutex::new(Some(rx)),
+            writing: Mutex::new(HashSet::new()),
+            pace: Pace::new(bytes_per_sec),
+        }
+    }
+
+    fn writing(&self) -> std::sync::MutexGuard<'_, HashSet<u64>> {
+        self.writing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the master's orders (a repeated order is ignored).
+    pub fn order(&self, cmds: Vec<CheckpointCommand>) {
+        for c in cmds {
+            if self.writing().insert(c.file_id) {
+                let _ = self.tx.send(c);
+            }
+        }
+    }
+
+    /// What this worker is writing, for the master.
+    pub fn in_progress(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.writing().iter().copied().collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// Writes ordered checkpoints until shutdown.
+pub(crate) async fn run(w: Arc<Worker>, shutdown: CancellationToken) {
+    let Some(mut rx) = w.checkpoints.rx.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        return;
+    };
+    loop {
+        let cmd = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            c = rx.recv() => match c { Some(c) => c, None => return },
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = w.checkpoint(&cmd) => {}
+        }
+        w.checkpoints.writing().remove(&cmd.file_id);
+    }
+}
+
+impl Worker {
+    /// Writes one checkpoint and reports it to the master.
+    async fn checkpoint(&self, cmd: &CheckpointCommand) {
+        let started = std::time::Instant::now();
+        let result = self.write_checkpoint(cmd).await;
+        let (length, error) = match &result {
+            Ok(n) => (*n, String::new()),
+            Err(e) => (0, e.to_string()),
+        };
+        match &result {
+            Ok(n) => tracing::debug!(
+                file_id = cmd.file_id,
+                path = %cmd.path,
+                bytes = n,
+                took_ms = started.elapsed().as_millis() as u64,
+                "checkpoint written"
+            ),
+            Err(e) => tracing::warn!(file_id = cmd.file_id, path = %cmd.path, error = %e, "checkpoint failed"),
+        }
+        for attempt in 1..=DONE_ATTEMPTS {
+            let Some(reg) = self.registration() else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            };
+            let req = CheckpointDoneRequest {
+                worker_id: reg.worker_id,
+                master_epoch: reg.epoch,
+                file_id: cmd.file_id,
+                length,
+                error: error.clone(),
+            };
+            match self.master.clone().checkpoint_done(req).await {
+                Ok(resp) => {
+                    let resp = resp.into_inner();
+                    if resp.persisted {
+                        for t in self.tiers() {
+                            resp.blocks.iter().for_each(|b| t.unpin(*b));
+                        }
+                    }
+                    return;
+                }
+                Err(e) => {
+                    let e = ThawError::from(e);
+                    if e.kind == thaw_common::ErrorKind::Unavailable && e.message.contains("register again") {
+                        // A new master orders it again from its journal.
+                        return;
+                    }
+                    tracing::debug!(file_id = cmd.file_id, attempt, error = %e, "checkpoint report failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200 * attempt as u64)).await;
+                }
+            }
+        }
+    }
+
+    /// The block files of the file, in order: (path, length).
+    fn checkpoint_parts(&self, cmd: &CheckpointCommand) -> Result<Vec<(PathBuf, u64)>> {
+        (0..block_count(cmd.length, cmd.block_size))
+            .map(|i| {
+                let b = block_id(cmd.file_id, i);
+                let want = block_length(cmd.length, cmd.block_size, i);
+                self.tiers()
+                    .find(|t| t.get(b) == Some(want))
+                    .map(|t| (t.block_path(b), want))
+                    .ok_or_else(|| ThawError::not_found(format!("block {i} of {} is not on this worker", cmd.path)))
+            })
+            .collect()
+    }
+
+    /// Copies the file into the under-store's checkpoint area; returns its length.
+    async fn write_checkpoint(&self, cmd: &CheckpointCommand) -> Result<u64> {
+        let ufs = self.ufs()?.clone();
+        let parts = self.checkpoint_parts(cmd)?;
+        let mut device = self.device(DeviceKind::Ufs).map(|d| d.open_background_stream().writing());
+        let written = match ufs.checkpoint_local_path(cmd.file_id) {
+            Some(dst) => self.checkpoint_local(parts, dst, device.as_mut()).await?,
+            None => self.checkpoint_streamed(&ufs, cmd.file_id, parts, device.as_mut()).await?,
+        };
+        if written != cmd.length {
+            return Err(ThawError::data_lost(format!(
+                "{}: wrote {} of {}",
+                cmd.path,
+                format_size(written),
+                format_size(cmd.length)
+            )));
+        }
+        Ok(written)
+    }
+
+    /// A local under-store: sendfile(2) from each block file into a temp file
+    /// beside the checkpoint's place, fsync, rename.
+    async fn checkpoint_local(
+        &self,
+        parts: Vec<(PathBuf, u64)>,
+        dst: PathBuf,
+        mut device: Option<&mut crate::device::DeviceStream>,
+    ) -> Result<u64> {
+        let temp = dst.with_extension(format!("{:016x}", rand::random::<u64>()));
+        let out = tokio::task::spawn_blocking({
+            let temp = temp.clone();
+            move || -> Result<std::fs::File> {
+                if let Some(dir) = temp.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                Ok(std::fs::File::create(&temp)?)
+            }
+        })
+        .await
+        .map_err(|e| ThawError::internal(format!("checkpoint task: {e}")))??;
+        let copied = async {
+            let mut out = Some(out);
+            let mut total = 0;
+            for (src, len) in parts {
+                let mut at = 0;
+                while at < len {
+                    let k = (len - at).min(CHUNK);
+                    self.checkpoints.pace.take(k).await;
+                    if let Some(d) = device.as_deref_mut() {
+                        d.consume(k).await;
+                    }
+                    let (file, src2) = (out.take().expect("returned each step"), src.clone());
+                    let (file, n) = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
+                        let _idle = crate::ioprio::IdleIo::enter();
+                        let n = crate::cache::sendfile_range(&src2, &file, at, k)?;
+                        Ok((file, n))
+                    })
+                    .await
+                    .map_err(|e| ThawError::internal(format!("checkpoint task: {e}")))??;
+                    out = Some(file);
+                    if n < k {
+                        return Err(ThawError::data_lost(format!("{} ended after {} bytes", src.display(), at + n)));
+                    }
+                    at += k;
+                    total += k;
+                }
+            }
+            let file = out.take().expect("returned each step");
+            let (temp, dst) = (temp.clone(), dst.clone());
+            tokio::task::spawn_blocking(move || -> Result<()> {
+                let _idle = crate::ioprio::IdleIo::enter();
+                file.sync_all()?;
+                std::fs::rename(&temp, &dst)?;
+                Ok(())
+            })
+            .await
+            .map_err(|e| ThawError::internal(format!("checkpoint task: {e}")))??;
+            Ok::<u64, ThawError>(total)
+        }
+        .await;
+        if copied.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        copied
+    }
+
+    /// Any other under-store: the block files' bytes through its writer.
+    async fn checkpoint_streamed(
+        &self,
+        ufs: &thaw_ufs::UnderStore,
+        file_id: u64,
+        parts: Vec<(PathBuf, u64)>,
+        mut device: Option<&mut crate::device::DeviceStream>,
+    ) -> Result<u64> {
+        use tokio::io::AsyncReadExt;
+        let mut writer = ufs.checkpoint_writer(file_id).await?;
+        let copied = async {
+            let mut total = 0;
+            for (src, len) in parts {
+                let mut f = tokio::fs::File::open(&src).await?;
+                let mut at = 0;
+                while at < len {
+                    let k = (len - at).min(CHUNK);
+                    self.checkpoints.pace.take(k).await;
+                    if let Some(d) = device.as_deref_mut() {
+                        d.consume(k).await;
+                    }
+                    let mut buf = vec![0u8; k as usize];
+                    f.read_exact(&mut buf).await?;
+                    writer.write(Bytes::from(buf)).await?;
+                    at += k;
+                    total += k;
+                }
+            }
+            Ok::<u64, ThawError>(total)
+        }
+        .await;
+        match copied {
+            Ok(n) => {
+                writer.close().await?;
+                Ok(n)
+            }
+            Err(e) => {
+                writer.abort().await;
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_pace_holds_a_stream_to_its_rate() {
+        let pace = Pace::new(10 << 20);
+        let t0 = tokio::time::Instant::now();
+        for _ in 0..5 {
+            pace.take(4 << 20).await;
+        }
+        // Five 4 MiB steps at 10 MiB/s.
+        let took = t0.elapsed().as_secs_f64();
+        assert!((took - 2.0).abs() < 0.01, "took {took} s");
+        let unpaced = Pace::new(0);
+        let t1 = tokio::time::Instant::now();
+        unpaced.take(1 << 30).await;
+        assert_eq!(t1.elapsed(), Duration::ZERO);
+    }
+}
