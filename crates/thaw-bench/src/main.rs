@@ -3,8 +3,9 @@
 //! metadata lookups. Every figure is the median of alternating repeats. Results go
 //! to stdout and to a JSON summary (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|migrate-cli|early-ask|planner|user-paths] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|migrate-cli|early-ask|planner|user-paths|writes|checkpoint-order] [--size 1GiB] [--repeats 5]`
 
+mod checkpoint_order;
 mod cold;
 mod heartbeat;
 mod measure;
@@ -17,6 +18,7 @@ mod remote;
 mod setup;
 mod short_circuit;
 mod user_paths;
+mod writes;
 
 use std::path::PathBuf;
 
@@ -63,6 +65,10 @@ enum Which {
     EarlyAsk,
     /// `thaw fs cat/get/put` against `cat`/`cp` of tmpfs files.
     UserPaths,
+    /// Write throughput by write type against a tmpfs write (tachyon.txt Fig. 1).
+    Writes,
+    /// Checkpoints newest-first against creation order (tachyon.txt 2.7).
+    CheckpointOrder,
 }
 
 /// What every benchmark is given.
@@ -138,6 +144,12 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     }
     if wants(Which::Planner) {
         done(planner::run(cfg)?);
+    }
+    if wants(Which::Writes) {
+        writes::run(cfg).await?.into_iter().for_each(&mut done);
+    }
+    if wants(Which::CheckpointOrder) {
+        checkpoint_order::run(cfg).await?.into_iter().for_each(&mut done);
     }
     Ok(results)
 }
