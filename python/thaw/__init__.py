@@ -8,6 +8,8 @@
 - :class:`Client`: metadata, file objects, put/get, cluster status.
 - :class:`LocalCluster`: a local cluster from the installed ``thaw`` binary.
 - :func:`job`: names the job every read and write in a block carries.
+- :mod:`thaw.lineage`: which program derives which files (tachyon.txt 2.4), so
+  files written at memory speed (``async-through``) can be rebuilt if lost.
 - ``thaw://`` paths work in fsspec users (pandas, pyarrow, Dask, DuckDB); see
   :class:`ThawFileSystem`, :func:`arrow_filesystem`, :func:`register_duckdb`.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import fsspec
 
-from . import errors
+from . import errors, lineage
 from ._native import __version__
 from .client import Client, ThawFile, ThawWriter, default_master
 from .cluster import LocalCluster, find_binary
@@ -44,5 +46,6 @@ __all__ = [
     "errors",
     "find_binary",
     "job",
+    "lineage",
     "register_duckdb",
 ]

@@ -59,6 +59,16 @@ class NativeClient:
         temporary: bool = False,
     ) -> NativeWriter: ...
     def persist(self, path: str, wait_persisted: bool = True, timeout: float = 300.0) -> dict[str, Any]: ...
+    def submit_dependency(
+        self,
+        inputs: list[int],
+        outputs: list[str],
+        command: list[str],
+        config: bytes = b"",
+        kind: str = "wide",
+    ) -> dict[str, Any]: ...
+    def lineage(self, lineage_id: int = 0, path: str = "") -> dict[str, Any]: ...
+    def lineages(self) -> list[dict[str, Any]]: ...
     def put_file(
         self,
         local: str | PathLike[str],

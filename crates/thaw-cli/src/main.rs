@@ -4,6 +4,7 @@ mod demo;
 mod fs;
 mod interfere;
 mod jobs;
+mod lineage;
 mod output;
 mod servers;
 
@@ -43,6 +44,10 @@ enum Command {
     /// File system commands.
     #[command(subcommand)]
     Fs(fs::FsCommand),
+    /// Lineage: which program derives which files from which (tachyon.txt 2.4),
+    /// so files lost before their checkpoint can be rebuilt.
+    #[command(subcommand)]
+    Lineage(lineage::LineageCommand),
     /// Workers, their tiers and liveness.
     Status(StatusArgs),
     /// Move a job's inputs into memory before it reads them (returns at once;
@@ -140,6 +145,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Master(args) => servers::run_master(args).await,
         Command::Worker(args) => servers::run_worker(args, cli.master).await,
         Command::Fs(cmd) => fs::run(client()?, cmd).await,
+        Command::Lineage(cmd) => lineage::run(client()?, cmd).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Migrate(args) => jobs::migrate(client()?, args).await,
         Command::Evict(args) => jobs::evict(client()?, args).await,

@@ -65,6 +65,9 @@ pub fn print_stat(f: &FileInfo, as_json: bool) {
         println!("checkpoint  last try failed: {}", f.persist_error);
     }
     println!("in memory   {}", format_size(f.in_memory_bytes));
+    if f.lineage_id != 0 {
+        println!("lineage     {}", f.lineage_id);
+    }
     for (i, b) in f.blocks.iter().enumerate() {
         let replicas: Vec<String> = b
             .replicas

@@ -40,6 +40,27 @@ pub fn persistence_json(t: &PersistenceTotals) -> Value {
     })
 }
 
+/// `narrow` or `wide`.
+pub fn dependency_kind_name(k: i32) -> String {
+    let k = DependencyKind::try_from(k).unwrap_or(DependencyKind::Unspecified);
+    k.as_str_name().trim_start_matches("DEPENDENCY_KIND_").to_lowercase()
+}
+
+/// A lineage entry; its config as base64-free hex is left out (bytes), its
+/// length given instead: `config_bytes`.
+pub fn lineage_json(l: &LineageInfo) -> Value {
+    json!({
+        "lineage_id": l.lineage_id,
+        "inputs": l.input_fids.iter().zip(&l.input_paths).map(|(f, p)| json!({"fid": f, "path": p})).collect::<Vec<_>>(),
+        "outputs": l.output_paths.iter().zip(&l.output_fids).map(|(p, f)| json!({"path": p, "fid": f})).collect::<Vec<_>>(),
+        "command": l.command,
+        "config_bytes": l.config.len(),
+        "kind": dependency_kind_name(l.kind),
+        "created_ms": l.created_ms,
+        "broken": l.broken,
+    })
+}
+
 pub fn file_json(f: &FileInfo) -> Value {
     let blocks: Vec<Value> = f
         .blocks
@@ -72,6 +93,7 @@ pub fn file_json(f: &FileInfo) -> Value {
         "persistence": persistence_name(f.persistence),
         "temporary": f.temporary,
         "persist_error": f.persist_error,
+        "lineage_id": f.lineage_id,
         "lost": f.lost,
         "write_type": write_type_name(f.write_type()),
         "in_memory_bytes": f.in_memory_bytes,

@@ -146,6 +146,42 @@ impl Client {
         }
     }
 
+    // ---- lineage (tachyon.txt 2.3-2.5) ----
+
+    /// Records a lineage entry before its outputs are written: the program
+    /// `command` (argv) with `config` (opaque bytes its framework wrapper
+    /// understands) derives `outputs` from the files `inputs` (FIDs, ordered).
+    pub async fn submit_dependency(
+        &self,
+        inputs: &[u64],
+        outputs: &[String],
+        command: &[String],
+        config: &[u8],
+        kind: DependencyKind,
+    ) -> Result<LineageInfo> {
+        let req = SubmitDependencyRequest {
+            input_fids: inputs.to_vec(),
+            output_paths: outputs.to_vec(),
+            command: command.to_vec(),
+            config: config.to_vec(),
+            kind: kind as i32,
+        };
+        let r = self.master.clone().submit_dependency(req).await.map_err(|s| self.rpc_err(s))?;
+        r.into_inner().lineage.ok_or_else(|| ThawError::internal("lineage answer without lineage"))
+    }
+
+    /// A lineage by id (`path` empty) or the one that wrote the file at `path`.
+    pub async fn lineage(&self, id: u64, path: &str) -> Result<LineageInfo> {
+        let req = GetLineageRequest { lineage_id: id, path: path.to_string() };
+        let r = self.master.clone().get_lineage(req).await.map_err(|s| self.rpc_err(s))?;
+        r.into_inner().lineage.ok_or_else(|| ThawError::internal("lineage answer without lineage"))
+    }
+
+    pub async fn lineages(&self) -> Result<Vec<LineageInfo>> {
+        let r = self.master.clone().list_lineage(ListLineageRequest {}).await.map_err(|s| self.rpc_err(s))?;
+        Ok(r.into_inner().lineages)
+    }
+
     pub async fn cluster_status(&self) -> Result<GetClusterStatusResponse> {
         let r = self.master.clone().get_cluster_status(GetClusterStatusRequest {}).await;
         Ok(r.map_err(|s| self.rpc_err(s))?.into_inner())

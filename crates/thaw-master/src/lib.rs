@@ -5,6 +5,7 @@
 pub mod checkpoint;
 pub mod cluster;
 pub mod journal;
+pub mod lineage;
 pub mod master;
 pub mod migration;
 pub mod namespace;

@@ -14,11 +14,13 @@ use thaw_ufs::UnderStore;
 use crate::checkpoint::{Checkpoints, Order};
 use crate::cluster::Cluster;
 use crate::journal::{Journal, JournalOp};
+use crate::lineage::Lineages;
 use crate::migration::{Migrations, Policy, Priority};
 use crate::namespace::{Namespace, NewInode, ROOT_ID};
 
 mod checkpoints;
 mod jobs;
+mod lineage;
 pub use jobs::{MAX_JOB_ID, MIN_LEASE_MS};
 
 #[derive(Debug, Clone)]
@@ -62,6 +64,7 @@ struct State {
     cluster: Cluster,
     migrations: Migrations,
     checkpoints: Checkpoints,
+    lineages: Lineages,
 }
 
 impl State {
@@ -72,6 +75,23 @@ impl State {
             self.migrations.drop_file(*f);
             self.checkpoints.drop_file(*f);
         }
+    }
+
+    /// Removes `id` and everything under it from the namespace, with its soft
+    /// state and what the removal means for lineage. Returns the removed files
+    /// and the journal ops.
+    fn remove_tree(&mut self, id: u64) -> (Vec<u64>, Vec<JournalOp>) {
+        let gone: Vec<(u64, u64, bool, String)> = self
+            .ns
+            .files_under(id)
+            .into_iter()
+            .filter_map(|f| self.ns.get(f).map(|i| (f, i.rec.lineage_id, i.rec.complete, self.ns.path_of(f))))
+            .collect();
+        let (files, mut ops) = self.ns.remove(id);
+        self.forget_files(&files);
+        let ns = &self.ns;
+        ops.extend(self.lineages.files_removed(&gone, &|f| ns.get(f).is_some()));
+        (files, ops)
     }
 }
 
@@ -100,17 +120,23 @@ fn is_persisted_write(wt: WriteType) -> bool {
 impl Master {
     pub fn open(config: MasterConfig) -> Result<Self> {
         let journal = Journal::open(&config.journal_dir)?;
-        let (records, next_id) = journal.load()?;
-        let ns = Namespace::from_records(records, next_id);
+        let loaded = journal.load()?;
+        let ns = Namespace::from_records(loaded.inodes, loaded.next_id);
+        let lineages = Lineages::from_records(loaded.lineages, loaded.next_lineage_id);
         let ufs = UnderStore::open(&config.ufs_uri)?;
-        tracing::info!(inodes = ns.len(), ufs = ufs.uri(), "master namespace loaded from journal");
+        tracing::info!(
+            inodes = ns.len(),
+            lineages = lineages.len(),
+            ufs = ufs.uri(),
+            "master namespace loaded from journal"
+        );
         let policy = config.migration_policy;
         let priority = config.priority.unwrap_or(policy.default_priority());
         let migrations = Migrations::new(policy, priority, config.default_lease);
         tracing::info!(policy = policy.name(), priority = priority.name(), "migration planner");
         let checkpoints = checkpoints::waiting_from(&ns, config.checkpoint_order);
         Ok(Master {
-            state: RwLock::new(State { ns, cluster: Cluster::default(), migrations, checkpoints }),
+            state: RwLock::new(State { ns, cluster: Cluster::default(), migrations, checkpoints, lineages }),
             journal,
             ufs,
             epoch: rand::random::<u64>() | 1,
@@ -150,6 +176,7 @@ impl Master {
             write_type: WriteType::Through,
             ufs_mtime_ms: st.mtime_ms,
             temporary: false,
+            lineage_id: 0,
         }
     }
 
@@ -213,8 +240,7 @@ impl Master {
                 if !changed {
                     continue;
                 }
-                let (files, mut removed) = st.ns.remove(child);
-                st.forget_files(&files);
+                let (_, mut removed) = st.remove_tree(child);
                 ops.append(&mut removed);
             }
             let (_, op) = st.ns.add(id, name, self.ufs_inode(ufs))?;
@@ -230,8 +256,7 @@ impl Master {
             if keeps_unpersisted {
                 ops.push(st.ns.update(child, |r| r.persisted = false)?);
             } else {
-                let (files, mut removed) = st.ns.remove(child);
-                st.forget_files(&files);
+                let (_, mut removed) = st.remove_tree(child);
                 ops.append(&mut removed);
             }
         }
@@ -286,6 +311,7 @@ impl Master {
             }
         }
         info.temporary = r.temporary;
+        info.lineage_id = r.lineage_id;
         info.persistence = checkpoints::persistence(st, r, info.lost) as i32;
         info.persist_error = st.checkpoints.error(id).unwrap_or_default().to_string();
         info
@@ -416,9 +442,16 @@ impl Master {
         let now = Instant::now();
         let workers: Vec<WorkerInfo> =
             st.cluster.choose_writers(&client, write_type, req.replication)?.into_iter().map(|w| w.info(now)).collect();
-        let new = NewInode { block_size, write_type, temporary: req.temporary, ..Default::default() };
+        // A file at an output path of a lineage is that lineage's output.
+        let owner = st.lineages.pending_output(&full);
+        let lineage_id = owner.map_or(0, |(l, _)| l);
+        let new = NewInode { block_size, write_type, temporary: req.temporary, lineage_id, ..Default::default() };
         let (id, op) = st.ns.add(parent, name, new)?;
-        self.commit(&st, &[op])?;
+        let mut ops = vec![op];
+        if let Some((l, index)) = owner {
+            ops.extend(st.lineages.tie(l, index, id));
+        }
+        self.commit(&st, &ops)?;
         let info = Self::file_info(&st, id, false, &client);
         tracing::debug!(path = %full, file_id = id, ?write_type, "file created");
         Ok(CreateFileResponse { info: Some(info), workers })
@@ -521,8 +554,7 @@ impl Master {
         if st.ns.get(id).is_none() {
             return Ok(DeleteResponse {});
         }
-        let (files, ops) = st.ns.remove(id);
-        st.forget_files(&files);
+        let (files, ops) = st.remove_tree(id);
         self.commit(st, &ops)?;
         tracing::debug!(path = %p, files = files.len(), "deleted");
         Ok(DeleteResponse {})

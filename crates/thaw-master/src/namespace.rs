@@ -34,6 +34,7 @@ pub struct NewInode {
     pub write_type: WriteType,
     pub ufs_mtime_ms: u64,
     pub temporary: bool,
+    pub lineage_id: u64,
 }
 
 pub struct Namespace {
@@ -155,6 +156,7 @@ impl Namespace {
             ufs_mtime_ms: new.ufs_mtime_ms,
             temporary: new.temporary,
             persist_requested: false,
+            lineage_id: new.lineage_id,
         };
         self.inodes.get_mut(&parent).expect("checked").children.insert(name.to_string(), id);
         self.inodes.insert(id, Inode { rec: rec.clone(), children: BTreeMap::new() });
@@ -269,6 +271,7 @@ mod tests {
                 JournalOp::Delete(id) => {
                     records.remove(id);
                 }
+                JournalOp::PutLineage(_) | JournalOp::DeleteLineage(_) => unreachable!("the namespace journals inodes"),
             }
         }
     }
@@ -399,6 +402,7 @@ mod properties {
                         match op {
                             JournalOp::Put(r) => { journal.insert(r.id, r); }
                             JournalOp::Delete(id) => { journal.remove(&id); }
+                            JournalOp::PutLineage(_) | JournalOp::DeleteLineage(_) => unreachable!(),
                         }
                     }
                 }

@@ -77,4 +77,13 @@ impl MasterService for MasterRpc {
     async fn checkpoint_done(&self, r: Request<CheckpointDoneRequest>) -> Reply<CheckpointDoneResponse> {
         reply(self.master.checkpoint_done(r.into_inner()).await)
     }
+    async fn submit_dependency(&self, r: Request<SubmitDependencyRequest>) -> Reply<SubmitDependencyResponse> {
+        reply(self.master.submit_dependency(r.into_inner()).await)
+    }
+    async fn get_lineage(&self, r: Request<GetLineageRequest>) -> Reply<GetLineageResponse> {
+        reply(self.master.get_lineage(r.into_inner()).await)
+    }
+    async fn list_lineage(&self, _r: Request<ListLineageRequest>) -> Reply<ListLineageResponse> {
+        Ok(Response::new(self.master.list_lineage()))
+    }
 }

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use thaw_client::{Client, ClientConfig, FileWriter, WriteOptions};
 use thaw_common::ThawError;
-use thaw_common::proto::{EvictionMode, Tier};
+use thaw_common::proto::{DependencyKind, EvictionMode, LineageInfo, Tier};
 
 use crate::buffer::RawView;
 use crate::convert::{json_to_py, thaw_err};
@@ -285,6 +285,44 @@ impl NativeClient {
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
 
+    /// Records a lineage entry (tachyon.txt 2.5): `command` (argv) with
+    /// `config` derives `outputs` (paths, not yet written) from `inputs` (FIDs).
+    /// `kind`: "narrow" or "wide".
+    #[pyo3(signature = (inputs, outputs, command, config=Vec::new(), kind="wide"))]
+    fn submit_dependency(
+        &self,
+        py: Python<'_>,
+        inputs: Vec<u64>,
+        outputs: Vec<String>,
+        command: Vec<String>,
+        config: Vec<u8>,
+        kind: &str,
+    ) -> PyResult<Py<PyAny>> {
+        let kind = match kind {
+            "narrow" => DependencyKind::Narrow,
+            "wide" => DependencyKind::Wide,
+            other => return Err(thaw_err(ThawError::invalid(format!("kind {other:?}: narrow or wide")))),
+        };
+        let c = self.c()?;
+        let l = wait(py, async move { c.submit_dependency(&inputs, &outputs, &command, &config, kind).await })?;
+        lineage_to_py(py, &l)
+    }
+
+    /// A lineage by id, or (id 0) the one that wrote the file at `path`.
+    #[pyo3(signature = (lineage_id=0, path=String::new()))]
+    fn lineage(&self, py: Python<'_>, lineage_id: u64, path: String) -> PyResult<Py<PyAny>> {
+        let c = self.c()?;
+        let l = wait(py, async move { c.lineage(lineage_id, &path).await })?;
+        lineage_to_py(py, &l)
+    }
+
+    /// Every lineage entry.
+    fn lineages(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        let c = self.c()?;
+        let all = wait(py, async move { c.lineages().await })?;
+        all.iter().map(|l| lineage_to_py(py, l)).collect()
+    }
+
     /// Opens a complete file for reading.
     fn open(&self, py: Python<'_>, path: String) -> PyResult<reader::NativeReader> {
         let c = self.c()?;
@@ -399,6 +437,13 @@ impl NativeClient {
             copied
         })?
     }
+}
+
+/// A lineage as a dict, its config as bytes.
+fn lineage_to_py(py: Python<'_>, l: &LineageInfo) -> PyResult<Py<PyAny>> {
+    let d = json_to_py(py, &thaw_client::json::lineage_json(l))?;
+    d.bind(py).set_item("config", pyo3::types::PyBytes::new(py, &l.config))?;
+    Ok(d)
 }
 
 /// Calls a Python progress callback (taking the GIL for the call only).

@@ -1,0 +1,94 @@
+"""thaw.lineage against a live cluster: a step records its lineage before it
+writes, its outputs are tied to it, and a rerun (in this process and as the
+recorded command) runs the same function with the same configuration."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import thaw
+from thaw import errors
+
+
+def grep(inputs: list[str], outputs: list[str], *, pattern: str) -> int:
+    """A step body: the lines of each input holding ``pattern``, to the output
+    of the same index."""
+    fs = thaw.ThawFileSystem(write_type="async-through")
+    n = 0
+    for src, dst in zip(inputs, outputs, strict=True):
+        with fs.open(src, "rb") as f:
+            lines = [line for line in f.read().splitlines(keepends=True) if pattern.encode() in line]
+        with fs.open(dst, "wb") as f:
+            f.write(b"".join(lines))
+        n += len(lines)
+    return n
+
+
+def test_a_step_records_its_lineage_then_runs_and_a_rerun_repeats_it(
+    client: thaw.Client, root: str, cluster: thaw.LocalCluster
+) -> None:
+    logs = b"".join(f"{i} {'ERROR' if i % 3 == 0 else 'ok'} line\n".encode() for i in range(300))
+    client.write_bytes(f"{root}/logs/a", logs, write_type="async-through")
+    client.write_bytes(f"{root}/logs/b", logs[::-1], write_type="async-through")
+    outputs = [f"{root}/errors/a", f"{root}/errors/b"]
+    step = thaw.lineage.step(inputs=[f"{root}/logs/a", f"{root}/logs/b"], outputs=outputs, kind="narrow")
+    run = step(grep)
+    assert run(pattern="ERROR") == 100 + len([x for x in logs[::-1].splitlines() if b"ERROR" in x])
+    entry = step.lineage
+    assert entry is not None
+    assert entry["kind"] == "narrow" and entry["command"][1:] == ["-m", "thaw.lineage", "rerun"]
+    assert [i["path"] for i in entry["inputs"]] == [f"{root}/logs/a", f"{root}/logs/b"]
+    first = client.cat(outputs[0])
+    assert first.count(b"\n") == 100
+    tied = thaw.lineage.get(outputs[0])
+    assert tied["lineage_id"] == entry["lineage_id"]
+    assert all(o["fid"] > 0 for o in tied["outputs"])
+    assert client.stat(outputs[1])["lineage_id"] == entry["lineage_id"]
+    assert entry["lineage_id"] in [x["lineage_id"] for x in thaw.lineage.ls()]
+    # A rerun, in this process: same function, same configuration, same bytes.
+    client.rm(outputs[0])
+    thaw.lineage.rerun(entry["lineage_id"])
+    assert client.cat(outputs[0]) == first
+    # As the recorded command, in a fresh interpreter (a new entry: the rerun
+    # above replaced the outputs the first one wrote, which drops an entry).
+    again = thaw.lineage.step(inputs=[f"{root}/logs/a"], outputs=[f"{root}/again/a"], kind="narrow")
+    again(grep)(pattern="ERROR")
+    assert again.lineage is not None
+    fid = client.stat(f"{root}/again/a")["file_id"]
+    env = dict(os.environ, THAW_MASTER=cluster.master, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    command = [*again.lineage["command"], "--lineage", str(again.lineage["lineage_id"])]
+    subprocess.run(command, env=env, check=True, timeout=60)
+    assert client.cat(f"{root}/again/a") == first
+    assert client.stat(f"{root}/again/a")["file_id"] != fid, "the rerun wrote the output again"
+
+
+def test_bad_steps_are_refused_before_anything_is_recorded(client: thaw.Client, root: str) -> None:
+    client.write_bytes(f"{root}/in", b"x", write_type="must-cache")
+    before = len(thaw.lineage.ls())
+    with pytest.raises(ValueError, match="module level"):
+        thaw.lineage.step(inputs=[f"{root}/in"], outputs=[f"{root}/out"])(lambda i, o: None)
+    with pytest.raises(TypeError, match="configuration"):
+        thaw.lineage.step(inputs=[f"{root}/in"], outputs=[f"{root}/out"])(grep)(pattern=object())
+    with pytest.raises(FileNotFoundError):
+        thaw.lineage.step(inputs=[f"{root}/missing"], outputs=[f"{root}/out"])(grep)(pattern="x")
+    client.write_bytes(f"{root}/exists", b"e", write_type="must-cache")
+    with pytest.raises(errors.AlreadyExists):
+        thaw.lineage.submit([f"{root}/in"], [f"{root}/exists"], ["true"])
+    with pytest.raises(ValueError, match="a cycle"):
+        thaw.lineage.submit([f"{root}/in"], [f"{root}/in"], ["true"])
+    with pytest.raises(ValueError, match="not runnable"):
+        thaw.lineage.submit([f"{root}/in"], [f"{root}/o"], ["/definitely/not/here"])
+    with pytest.raises(ValueError, match="limit"):
+        thaw.lineage.submit([f"{root}/in"], [f"{root}/o"], ["true"], config=b"x" * (2 << 20))
+    with pytest.raises(ValueError, match="needs command"), thaw.lineage.step([f"{root}/in"], [f"{root}/o"]):
+        pass
+    assert len(thaw.lineage.ls()) == before
+    # The context-manager form records on entering.
+    with thaw.lineage.step(inputs=[f"{root}/in"], outputs=[f"{root}/o"], command=["true"], config=b"c") as s:
+        client.write_bytes(f"{root}/o", b"written in the block", write_type="async-through")
+    assert s.lineage is not None and s.lineage["config"] == b"c"
+    assert thaw.lineage.get(f"{root}/o")["lineage_id"] == s.lineage["lineage_id"]
