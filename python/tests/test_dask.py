@@ -8,7 +8,6 @@ client goes away."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 import uuid
@@ -29,9 +28,9 @@ from distributed import LocalCluster as DaskCluster
 
 import thaw
 import thaw.dask
-from thaw.cluster import find_binary
 from thaw.dask import find_inputs
 
+from .procs import free_port, spawn
 from .test_migration import mem_used, wait_for
 
 
@@ -288,17 +287,6 @@ def test_a_dead_dask_worker_or_thaw_master_does_not_fail_the_graph(tmp_path: Pat
         assert any("failed" in w for w in warnings), warnings
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _spawn(tmp_path: Path, name: str, args: list[str]) -> subprocess.Popen[bytes]:
-    log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115
-    return subprocess.Popen([find_binary(), *args], stdout=log, stderr=subprocess.STDOUT)
-
-
 def _up(client: thaw.Client) -> bool:
     try:
         return any(w["alive"] for w in client.status()["workers"])
@@ -325,19 +313,19 @@ def test_a_thaw_master_killed_and_restarted_mid_job_migrates_the_job_again(tmp_p
     # job unknown and tells its inputs again; the graph computes as it would.
     ufs = tmp_path / "ufs"
     want = cold_parquet(ufs / "t", files=4, rows=20_000)["value"].sum()
-    port = _free_port()
+    port = free_port()
     addr = f"127.0.0.1:{port}"
     master_args = [
         "master", "--ufs", str(ufs), "--journal-dir", str(tmp_path / "journal"),
         "--port", str(port), "--bind", "127.0.0.1", "--heartbeat-ms", "200", "--worker-timeout-ms", "3000",
     ]  # fmt: skip
-    procs = [_spawn(tmp_path, "master", master_args)]
+    procs = [spawn(tmp_path, "master", master_args)]
     try:
         worker_args = [
             "worker", "--master", addr, "--mem-dir", str(tmp_path / "mem"), "--mem-capacity", "256MiB",
             "--port", "0", "--bind", "127.0.0.1",
         ]  # fmt: skip
-        procs.append(_spawn(tmp_path, "worker", worker_args))
+        procs.append(spawn(tmp_path, "worker", worker_args))
         tclient = thaw.Client(addr)
         wait_for(lambda: _up(tclient), timeout=30)
         with (
@@ -352,7 +340,7 @@ def test_a_thaw_master_killed_and_restarted_mid_job_migrates_the_job_again(tmp_p
             wait_for(lambda: _all_in_memory(tclient, job["job_id"], 4))
             procs[0].kill()  # SIGKILL
             procs[0].wait()
-            procs[0] = _spawn(tmp_path, "master", master_args)
+            procs[0] = spawn(tmp_path, "master", master_args)
             # The new master starts with no jobs; the plugin migrates this one
             # again, and the re-registered worker holds its blocks once more.
             wait_for(lambda: _all_in_memory(tclient, job["job_id"], 4), timeout=30)
@@ -375,7 +363,7 @@ def test_clusters_the_user_starts_take_the_plugin_by_preload(
     import sys
 
     want = cold_parquet(ufs_dir, files=2, rows=10_000)["value"].sum()
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "THAW_MASTER": cluster.master, "THAW_HOST": "node-x", "THAW_RACK": "rack-x"}
     dask_cli = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
     procs = [

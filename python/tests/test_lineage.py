@@ -13,6 +13,9 @@ import pytest
 import thaw
 from thaw import errors
 
+from .procs import free_port, spawn
+from .test_migration import wait_for
+
 
 def grep(inputs: list[str], outputs: list[str], *, pattern: str) -> int:
     """A step body: the lines of each input holding ``pattern``, to the output
@@ -92,3 +95,59 @@ def test_bad_steps_are_refused_before_anything_is_recorded(client: thaw.Client, 
         client.write_bytes(f"{root}/o", b"written in the block", write_type="async-through")
     assert s.lineage is not None and s.lineage["config"] == b"c"
     assert thaw.lineage.get(f"{root}/o")["lineage_id"] == s.lineage["lineage_id"]
+
+
+def test_a_python_pipeline_written_at_memory_speed_is_rebuilt_after_its_worker_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A master and two workers as processes; checkpoints at 1 KiB/s never
+    # finish, so the outputs live only in worker 0's memory when it is killed.
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    # The master reruns `python -m thaw.lineage rerun`, which imports this module.
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    master_args = [
+        "master", "--ufs", str(tmp_path / "ufs"), "--journal-dir", str(tmp_path / "journal"),
+        "--port", str(port), "--bind", "127.0.0.1", "--heartbeat-ms", "200", "--worker-timeout-ms", "1500",
+        "--block-size", "1MiB",
+    ]  # fmt: skip
+    procs = [spawn(tmp_path, "master", master_args, env)]
+    for i in range(2):
+        worker_args = [
+            "worker", "--master", addr, "--host", f"h{i}", "--mem-dir", str(tmp_path / f"mem{i}"),
+            "--mem-capacity", "64MiB", "--port", "0", "--bind", "127.0.0.1", "--checkpoint-bandwidth", "1KiB",
+        ]  # fmt: skip
+        procs.append(spawn(tmp_path, f"worker{i}", worker_args))
+    try:
+        client = thaw.Client(addr, host="h0")  # written beside worker 0
+        wait_for(lambda: _alive(client) == 2, timeout=30)
+        logs = b"".join(f"{i} {'ERROR' if i % 5 == 0 else 'ok'} {'x' * 80}\n".encode() for i in range(20_000))
+        client.write_bytes("/logs", logs, write_type="cache-through")
+        monkeypatch.setenv("THAW_HOST", "h0")
+        errors_step = thaw.lineage.step(inputs=["/logs"], outputs=["/errors"], kind="narrow", client=client)
+        errors_step(grep)(pattern="ERROR")
+        fatal = thaw.lineage.step(inputs=["/errors"], outputs=["/fatal"], kind="narrow", client=client)
+        fatal(grep)(pattern="0 ERROR")
+        want = (client.cat("/errors"), client.cat("/fatal"))
+        assert want[1].count(b"\n") == 2000
+        assert not client.stat("/errors")["persisted"] and not client.stat("/fatal")["persisted"]
+        procs[1].kill()  # kill -9 of worker 0
+        procs[1].wait()
+        wait_for(lambda: client.stat("/fatal")["lost"], timeout=30)
+        # Proactive: the master reruns both steps, in order; a reader waits.
+        remote = thaw.Client(addr, host="elsewhere")
+        assert remote.cat("/fatal") == want[1]
+        assert remote.cat("/errors") == want[0]
+        # Counted as each rerun's process exits (just after its last write).
+        wait_for(lambda: remote.status()["persistence"]["recomputations_done"] == 2)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def _alive(client: thaw.Client) -> int:
+    try:
+        return sum(w["alive"] for w in client.status()["workers"])
+    except errors.Unavailable:  # not listening yet
+        return 0

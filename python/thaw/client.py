@@ -8,6 +8,7 @@ it reads through :class:`ThawFile`).
 
 from __future__ import annotations
 
+import contextvars
 import io
 import os
 import sys
@@ -33,10 +34,21 @@ _natives: dict[tuple[Any, ...], _native.NativeClient] = {}
 _natives_lock = threading.Lock()
 
 
+#: The master of the :func:`thaw.lineage.step` running now, if any: its body's
+#: ``Client()`` and ``thaw://`` paths reach the cluster the step records on.
+current_step_master: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "thaw_step_master", default=None
+)
+
+
 def default_master() -> str:
-    """Where ``Client()`` connects when given no address: the latest
+    """Where ``Client()`` connects when given no address: the cluster of the
+    :func:`thaw.lineage.step` running now, else the latest
     :class:`~thaw.LocalCluster` running in this process, else ``THAW_MASTER``,
     else 127.0.0.1:19998."""
+    step = current_step_master.get()
+    if step:
+        return step
     if _clusters:
         return str(_clusters[-1].master)
     return os.environ.get("THAW_MASTER") or DEFAULT_MASTER
@@ -350,6 +362,17 @@ class Client:
         is ``persisted``; raises if it is lost meanwhile or ``timeout`` seconds
         pass. A directory, or a file still being written, is an error."""
         return self.native().persist(path, wait, timeout)
+
+    def recompute(
+        self, path: str, *, wait: bool = True, retry: bool = False, timeout: float = 600.0
+    ) -> dict[str, Any]:
+        """Rebuilds a lost file from its lineage (tachyon.txt 2.6): the master
+        reruns the steps that wrote it (and those of its lost inputs first).
+        With ``wait``, returns once it is available again; raises if it cannot
+        be rebuilt (no lineage, a step that fails or is not deterministic) or
+        ``timeout`` seconds pass. ``retry``: even if its lineage failed before.
+        A reader of a lost file does the same by itself."""
+        return self.native().recompute(path, wait, retry, timeout)
 
     def cat(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
         """A file's bytes, or those in [start, end) (negative: from the end)."""

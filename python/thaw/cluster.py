@@ -74,7 +74,10 @@ class LocalCluster:
     tachyon.txt 2.7): ``checkpoint_order`` "newest" (the most recently written
     file first) or "creation"; ``checkpoint_bandwidth`` caps each worker's
     copies to the under-store (bytes per second, e.g. "200MiB"; default none
-    beyond the idle I/O class they run in).
+    beyond the idle I/O class they run in). Files lost before their checkpoint
+    are rebuilt from lineage (:mod:`thaw.lineage`): ``recompute`` "proactive"
+    (as soon as the loss is seen), "reactive" (when read) or "off";
+    ``recompute_attempts`` tries of a failing step before it is given up on.
 
     For evaluations, ``device_model`` puts an emulated device in front of every
     worker's DISK-tier and under-store reads, e.g.
@@ -108,6 +111,8 @@ class LocalCluster:
         worker_device_models: dict[int, str] | None = None,
         checkpoint_bandwidth: int | str | None = None,
         checkpoint_order: str = "newest",
+        recompute: str = "proactive",
+        recompute_attempts: int = 3,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -144,6 +149,8 @@ class LocalCluster:
             "--migration-room-wait-ms", str(migration_room_wait_ms),
             "--replacement", replacement,
             "--checkpoint-order", checkpoint_order,
+            "--recompute", recompute,
+            "--recompute-attempts", str(recompute_attempts),
         ]  # fmt: skip
         if checkpoint_bandwidth is not None:
             cmd += ["--checkpoint-bandwidth", str(checkpoint_bandwidth)]

@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from .client import Client
+from .client import Client, current_step_master
 
 __all__ = ["get", "ls", "rerun", "step", "submit"]
 
@@ -158,7 +158,11 @@ class step:
                 fids, self.outputs, command, json.dumps(config).encode(), self.kind
             )
             inputs = [i["path"] for i in self.lineage["inputs"]]
-            return fn(inputs, [o["path"] for o in self.lineage["outputs"]], **kwargs)
+            token = current_step_master.set(c.master)
+            try:
+                return fn(inputs, [o["path"] for o in self.lineage["outputs"]], **kwargs)
+            finally:
+                current_step_master.reset(token)
 
         run.lineage_step = self  # type: ignore[attr-defined]
         return run  # type: ignore[return-value]
@@ -205,7 +209,11 @@ def rerun(lineage_id: int, *, client: Client | None = None) -> Any:
         raise FileNotFoundError(f"lineage {lineage_id}: inputs {gone} no longer exist")
     fn = _load(config["function"])
     inputs = [i["path"] for i in entry["inputs"]]
-    return fn(inputs, [o["path"] for o in entry["outputs"]], **config["kwargs"])
+    token = current_step_master.set(_client(client).master)
+    try:
+        return fn(inputs, [o["path"] for o in entry["outputs"]], **config["kwargs"])
+    finally:
+        current_step_master.reset(token)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -128,6 +128,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         planner: Default::default(),
         buffer: Default::default(),
         checkpoint: Default::default(),
+        recompute: Default::default(),
     };
     let cluster = LocalCluster::start(&local, CancellationToken::new()).await?;
     println!(

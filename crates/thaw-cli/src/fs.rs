@@ -46,6 +46,22 @@ pub enum FsCommand {
         #[arg(long)]
         temporary: bool,
     },
+    /// Rebuild a lost file from its lineage (tachyon.txt 2.6): reruns the
+    /// programs that wrote it, and those of its lost inputs first.
+    Recompute {
+        path: String,
+        /// Return at once instead of waiting for the rebuild.
+        #[arg(long)]
+        no_wait: bool,
+        /// Try again even if its lineage failed for good before.
+        #[arg(long)]
+        retry: bool,
+        /// Give up waiting after this many seconds.
+        #[arg(long, default_value_t = 600.0)]
+        timeout: f64,
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a file to the under-store now (first in the checkpoint order).
     Persist {
         path: String,
@@ -130,6 +146,16 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
                 let _ = std::fs::remove_file(&tmp);
             }
             copied?;
+        }
+        FsCommand::Recompute { path, no_wait, retry, timeout, json } => {
+            if !timeout.is_finite() || timeout < 0.0 {
+                anyhow::bail!("--timeout must be a number of seconds >= 0");
+            }
+            let mut info = client.recompute(&path, retry).await?;
+            if !no_wait && info.lost {
+                info = client.wait_rebuilt(&path, std::time::Duration::from_secs_f64(timeout)).await?;
+            }
+            output::print_rebuild(&info, json);
         }
         FsCommand::Persist { path, no_wait, timeout, json } => {
             if !timeout.is_finite() || timeout < 0.0 {

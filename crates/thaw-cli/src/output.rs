@@ -21,6 +21,17 @@ fn flags(f: &FileInfo) -> String {
     v.join(",")
 }
 
+/// The answer of `thaw fs recompute`.
+pub fn print_rebuild(f: &FileInfo, as_json: bool) {
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&file_json(f)).expect("json"));
+    } else if f.lost {
+        println!("{}: lost; {}", f.path, f.rebuild_detail);
+    } else {
+        println!("{}: available", f.path);
+    }
+}
+
 /// The answer of `thaw fs persist`.
 pub fn print_persisted(f: &FileInfo, as_json: bool) {
     if as_json {
@@ -64,6 +75,9 @@ pub fn print_stat(f: &FileInfo, as_json: bool) {
     if !f.persist_error.is_empty() {
         println!("checkpoint  last try failed: {}", f.persist_error);
     }
+    if f.lost {
+        println!("rebuild     {}", f.rebuild_detail);
+    }
     println!("in memory   {}", format_size(f.in_memory_bytes));
     if f.lineage_id != 0 {
         println!("lineage     {}", f.lineage_id);
@@ -100,14 +114,18 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
     println!("under-store {}   files {}   blocks in memory {}", s.ufs_uri, s.files, s.blocks_in_memory);
     let p = s.persistence.unwrap_or_default();
     println!(
-        "persistence: {} persisted, {} not persisted ({}), {} persisting, {} LOST; checkpoints {} done, {} failed",
+        "persistence: {} persisted, {} not persisted ({}), {} persisting, {} LOST; checkpoints {} done, {} failed; \
+         recomputations {} done, {} failed, {} running",
         p.persisted,
         p.not_persisted,
         format_size(p.not_persisted_bytes),
         p.persisting,
         p.lost,
         p.checkpoints_done,
-        p.checkpoints_failed
+        p.checkpoints_failed,
+        p.recomputations_done,
+        p.recomputations_failed,
+        p.recomputations_running
     );
     println!(
         "{:<4} {:<22} {:<12} {:<8} {:<6} {:<24} {:<24}",

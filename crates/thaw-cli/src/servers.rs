@@ -10,6 +10,7 @@ use clap::Args;
 use thaw_common::size::format_size;
 use thaw_master::MasterConfig;
 use thaw_master::checkpoint::Order as CheckpointOrder;
+use thaw_master::master::RecomputeMode;
 use thaw_master::migration::{Policy, Priority};
 use thaw_worker::device::DeviceModels;
 use thaw_worker::{MigrationConfig, TierConfig, WorkerConfig};
@@ -72,6 +73,41 @@ pub struct LocalArgs {
     pub buffer: BufferArgs,
     #[command(flatten)]
     pub checkpoint: CheckpointArgs,
+    #[command(flatten)]
+    pub recompute: RecomputeArgs,
+}
+
+/// How the master rebuilds lost files from lineage (tachyon.txt 2.6).
+#[derive(Args, Clone)]
+pub struct RecomputeArgs {
+    /// proactive: rebuild lost files as soon as the loss is seen; reactive:
+    /// when one is read (the reader waits); off.
+    #[arg(long = "recompute", default_value = "proactive", value_parser = recompute_mode_arg)]
+    pub recompute_mode: RecomputeMode,
+    /// Attempts of a lineage's rerun before it is given up on.
+    #[arg(long, default_value_t = 3)]
+    pub recompute_attempts: u32,
+    /// Lineage reruns at once.
+    #[arg(long, default_value_t = 2)]
+    pub recompute_parallel: usize,
+    /// A rerun running longer is killed, e.g. 10m.
+    #[arg(long, default_value = "10m", value_parser = crate::jobs::duration_arg)]
+    pub recompute_timeout: Duration,
+}
+
+impl Default for RecomputeArgs {
+    fn default() -> Self {
+        RecomputeArgs {
+            recompute_mode: RecomputeMode::Proactive,
+            recompute_attempts: 3,
+            recompute_parallel: 2,
+            recompute_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+fn recompute_mode_arg(s: &str) -> Result<RecomputeMode, String> {
+    RecomputeMode::parse(s).map_err(|e| e.message)
 }
 
 /// How a worker writes checkpoints to the under-store (tachyon.txt 2.7).
@@ -215,6 +251,8 @@ pub struct MasterArgs {
     timing: Timing,
     #[command(flatten)]
     planner: PlannerArgs,
+    #[command(flatten)]
+    recompute: RecomputeArgs,
 }
 
 #[derive(Args)]
@@ -297,7 +335,14 @@ pub fn stop_on_signal() -> CancellationToken {
     token
 }
 
-fn master_config(ufs: String, journal: PathBuf, block_size: u64, t: &Timing, p: &PlannerArgs) -> MasterConfig {
+fn master_config(
+    ufs: String,
+    journal: PathBuf,
+    block_size: u64,
+    t: &Timing,
+    p: &PlannerArgs,
+    r: &RecomputeArgs,
+) -> MasterConfig {
     let mut c = MasterConfig::new(journal, ufs);
     c.default_block_size = block_size;
     c.heartbeat_interval = Duration::from_millis(t.heartbeat_ms.max(10));
@@ -307,13 +352,18 @@ fn master_config(ufs: String, journal: PathBuf, block_size: u64, t: &Timing, p: 
     c.default_lease = Duration::from_millis(p.job_lease_ms.max(100));
     c.plan_interval = Duration::from_millis(p.plan_interval_ms.max(1));
     c.checkpoint_order = p.checkpoint_order;
+    c.recompute_mode = r.recompute_mode;
+    c.recompute_attempts = r.recompute_attempts.max(1);
+    c.recompute_parallel = r.recompute_parallel.max(1);
+    c.recompute_timeout = r.recompute_timeout;
     c
 }
 
 pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     let listener = listen(&args.bind, args.port).await?;
     let addr = listener.local_addr()?;
-    let config = master_config(args.ufs, args.journal_dir, args.block_size, &args.timing, &args.planner);
+    let config =
+        master_config(args.ufs, args.journal_dir, args.block_size, &args.timing, &args.planner, &args.recompute);
     say(format_args!("thaw master listening on {addr}"));
     let shutdown = stop_on_signal();
     thaw_master::serve(config, listener, shutdown).await?;
@@ -383,6 +433,7 @@ impl LocalCluster {
             args.block_size,
             &args.timing,
             &args.planner,
+            &args.recompute,
         );
         let mut tasks = tokio::task::JoinSet::new();
         tasks.spawn(thaw_master::serve(config, master_listener, shutdown.clone()));

@@ -28,7 +28,13 @@ fn req(r: data_request::Request) -> DataRequest {
 
 /// A write stream's header: 1 MiB blocks into `tier` and/or the under-store.
 fn write_req(file_id: u64, tier: Tier, ufs_path: &str) -> DataRequest {
-    let w = WriteFileRequest { file_id, block_size: 1 << 20, tier: tier as i32, ufs_path: ufs_path.into() };
+    let w = WriteFileRequest {
+        file_id,
+        block_size: 1 << 20,
+        tier: tier as i32,
+        ufs_path: ufs_path.into(),
+        checksum: false,
+    };
     req(data_request::Request::WriteFile(w))
 }
 

@@ -195,6 +195,7 @@ async fn a_worker_commits_no_block_a_client_misreports() {
             block_size: 1 << 20,
             tier: tier as i32,
             ufs_path: String::new(),
+            checksum: false,
         })),
     };
     let step = |s: local_write_step::Step| LocalWriteStep { step: Some(s) };

@@ -24,6 +24,13 @@ pub struct ClientConfig {
     /// giving up (a dead worker's replicas vanish from the master after its
     /// heartbeat timeout).
     pub retry_for: Duration,
+    /// Set in a recomputation's process (`THAW_RECOVER_LINEAGE`, by the
+    /// master's executor): writes at that lineage's output paths rebuild the
+    /// lost files in place.
+    pub recover_lineage: u64,
+    /// How long a read of a lost file with lineage waits for its rebuild
+    /// (`THAW_REBUILD_WAIT`, seconds; default 600; 0: fail at once).
+    pub rebuild_wait: Duration,
 }
 
 impl ClientConfig {
@@ -45,6 +52,13 @@ impl ClientConfig {
                 _ => Some(Tier::Mem),
             },
             retry_for: Duration::from_secs(30),
+            recover_lineage: var("THAW_RECOVER_LINEAGE").and_then(|v| v.parse().ok()).unwrap_or(0),
+            rebuild_wait: Duration::from_secs_f64(
+                var("THAW_REBUILD_WAIT")
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .unwrap_or(600.0),
+            ),
         }
     }
 }

@@ -37,7 +37,16 @@ pub fn persistence_json(t: &PersistenceTotals) -> Value {
         "not_persisted_bytes": t.not_persisted_bytes,
         "checkpoints_done": t.checkpoints_done,
         "checkpoints_failed": t.checkpoints_failed,
+        "recomputations_done": t.recomputations_done,
+        "recomputations_failed": t.recomputations_failed,
+        "recomputations_running": t.recomputations_running,
     })
+}
+
+/// Where a lost file's rebuild stands: `none`, `queued`, `running`, ...
+pub fn rebuild_name(r: i32) -> String {
+    let r = Rebuild::try_from(r).unwrap_or(Rebuild::Unspecified);
+    r.as_str_name().trim_start_matches("REBUILD_").to_lowercase().replace('_', "-")
 }
 
 /// `narrow` or `wide`.
@@ -94,6 +103,8 @@ pub fn file_json(f: &FileInfo) -> Value {
         "temporary": f.temporary,
         "persist_error": f.persist_error,
         "lineage_id": f.lineage_id,
+        "rebuild": rebuild_name(f.rebuild),
+        "rebuild_detail": f.rebuild_detail,
         "lost": f.lost,
         "write_type": write_type_name(f.write_type()),
         "in_memory_bytes": f.in_memory_bytes,

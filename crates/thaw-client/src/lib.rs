@@ -182,6 +182,54 @@ impl Client {
         Ok(r.into_inner().lineages)
     }
 
+    /// Asks the master to rebuild a lost file from its lineage (`retry`: even
+    /// if its lineage failed for good before); returns its status at once.
+    pub async fn recompute(&self, path: &str, retry: bool) -> Result<FileInfo> {
+        let req = RecomputeRequest { path: path.to_string(), retry };
+        let r = self.master.clone().recompute(req).await.map_err(|s| self.rpc_err(s))?;
+        r.into_inner().info.ok_or_else(|| ThawError::internal("recompute answer without info"))
+    }
+
+    /// Asks for a lost file's rebuild and waits for it, up to `timeout`,
+    /// logging progress (at warn level: a reader waiting is worth a line).
+    /// An error if the file cannot be rebuilt, or is not rebuilt in time.
+    pub async fn wait_rebuilt(&self, path: &str, timeout: std::time::Duration) -> Result<FileInfo> {
+        let started = tokio::time::Instant::now();
+        let mut info = self.recompute(path, false).await?;
+        let mut said = None::<tokio::time::Instant>;
+        loop {
+            if !info.lost {
+                if said.is_some() {
+                    tracing::warn!(path, secs = started.elapsed().as_secs_f64(), "rebuilt from lineage");
+                }
+                return Ok(info);
+            }
+            let why = &info.rebuild_detail;
+            match Rebuild::try_from(info.rebuild).unwrap_or(Rebuild::Unspecified) {
+                Rebuild::Failed | Rebuild::Impossible | Rebuild::Off => {
+                    return Err(ThawError::data_lost(format!("{path} is lost: {why}")));
+                }
+                _ => {}
+            }
+            if started.elapsed() >= timeout {
+                return Err(ThawError::timeout(format!(
+                    "{path} is lost and was not rebuilt within {:.0} s: {why}",
+                    timeout.as_secs_f64()
+                )));
+            }
+            if said.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(5)) {
+                tracing::warn!(
+                    path,
+                    waited_s = started.elapsed().as_secs_f64() as u64,
+                    "waiting for a lost file's rebuild: {why}"
+                );
+                said = Some(tokio::time::Instant::now());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            info = self.stat(path).await?;
+        }
+    }
+
     pub async fn cluster_status(&self) -> Result<GetClusterStatusResponse> {
         let r = self.master.clone().get_cluster_status(GetClusterStatusRequest {}).await;
         Ok(r.map_err(|s| self.rpc_err(s))?.into_inner())

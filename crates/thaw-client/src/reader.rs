@@ -96,7 +96,12 @@ const REFRESH_PAUSE: Duration = Duration::from_millis(200);
 
 impl FileReader {
     pub(crate) async fn open(client: Client, path: &str) -> Result<Self> {
-        let (info, ufs_workers) = client.stat_blocks(path, true).await?;
+        let (mut info, mut ufs_workers) = client.stat_blocks(path, true).await?;
+        if info.lost && info.lineage_id != 0 && !client.config().rebuild_wait.is_zero() {
+            // Reactive recomputation (tachyon.txt 2.6): the reader waits for it.
+            client.wait_rebuilt(&info.path, client.config().rebuild_wait).await?;
+            (info, ufs_workers) = client.stat_blocks(path, true).await?;
+        }
         if info.is_dir {
             return Err(ThawError::is_dir(format!("{} is a directory", info.path)));
         }
@@ -507,6 +512,16 @@ impl FileReader {
                         }
                     }
                 }
+            }
+            if block.replicas.is_empty()
+                && !self.info.persisted
+                && self.info.lineage_id != 0
+                && !self.client.config().rebuild_wait.is_zero()
+            {
+                // Lost mid-read: wait for its rebuild, then go on from the same byte.
+                self.client.wait_rebuilt(&self.info.path, self.client.config().rebuild_wait).await?;
+                self.refresh().await?;
+                continue;
             }
             if block.replicas.is_empty() && !self.info.persisted {
                 return Err(ThawError::data_lost(format!(

@@ -71,6 +71,8 @@ pub fn parse_write_type(s: &str) -> Result<(WriteType, u32)> {
 pub struct FileWriter {
     client: Client,
     info: FileInfo,
+    /// This write rebuilds a lost file (a recomputation): never deleted on failure.
+    recovery: bool,
     streams: Vec<(String, TcpStream)>,
     /// A short-circuit write (then `streams` is empty).
     local: Option<LocalSink>,
@@ -89,23 +91,36 @@ impl FileWriter {
             client: Some(client.config().position.clone()),
             overwrite: opts.overwrite,
             temporary: opts.temporary,
+            recover_lineage: client.config().recover_lineage,
         };
         let resp = client.master().create_file(req).await.map_err(|s| client.rpc_err(s))?.into_inner();
         let info = resp.info.ok_or_else(|| ThawError::internal("create answer without info"))?;
-        let (tier, ufs_path) = match opts.write_type {
+        let recovery = resp.recovery;
+        // A rebuild is written as the file was first written.
+        let write_type = if recovery { info.write_type() } else { opts.write_type };
+        let (tier, ufs_path) = match write_type {
             WriteType::MustCache | WriteType::AsyncThrough => (Tier::Mem, String::new()),
             WriteType::CacheThrough => (Tier::Mem, info.path.clone()),
             WriteType::Through => (Tier::Unspecified, info.path.clone()),
             WriteType::ReplicatedDisk => (Tier::Disk, String::new()),
             WriteType::Unspecified => return Err(ThawError::invalid("write type is unspecified")),
         };
-        let mut writer =
-            FileWriter { client, info, streams: Vec::new(), local: None, buf: Vec::with_capacity(CHUNK), written: 0 };
+        let mut writer = FileWriter {
+            client,
+            info,
+            recovery,
+            streams: Vec::new(),
+            local: None,
+            buf: Vec::with_capacity(CHUNK),
+            written: 0,
+        };
         let req = WriteFileRequest {
             file_id: writer.info.file_id,
             block_size: writer.info.block_size,
             tier: tier as i32,
             ufs_path: ufs_path.clone(),
+            // Lineage outputs keep their blocks' CRC-32s, and rebuilds are checked against them.
+            checksum: recovery || writer.info.lineage_id != 0,
         };
         let job = writer.client.config().job_id.clone();
         // One worker, on this host, storing into a tier: write its block files here.
@@ -309,6 +324,10 @@ impl FileWriter {
         // The worker drops the open block and the committed ones when the
         // exchange ends without its finish.
         self.local = None;
+        if self.recovery {
+            // The file is someone else's: it stays as it was (lost).
+            return;
+        }
         if let Err(d) = self.client.delete(&self.info.path, false).await {
             tracing::debug!(path = %self.info.path, error = %d, "could not delete the partial file");
         }

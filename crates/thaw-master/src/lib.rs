@@ -9,6 +9,7 @@ pub mod lineage;
 pub mod master;
 pub mod migration;
 pub mod namespace;
+pub mod recompute;
 pub mod service;
 
 use std::sync::Arc;
@@ -25,7 +26,15 @@ pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 
 /// Serves the master on `listener` until `shutdown` is cancelled. The liveness
 /// checker runs as an owned task and stops with the server.
-pub async fn serve(config: MasterConfig, listener: TcpListener, shutdown: CancellationToken) -> Result<()> {
+pub async fn serve(mut config: MasterConfig, listener: TcpListener, shutdown: CancellationToken) -> Result<()> {
+    if config.address.is_empty() {
+        // The commands the master runs (recomputations) reach it here.
+        let mut addr = listener.local_addr()?;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        config.address = addr.to_string();
+    }
     let master = Arc::new(Master::open(config)?);
     let interval = master.config().heartbeat_interval;
     let checker = {
@@ -58,6 +67,22 @@ pub async fn serve(config: MasterConfig, listener: TcpListener, shutdown: Cancel
             }
         })
     };
+    // The workflow manager: rebuilds lost files from lineage (tachyon.txt 2.6).
+    let workflow = {
+        let master = master.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tick.tick() => master.recompute_tick().await,
+                    _ = master.recompute_soon.notified() => master.recompute_tick().await,
+                }
+            }
+        })
+    };
     let svc = MasterServiceServer::new(service::MasterRpc { master })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -69,5 +94,6 @@ pub async fn serve(config: MasterConfig, listener: TcpListener, shutdown: Cancel
     shutdown.cancel();
     let _ = checker.await;
     let _ = planner.await;
+    let _ = workflow.await;
     result.map_err(|e| ThawError::internal(format!("master server: {e}")))
 }

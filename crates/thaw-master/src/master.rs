@@ -21,7 +21,9 @@ use crate::namespace::{Namespace, NewInode, ROOT_ID};
 mod checkpoints;
 mod jobs;
 mod lineage;
+mod recompute;
 pub use jobs::{MAX_JOB_ID, MIN_LEASE_MS};
+pub use recompute::Mode as RecomputeMode;
 
 #[derive(Debug, Clone)]
 pub struct MasterConfig {
@@ -40,6 +42,16 @@ pub struct MasterConfig {
     pub plan_interval: Duration,
     /// Which unpersisted file a worker checkpoints next (tachyon.txt 2.7).
     pub checkpoint_order: Order,
+    /// When lost files are rebuilt from lineage (tachyon.txt 2.6).
+    pub recompute_mode: RecomputeMode,
+    /// Attempts of a lineage's rerun before it is given up on.
+    pub recompute_attempts: u32,
+    /// Lineage reruns at once.
+    pub recompute_parallel: usize,
+    /// A rerun running longer is killed (and counts as a failed attempt).
+    pub recompute_timeout: Duration,
+    /// The master's own address, given to the commands it runs (set by `serve`).
+    pub address: String,
 }
 
 impl MasterConfig {
@@ -55,6 +67,11 @@ impl MasterConfig {
             default_lease: Duration::from_secs(60),
             plan_interval: Duration::from_millis(100),
             checkpoint_order: Order::NewestFirst,
+            recompute_mode: RecomputeMode::Proactive,
+            recompute_attempts: 3,
+            recompute_parallel: 2,
+            recompute_timeout: Duration::from_secs(600),
+            address: String::new(),
         }
     }
 }
@@ -65,6 +82,10 @@ struct State {
     migrations: Migrations,
     checkpoints: Checkpoints,
     lineages: Lineages,
+    recomputer: recompute::Recomputer,
+    recomputer_mode: RecomputeMode,
+    /// CRC-32s of blocks of files being written, until the file completes.
+    block_crcs: std::collections::BTreeMap<u64, u32>,
 }
 
 impl State {
@@ -74,6 +95,7 @@ impl State {
             self.cluster.drop_file(*f);
             self.migrations.drop_file(*f);
             self.checkpoints.drop_file(*f);
+            take_crcs(&mut self.block_crcs, *f);
         }
     }
 
@@ -111,6 +133,8 @@ pub struct Master {
     /// of where a file's under-store copy is (rename, delete, a checkpoint moved
     /// to its path), so a checkpoint lands at the path its file has then.
     ufs_moves: tokio::sync::Mutex<()>,
+    /// Wakes the workflow manager before its next tick (a loss, a request, a run's end).
+    pub(crate) recompute_soon: tokio::sync::Notify,
 }
 
 fn is_persisted_write(wt: WriteType) -> bool {
@@ -136,7 +160,16 @@ impl Master {
         tracing::info!(policy = policy.name(), priority = priority.name(), "migration planner");
         let checkpoints = checkpoints::waiting_from(&ns, config.checkpoint_order);
         Ok(Master {
-            state: RwLock::new(State { ns, cluster: Cluster::default(), migrations, checkpoints, lineages }),
+            state: RwLock::new(State {
+                ns,
+                cluster: Cluster::default(),
+                migrations,
+                checkpoints,
+                lineages,
+                recomputer: Default::default(),
+                recomputer_mode: config.recompute_mode,
+                block_crcs: Default::default(),
+            }),
             journal,
             ufs,
             epoch: rand::random::<u64>() | 1,
@@ -144,6 +177,7 @@ impl Master {
             work: tokio::sync::Notify::new(),
             plan_soon: tokio::sync::Notify::new(),
             ufs_moves: tokio::sync::Mutex::new(()),
+            recompute_soon: tokio::sync::Notify::new(),
         })
     }
 
@@ -312,6 +346,10 @@ impl Master {
         }
         info.temporary = r.temporary;
         info.lineage_id = r.lineage_id;
+        let (rebuild, detail) =
+            if info.lost { Self::rebuild_state(st, id, r.lineage_id) } else { (Rebuild::None, String::new()) };
+        info.rebuild = rebuild as i32;
+        info.rebuild_detail = detail;
         info.persistence = checkpoints::persistence(st, r, info.lost) as i32;
         info.persist_error = st.checkpoints.error(id).unwrap_or_default().to_string();
         info
@@ -429,6 +467,15 @@ impl Master {
             self.resolve(&parent_path).await.map_err(|e| e.context("parent directory"))?
         };
         let full = path::join(&comps);
+        let client = req.client.clone().unwrap_or_default();
+        // A recomputation's write of a lineage output rebuilds the lost file in
+        // place: before anything could replace it.
+        if req.recover_lineage != 0 {
+            let mut st = self.write();
+            if let Some(resp) = self.recovery_session(&mut st, req.recover_lineage, &full, &client)? {
+                return Ok(resp);
+            }
+        }
         match self.resolve(&full).await {
             Ok(_) if req.overwrite => {
                 self.delete(DeleteRequest { path: full.clone(), recursive: false }).await?;
@@ -437,7 +484,6 @@ impl Master {
             Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        let client = req.client.unwrap_or_default();
         let mut st = self.write();
         let now = Instant::now();
         let workers: Vec<WorkerInfo> =
@@ -454,17 +500,22 @@ impl Master {
         self.commit(&st, &ops)?;
         let info = Self::file_info(&st, id, false, &client);
         tracing::debug!(path = %full, file_id = id, ?write_type, "file created");
-        Ok(CreateFileResponse { info: Some(info), workers })
+        Ok(CreateFileResponse { info: Some(info), workers, recovery: false })
     }
 
     pub async fn complete_file(&self, req: CompleteFileRequest) -> Result<CompleteFileResponse> {
         let (p, write_type, block_size) = {
-            let st = self.read();
+            let mut guard = self.write();
+            let st = &mut *guard;
             let ino = st
                 .ns
                 .get(req.file_id)
                 .filter(|i| !i.is_dir())
                 .ok_or_else(|| ThawError::not_found(format!("file id {} does not exist", req.file_id)))?;
+            if ino.rec.complete && st.recomputer.is_recovering(req.file_id) {
+                let info = Self::finish_rebuild(st, req.file_id, req.length)?;
+                return Ok(CompleteFileResponse { info: Some(info) });
+            }
             if ino.rec.complete {
                 return Err(ThawError::precondition(format!("{} is already complete", st.ns.path_of(req.file_id))));
             }
@@ -511,11 +562,23 @@ impl Master {
                 }
             }
         }
+        // A lineage output keeps its blocks' CRC-32s: a rebuild must match them.
+        let lineage_output = st.ns.get(req.file_id).is_some_and(|i| i.rec.lineage_id != 0);
+        let taken = take_crcs(&mut st.block_crcs, req.file_id);
+        let crcs: Vec<u32> = if lineage_output {
+            (0..blocks).map_while(|i| taken.get(&block_id(req.file_id, i)).copied()).collect()
+        } else {
+            Vec::new()
+        };
+        if lineage_output && crcs.len() as u64 != blocks {
+            tracing::warn!(path = %p, "a lineage output was written without block checksums: a rebuild cannot be checked");
+        }
         let op = st.ns.update(req.file_id, |r| {
             r.complete = true;
             r.length = req.length;
             r.persisted = is_persisted_write(write_type);
             r.ufs_mtime_ms = ufs_mtime;
+            r.block_crc32 = if crcs.len() as u64 == blocks { crcs } else { Vec::new() };
         })?;
         self.commit(&st, &[op])?;
         if write_type == WriteType::AsyncThrough {
@@ -683,6 +746,7 @@ impl Master {
         // it names again with its next heartbeat.
         st.migrations.worker_lost(&st.cluster, id);
         st.checkpoints.worker_lost(id);
+        st.recomputer.mark_dirty();
         tracing::info!(worker = id, address = %req.data_address, host = %req.host, rack = %req.rack, stale = remove_blocks.len(), "worker registered");
         Ok(RegisterWorkerResponse {
             worker_id: id,
@@ -725,6 +789,7 @@ impl Master {
             for b in req.removed_blocks {
                 let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
                 st.cluster.remove_replica(b.block_id, req.worker_id, tier);
+                st.recomputer.mark_dirty();
                 if tier == Tier::Mem {
                     st.migrations.mark_dirty();
                 }
@@ -809,9 +874,14 @@ impl Master {
         if st.cluster.live_worker_mut(req.worker_id).is_none() {
             return Err(ThawError::unavailable(format!("worker {} is not registered", req.worker_id)));
         }
+        Self::check_rebuilt_block(&mut st, req.block_id, req.length, req.crc32)?;
         Self::block_fits(&st, req.block_id, req.length)?;
         if let Some(src) = &req.filled_from {
             Self::source_fits(&st, req.block_id, src)?;
+        }
+        let file_complete = st.ns.get(file_of_block(req.block_id)).is_some_and(|i| i.rec.complete);
+        if let Some(crc) = req.crc32.filter(|_| !file_complete) {
+            st.block_crcs.insert(req.block_id, crc);
         }
         st.cluster.add_replica(req.block_id, req.worker_id, tier, req.length);
         Ok(CommitBlockResponse {})
@@ -828,6 +898,8 @@ impl Master {
             tracing::warn!(worker = id, "worker missed its heartbeats: declared dead, replicas dropped");
             st.migrations.worker_lost(&st.cluster, id);
             st.checkpoints.worker_lost(id);
+            st.recomputer.mark_dirty();
+            self.recompute_soon.notify_one();
         }
         let live = live_workers(&st.cluster);
         st.migrations.expire(now, &live);
@@ -847,6 +919,14 @@ impl Master {
             self.work_ready();
         }
     }
+}
+
+/// Takes the CRC-32s noted for file `f`'s blocks out of `crcs`.
+fn take_crcs(crcs: &mut std::collections::BTreeMap<u64, u32>, f: u64) -> std::collections::BTreeMap<u64, u32> {
+    let mut file = crcs.split_off(&block_id(f, 0));
+    let mut after = file.split_off(&block_id(f + 1, 0));
+    crcs.append(&mut after);
+    file
 }
 
 fn live_workers(c: &Cluster) -> Vec<u64> {

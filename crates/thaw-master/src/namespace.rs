@@ -157,6 +157,7 @@ impl Namespace {
             temporary: new.temporary,
             persist_requested: false,
             lineage_id: new.lineage_id,
+            block_crc32: Vec::new(),
         };
         self.inodes.get_mut(&parent).expect("checked").children.insert(name.to_string(), id);
         self.inodes.insert(id, Inode { rec: rec.clone(), children: BTreeMap::new() });

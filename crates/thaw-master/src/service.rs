@@ -86,4 +86,7 @@ impl MasterService for MasterRpc {
     async fn list_lineage(&self, _r: Request<ListLineageRequest>) -> Reply<ListLineageResponse> {
         Ok(Response::new(self.master.list_lineage()))
     }
+    async fn recompute(&self, r: Request<RecomputeRequest>) -> Reply<RecomputeResponse> {
+        reply(self.master.recompute(r.into_inner()).await)
+    }
 }

@@ -316,6 +316,33 @@ impl NativeClient {
         lineage_to_py(py, &l)
     }
 
+    /// Asks for a lost file's rebuild from lineage; with `wait_rebuilt`,
+    /// returns once it is available (or fails after `timeout` seconds, or at
+    /// once if it cannot be rebuilt).
+    #[pyo3(signature = (path, wait_rebuilt=true, retry=false, timeout=600.0))]
+    fn recompute(
+        &self,
+        py: Python<'_>,
+        path: String,
+        wait_rebuilt: bool,
+        retry: bool,
+        timeout: f64,
+    ) -> PyResult<Py<PyAny>> {
+        if !timeout.is_finite() || timeout < 0.0 {
+            return Err(thaw_err(ThawError::invalid("timeout must be a number of seconds >= 0")));
+        }
+        let c = self.c()?;
+        let info = wait(py, async move {
+            let info = c.recompute(&path, retry).await?;
+            if wait_rebuilt && info.lost {
+                c.wait_rebuilt(&path, std::time::Duration::from_secs_f64(timeout)).await
+            } else {
+                Ok(info)
+            }
+        })?;
+        json_to_py(py, &thaw_client::json::file_json(&info))
+    }
+
     /// Every lineage entry.
     fn lineages(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
         let c = self.c()?;

@@ -32,6 +32,8 @@ pub(crate) struct BlockFile {
     reservation: Option<Reservation>,
     /// No other copy of the block exists (a memory-only write): never evicted.
     pinned: bool,
+    /// The CRC-32 of the bytes written so far, when the write asked for it.
+    crc: Option<crc32fast::Hasher>,
 }
 
 impl BlockFile {
@@ -58,7 +60,14 @@ impl BlockFile {
             written: 0,
             reservation: Some(reservation),
             pinned,
+            crc: None,
         })
+    }
+
+    /// Reports the block's CRC-32 with its commit (see `WriteFileRequest.checksum`).
+    pub fn with_checksum(mut self, on: bool) -> Self {
+        self.crc = on.then(crc32fast::Hasher::new);
+        self
     }
 
     /// The temp file being written (handed to a client for a short-circuit write).
@@ -79,6 +88,20 @@ impl BlockFile {
             )));
         }
         self.written = length;
+        if let Some(h) = self.crc.as_mut() {
+            // The client wrote the file itself: read it back once.
+            let mut f = std::fs::File::open(&self.temp)?;
+            tokio::task::block_in_place(|| {
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    let n = std::io::Read::read(&mut f, &mut buf)?;
+                    if n == 0 {
+                        return Ok::<(), std::io::Error>(());
+                    }
+                    h.update(&buf[..n]);
+                }
+            })?;
+        }
         Ok(())
     }
 
@@ -86,6 +109,9 @@ impl BlockFile {
         use std::io::Write;
         let file = self.file.as_mut().expect("open until commit");
         tokio::task::block_in_place(|| file.write_all(data))?;
+        if let Some(h) = self.crc.as_mut() {
+            h.update(data);
+        }
         self.written += data.len() as u64;
         Ok(())
     }
@@ -100,7 +126,8 @@ impl BlockFile {
         drop(self.file.take());
         let reservation = self.reservation.take().expect("held until commit");
         self.store.commit(self.block, &self.temp, self.written, reservation, self.pinned)?;
-        if let Err(e) = w.commit_block(self.block, self.store.tier, self.written, filled_from).await {
+        let crc = self.crc.take().map(crc32fast::Hasher::finalize);
+        if let Err(e) = w.commit_block(self.block, self.store.tier, self.written, filled_from, crc).await {
             if let Some(len) = self.store.remove(self.block) {
                 w.note_removed(self.block, self.store.tier, len);
             }

@@ -406,7 +406,7 @@ async fn write_file(
 ) -> Result<()> {
     let (bs, tier, mut ufs) = write_target(w, &req).await?;
     let mut committed: Vec<(u64, u64)> = Vec::new();
-    let result = receive_file(w, sock, req.file_id, bs, tier.as_ref(), &mut ufs, &mut committed).await;
+    let result = receive_file(w, sock, &req, bs, tier.as_ref(), &mut ufs, &mut committed).await;
     end_write(w, sock, job, req.file_id, result, tier.as_ref(), ufs, committed, sent).await
 }
 
@@ -443,12 +443,13 @@ pub(crate) async fn end_write(
 async fn receive_file(
     w: &Arc<Worker>,
     sock: &mut TcpStream,
-    file_id: u64,
+    req: &WriteFileRequest,
     bs: u64,
     tier: Option<&Arc<TierStore>>,
     ufs: &mut Option<thaw_ufs::UfsWriter>,
     committed: &mut Vec<(u64, u64)>,
 ) -> Result<u64> {
+    let (file_id, checksum) = (req.file_id, req.checksum);
     let mut current: Option<BlockFile> = None;
     let mut total = 0u64;
     // Without an under-store copy the tier's blocks are the only ones.
@@ -484,7 +485,8 @@ async fn receive_file(
                         if index >= MAX_BLOCKS_PER_FILE {
                             return Err(ThawError::invalid("file has more blocks than a file may have"));
                         }
-                        current.insert(BlockFile::create(w, store, block_id(file_id, index), bs, pinned)?)
+                        let b = BlockFile::create(w, store, block_id(file_id, index), bs, pinned)?;
+                        current.insert(b.with_checksum(checksum))
                     }
                 };
                 let k = ((bs - block.written) as usize).min(rest.len());

@@ -53,7 +53,7 @@ pub(crate) async fn write_local(
     }
     frame::write_msg(sock, &DataResponse::default()).await?;
     let mut committed: Vec<(u64, u64)> = Vec::new();
-    let result = receive_local(w, sock, req.file_id, bs, &tier, &mut ufs, &mut committed).await;
+    let result = receive_local(w, sock, (req.file_id, req.checksum), bs, &tier, &mut ufs, &mut committed).await;
     end_write(w, sock, job, req.file_id, result, Some(&tier), ufs, committed, sent).await
 }
 
@@ -61,7 +61,7 @@ pub(crate) async fn write_local(
 async fn receive_local(
     w: &Arc<Worker>,
     sock: &mut TcpStream,
-    file_id: u64,
+    (file_id, checksum): (u64, bool),
     bs: u64,
     tier: &Arc<TierStore>,
     ufs: &mut Option<thaw_ufs::UfsWriter>,
@@ -96,7 +96,8 @@ async fn receive_local(
                     return Err(ThawError::invalid("file has more blocks than a file may have"));
                 }
                 // Without an under-store copy the tier's blocks are the only ones.
-                let b = BlockFile::create(w, tier, block_id(file_id, index), bs, ufs.is_none())?;
+                let b =
+                    BlockFile::create(w, tier, block_id(file_id, index), bs, ufs.is_none())?.with_checksum(checksum);
                 let local_path = b.temp_path().display().to_string();
                 open = Some(b);
                 frame::write_msg(sock, &DataResponse { local_path, ..Default::default() }).await?;

@@ -243,6 +243,7 @@ impl Worker {
         tier: Tier,
         length: u64,
         filled_from: Option<UfsSource>,
+        crc32: Option<u32>,
     ) -> Result<()> {
         let reg = self
             .registration()
@@ -254,6 +255,7 @@ impl Worker {
             tier: tier as i32,
             length,
             filled_from,
+            crc32,
         };
         match self.master.clone().commit_block(req).await {
             Ok(_) => Ok(()),

@@ -58,6 +58,7 @@ pub(super) fn totals(st: &State) -> PersistenceTotals {
         }
     }
     st.checkpoints.fill_totals(&mut t);
+    st.recomputer.fill_totals(&mut t);
     t
 }
 

@@ -1,0 +1,464 @@
+//! The workflow manager (tachyon.txt 2.6): finds lost files, plans their
+//! rebuild ([`crate::recompute::plan`]), reruns lineages through the executor,
+//! and takes the rebuilt bytes back into the same files.
+//!
+//! - Proactive mode rebuilds every lost permanent (non-temporary) file as soon
+//!   as the loss is seen; reactive mode only files someone asks for (a reader
+//!   of a lost file asks, and waits). Temporary files are rebuilt only when
+//!   asked for, in both.
+//! - The executor is a local process runner on the master's host: the
+//!   lineage's command runs with `THAW_MASTER`, `THAW_RECOVER_LINEAGE` (the
+//!   client library then writes the lineage's output paths as rebuilds of the
+//!   lost files, same FIDs), `THAW_LINEAGE_ID`, `THAW_LOST_FILES` (newline
+//!   separated) and `THAW_LINEAGE_CONFIG` (a file holding the config bytes),
+//!   its output in `<journal>/recompute/lineage-N-attempt-K.log`.
+//! - A rebuilt block must match the CRC-32 recorded when the file was first
+//!   written, or the master refuses it: the rerun is reported non-deterministic
+//!   and the file stays lost (never wrong bytes). A command that fails is tried
+//!   again up to `recompute_attempts` times, then given up on with its reason.
+//!
+//! Soft state: a restarted master finds the lost files again once workers
+//! re-register, and starts over.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use thaw_common::ids::{block_count, file_of_block, index_of_block};
+use thaw_common::proto::*;
+use thaw_common::{Result, ThawError, path};
+
+use super::{Master, State};
+use crate::namespace::ROOT_ID;
+use crate::recompute::{FileState, LineageView, plan};
+
+/// When lost files are rebuilt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// As soon as a loss is seen (permanent files), or when asked (temporary).
+    #[default]
+    Proactive,
+    /// Only when asked for (a reader, `thaw fs recompute`).
+    Reactive,
+    Off,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "proactive" => Ok(Mode::Proactive),
+            "reactive" => Ok(Mode::Reactive),
+            "off" => Ok(Mode::Off),
+            _ => Err(ThawError::invalid(format!("recompute mode {s:?}: proactive, reactive or off"))),
+        }
+    }
+}
+
+/// A failed attempt is tried again after this times its number.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Default)]
+struct Run {
+    attempt: u32,
+    running_since: Option<Instant>,
+    retry_at: Option<Instant>,
+    last_error: String,
+    /// Its outputs that were lost when the attempt started.
+    outputs: Vec<u64>,
+}
+
+/// The workflow manager's state.
+#[derive(Debug, Default)]
+pub(crate) struct Recomputer {
+    /// Lost files someone asked for.
+    requested: BTreeSet<u64>,
+    runs: BTreeMap<u64, Run>,
+    /// Lineages given up on, and why.
+    failed: BTreeMap<u64, String>,
+    /// Lineages whose rerun wrote other bytes than the first run: why.
+    nondeterministic: BTreeMap<u64, String>,
+    /// Lost files that cannot be rebuilt, and why (as of the last plan).
+    impossible: BTreeMap<u64, String>,
+    /// Lineages waiting for lost inputs (as of the last plan).
+    waiting: BTreeSet<u64>,
+    /// Files being rebuilt now: file -> lineage.
+    recovering: HashMap<u64, u64>,
+    /// Something was lost or asked for since the last plan.
+    dirty: bool,
+    done: u64,
+    failures: u64,
+}
+
+impl Recomputer {
+    pub(crate) fn mark_dirty(&mut self) {
+        self.dirty = true;
+    }
+
+    pub(crate) fn is_recovering(&self, f: u64) -> bool {
+        self.recovering.contains_key(&f)
+    }
+
+    pub(crate) fn fill_totals(&self, t: &mut PersistenceTotals) {
+        t.recomputations_done = self.done;
+        t.recomputations_failed = self.failures;
+        t.recomputations_running = self.runs.values().filter(|r| r.running_since.is_some()).count() as u64;
+    }
+}
+
+/// A lineage rerun to start (taken from the state, run outside the lock).
+struct Start {
+    lineage: u64,
+    attempt: u32,
+    command: Vec<String>,
+    config: Vec<u8>,
+    lost_paths: Vec<String>,
+}
+
+/// Whether file `f` is lost: complete, unpersisted, and some block without a replica.
+fn is_lost(st: &State, f: u64) -> bool {
+    is_lost_view(&st.ns, &st.cluster, f)
+}
+
+fn file_state(st: &State, f: u64) -> FileState {
+    match st.ns.get(f) {
+        None => FileState::Gone,
+        Some(i) if is_lost(st, f) => FileState::Lost { lineage: i.rec.lineage_id },
+        Some(_) => FileState::Available,
+    }
+}
+
+impl Master {
+    /// Where the rebuild of lost file `f` (of lineage `l`) stands.
+    pub(super) fn rebuild_state(st: &State, f: u64, l: u64) -> (Rebuild, String) {
+        let rc = &st.recomputer;
+        if let Some(why) = rc.impossible.get(&f) {
+            return (Rebuild::Impossible, format!("cannot be rebuilt: {why}"));
+        }
+        if l == 0 {
+            return (Rebuild::Impossible, "cannot be rebuilt: it was written without lineage".into());
+        }
+        if let Some(why) = rc.failed.get(&l) {
+            return (Rebuild::Failed, format!("lineage {l} failed: {why}"));
+        }
+        if self_mode(st) == Mode::Off {
+            return (Rebuild::Off, "recomputation is off on this master".into());
+        }
+        if let Some(run) = rc.runs.get(&l) {
+            if let Some(since) = run.running_since {
+                let secs = since.elapsed().as_secs_f64();
+                return (Rebuild::Running, format!("lineage {l} running (attempt {}, {secs:.1} s)", run.attempt));
+            }
+            if run.retry_at.is_some() {
+                return (
+                    Rebuild::Retrying,
+                    format!("lineage {l} attempt {} failed ({}); retrying", run.attempt, run.last_error),
+                );
+            }
+        }
+        if rc.waiting.contains(&l) {
+            return (Rebuild::Waiting, format!("lineage {l} waits for its lost inputs to be rebuilt"));
+        }
+        let temporary = st.ns.get(f).is_some_and(|i| i.rec.temporary);
+        if !rc.requested.contains(&f) && (self_mode(st) == Mode::Reactive || temporary) && !rc.runs.contains_key(&l) {
+            return (Rebuild::NotRequested, format!("lineage {l} reruns when the file is read"));
+        }
+        (Rebuild::Queued, format!("lineage {l} is queued to rerun"))
+    }
+
+    /// Asks for a lost file to be rebuilt (reactive mode, or a temporary file).
+    pub async fn recompute(&self, req: RecomputeRequest) -> Result<RecomputeResponse> {
+        let p = path::normalize(&req.path)?;
+        let id = self.resolve(&p).await?;
+        let mut guard = self.write();
+        let st = &mut *guard;
+        let ino = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?;
+        if ino.is_dir() {
+            return Err(ThawError::is_dir(format!("{p} is a directory: recompute names files")));
+        }
+        let l = ino.rec.lineage_id;
+        if is_lost(st, id) {
+            if l == 0 {
+                return Err(ThawError::data_lost(format!(
+                    "{p} is lost and has no lineage to rebuild it (it was written without one, and lost before its checkpoint)"
+                )));
+            }
+            if st.recomputer_mode == Mode::Off {
+                return Err(ThawError::precondition("recomputation is off on this master (--recompute off)"));
+            }
+            if req.retry {
+                st.recomputer.failed.remove(&l);
+                st.recomputer.runs.remove(&l);
+            }
+            st.recomputer.requested.insert(id);
+            st.recomputer.dirty = true;
+            self.recompute_soon.notify_one();
+        }
+        Ok(RecomputeResponse { info: Some(Self::file_info(st, id, false, &Position::default())) })
+    }
+
+    /// One pass of the workflow manager: plan, then start what may run.
+    pub async fn recompute_tick(self: &Arc<Self>) {
+        let starts = {
+            let mut guard = self.write();
+            self.plan_recomputation(&mut guard)
+        };
+        for s in starts {
+            let master = self.clone();
+            tokio::spawn(async move { master.run_lineage(s).await });
+        }
+    }
+
+    fn plan_recomputation(&self, st: &mut State) -> Vec<Start> {
+        let mode = st.recomputer_mode;
+        let busy = !st.recomputer.runs.is_empty() || !st.recomputer.requested.is_empty();
+        if mode == Mode::Off || !(st.recomputer.dirty || busy) {
+            return Vec::new();
+        }
+        st.recomputer.dirty = false;
+        let now = Instant::now();
+        let mut targets: Vec<u64> = st.recomputer.requested.iter().copied().collect();
+        if mode == Mode::Proactive {
+            for f in st.ns.files_under(ROOT_ID) {
+                let keep = st.ns.get(f).is_some_and(|i| i.rec.lineage_id != 0 && !i.rec.temporary);
+                if keep && is_lost(st, f) {
+                    targets.push(f);
+                }
+            }
+        }
+        // Files running lineages are rebuilding stay targets until they finish.
+        for run in st.recomputer.runs.values() {
+            targets.extend(run.outputs.iter().copied());
+        }
+        let p = {
+            let st = &*st;
+            plan(
+                &targets,
+                &|f| file_state(st, f),
+                &|l| st.lineages.get(l).map(|r| LineageView { inputs: r.input_fids.clone(), broken: r.broken.clone() }),
+                &|f| if st.ns.get(f).is_some() { st.ns.path_of(f) } else { format!("FID {f}") },
+            )
+        };
+        let rc = &mut st.recomputer;
+        rc.requested.retain(|f| is_lost_view(&st.ns, &st.cluster, *f) && !p.unrecoverable.contains_key(f));
+        rc.impossible = p.unrecoverable;
+        rc.waiting = p.waiting.iter().copied().collect();
+        let planned: BTreeSet<u64> = p.ready.iter().chain(&p.waiting).copied().collect();
+        // Runs no longer needed (their files came back, or went) end here.
+        rc.runs.retain(|l, r| r.running_since.is_some() || planned.contains(l));
+        let mut running = rc.runs.values().filter(|r| r.running_since.is_some()).count();
+        let mut starts = Vec::new();
+        for l in p.ready {
+            if running >= self.config.recompute_parallel {
+                break;
+            }
+            if rc.failed.contains_key(&l) || rc.nondeterministic.contains_key(&l) {
+                continue;
+            }
+            let run = rc.runs.entry(l).or_default();
+            if run.running_since.is_some() || run.retry_at.is_some_and(|t| t > now) {
+                continue;
+            }
+            let Some(rec) = st.lineages.get(l) else { continue };
+            let outputs: Vec<u64> =
+                rec.output_fids.iter().copied().filter(|f| *f != 0 && is_lost_view(&st.ns, &st.cluster, *f)).collect();
+            if outputs.is_empty() {
+                continue;
+            }
+            run.attempt += 1;
+            run.running_since = Some(now);
+            run.retry_at = None;
+            run.outputs = outputs.clone();
+            running += 1;
+            let lost_paths = rec
+                .output_fids
+                .iter()
+                .zip(&rec.output_paths)
+                .filter(|(f, _)| outputs.contains(f))
+                .map(|(_, p)| p.clone())
+                .collect();
+            tracing::info!(lineage = l, attempt = run.attempt, lost = outputs.len(), "recomputing lost files");
+            starts.push(Start {
+                lineage: l,
+                attempt: run.attempt,
+                command: rec.command.clone(),
+                config: rec.config.clone(),
+                lost_paths,
+            });
+        }
+        starts
+    }
+
+    /// Runs one lineage's command (the local process executor) and takes its
+    /// outcome back.
+    async fn run_lineage(self: Arc<Self>, s: Start) {
+        let outcome = self.execute(&s).await;
+        let mut guard = self.write();
+        let st = &mut *guard;
+        let still_lost: Vec<u64> = st
+            .recomputer
+            .runs
+            .get(&s.lineage)
+            .map(|r| r.outputs.iter().copied().filter(|f| is_lost_view(&st.ns, &st.cluster, *f)).collect())
+            .unwrap_or_default();
+        let names: Vec<String> = still_lost.iter().map(|f| st.ns.path_of(*f)).collect();
+        let rc = &mut st.recomputer;
+        rc.dirty = true;
+        rc.recovering.retain(|_, l| *l != s.lineage);
+        let Some(run) = rc.runs.get_mut(&s.lineage) else { return };
+        run.running_since = None;
+        if still_lost.is_empty() && outcome.is_ok() {
+            tracing::info!(lineage = s.lineage, attempt = s.attempt, "lost files rebuilt");
+            rc.runs.remove(&s.lineage);
+            rc.done += 1;
+        } else if let Some(why) = rc.nondeterministic.get(&s.lineage).cloned() {
+            tracing::warn!(lineage = s.lineage, %why, "recomputation is not deterministic: the files stay lost");
+            rc.runs.remove(&s.lineage);
+            rc.failures += 1;
+            rc.failed.insert(s.lineage, format!("not deterministic: {why}"));
+        } else {
+            rc.failures += 1;
+            run.last_error = match outcome {
+                Err(e) => e,
+                Ok(()) => format!("its command succeeded but did not rewrite {}", names.join(", ")),
+            };
+            if run.attempt >= self.config.recompute_attempts {
+                let why = format!("gave up after {} attempts; the last: {}", run.attempt, run.last_error);
+                tracing::warn!(lineage = s.lineage, %why, "recomputation failed");
+                rc.failed.insert(s.lineage, why);
+                rc.runs.remove(&s.lineage);
+            } else {
+                tracing::warn!(lineage = s.lineage, attempt = s.attempt, error = %run.last_error, "recomputation attempt failed");
+                run.retry_at = Some(Instant::now() + RETRY_PAUSE * run.attempt);
+            }
+        }
+        drop(guard);
+        self.recompute_soon.notify_one();
+    }
+
+    /// The local process executor: the lineage's command with the rebuild's
+    /// environment, bounded by `recompute_timeout`. `Err`: why it failed.
+    async fn execute(&self, s: &Start) -> std::result::Result<(), String> {
+        let dir = self.config.journal_dir.join("recompute");
+        let log_path = dir.join(format!("lineage-{}-attempt-{}.log", s.lineage, s.attempt));
+        let config_path = dir.join(format!("lineage-{}.config", s.lineage));
+        let prepared = (|| -> std::io::Result<std::fs::File> {
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(&config_path, &s.config)?;
+            std::fs::File::create(&log_path)
+        })();
+        let log = prepared.map_err(|e| format!("cannot prepare the run in {}: {e}", dir.display()))?;
+        let err_log = log.try_clone().map_err(|e| e.to_string())?;
+        let mut cmd = tokio::process::Command::new(&s.command[0]);
+        cmd.args(&s.command[1..])
+            .env("THAW_MASTER", &self.config.address)
+            .env("THAW_RECOVER_LINEAGE", s.lineage.to_string())
+            .env("THAW_LINEAGE_ID", s.lineage.to_string())
+            .env("THAW_LOST_FILES", s.lost_paths.join("\n"))
+            .env("THAW_LINEAGE_CONFIG", &config_path)
+            .env("THAW_JOB_ID", format!("recompute-{}", s.lineage))
+            .stdin(std::process::Stdio::null())
+            .stdout(log)
+            .stderr(err_log)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", s.command[0]))?;
+        let log_name = log_path.display();
+        match tokio::time::timeout(self.config.recompute_timeout, child.wait()).await {
+            Ok(Ok(status)) if status.success() => Ok(()),
+            Ok(Ok(status)) => Err(format!("{status} (log: {log_name})")),
+            Ok(Err(e)) => Err(format!("waiting for it: {e} (log: {log_name})")),
+            Err(_) => {
+                let _ = child.kill().await;
+                Err(format!("killed after {:?} (log: {log_name})", self.config.recompute_timeout))
+            }
+        }
+    }
+
+    /// A recomputation's write at `path` (with `THAW_RECOVER_LINEAGE` = `l`):
+    /// if the path is an output of lineage `l` whose file still exists, the
+    /// write rebuilds that file (same FID) on workers chosen as for a new
+    /// file. `None`: an ordinary create (a path the lineage does not own, or
+    /// an output never written).
+    pub(super) fn recovery_session(
+        &self,
+        st: &mut State,
+        l: u64,
+        full: &str,
+        client: &Position,
+    ) -> Result<Option<CreateFileResponse>> {
+        let rec = st
+            .lineages
+            .get(l)
+            .ok_or_else(|| ThawError::not_found(format!("lineage {l} (being recomputed) does not exist")))?;
+        let Some(index) = rec.output_paths.iter().position(|p| p == full) else {
+            return Ok(None);
+        };
+        let fid = rec.output_fids[index];
+        let Some(ino) = st.ns.get(fid).filter(|i| i.rec.complete) else {
+            return Ok(None);
+        };
+        let wt = ino.rec.write_type();
+        let now = Instant::now();
+        let workers: Vec<WorkerInfo> =
+            st.cluster.choose_writers(client, wt, 1)?.into_iter().map(|w| w.info(now)).collect();
+        st.recomputer.recovering.insert(fid, l);
+        tracing::debug!(lineage = l, file_id = fid, path = %full, "rebuilding a lost file");
+        let info = Self::file_info(st, fid, false, client);
+        Ok(Some(CreateFileResponse { info: Some(info), workers, recovery: true }))
+    }
+
+    /// Checks a block of a file being rebuilt against the CRC-32 of the first
+    /// write; a mismatch marks the lineage non-deterministic.
+    pub(super) fn check_rebuilt_block(st: &mut State, block: u64, length: u64, crc: Option<u32>) -> Result<()> {
+        let f = file_of_block(block);
+        let Some(&l) = st.recomputer.recovering.get(&f) else {
+            return Ok(());
+        };
+        let Some(ino) = st.ns.get(f) else { return Ok(()) };
+        let index = index_of_block(block) as usize;
+        let path = st.ns.path_of(f);
+        let fits = Self::block_fits_ns(&st.ns, block, length);
+        let why = match (fits, ino.rec.block_crc32.get(index), crc) {
+            (Err(e), _, _) => Some(format!("it wrote a different {path}: {}", e.message)),
+            (Ok(()), Some(want), Some(got)) if *want != got => {
+                Some(format!("block {index} of {path} has CRC-32 {got:08x}, the first write's was {want:08x}"))
+            }
+            _ => None,
+        };
+        match why {
+            Some(why) => {
+                st.recomputer.nondeterministic.entry(l).or_insert_with(|| why.clone());
+                Err(ThawError::precondition(format!("refused: the rebuild is not byte-identical: {why}")))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The end of a rebuild write: every block of the file has a replica again.
+    pub(super) fn finish_rebuild(st: &mut State, fid: u64, length: u64) -> Result<FileInfo> {
+        let path = st.ns.path_of(fid);
+        let l = st.recomputer.recovering.get(&fid).copied().unwrap_or(0);
+        let rec = &st.ns.get(fid).expect("checked by the caller").rec;
+        if length != rec.length {
+            let why = format!("it wrote {length} bytes of {path}, the first write {}", rec.length);
+            st.recomputer.nondeterministic.entry(l).or_insert_with(|| why.clone());
+            return Err(ThawError::precondition(format!("the rebuild is not byte-identical: {why}")));
+        }
+        if st.cluster.missing_block(fid, block_count(rec.length, rec.block_size)) {
+            return Err(ThawError::precondition(format!("the rebuild of {path} is missing blocks")));
+        }
+        st.recomputer.recovering.remove(&fid);
+        st.recomputer.dirty = true;
+        Ok(Self::file_info(st, fid, false, &Position::default()))
+    }
+}
+
+fn self_mode(st: &State) -> Mode {
+    st.recomputer_mode
+}
+
+pub(super) fn is_lost_view(ns: &crate::namespace::Namespace, cluster: &crate::cluster::Cluster, f: u64) -> bool {
+    ns.get(f).is_some_and(|i| {
+        let r = &i.rec;
+        !r.is_dir && r.complete && !r.persisted && cluster.missing_block(f, block_count(r.length, r.block_size))
+    })
+}
