@@ -7,6 +7,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+import thaw
 from thaw.cluster import find_binary
 
 
@@ -24,3 +25,11 @@ def spawn(
     return subprocess.Popen(
         [find_binary(), *args], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
     )
+
+
+def alive_workers(client: thaw.Client) -> int:
+    """Workers the master counts alive (0 while it is not listening yet)."""
+    try:
+        return sum(w["alive"] for w in client.status()["workers"])
+    except thaw.errors.Unavailable:
+        return 0

@@ -144,3 +144,20 @@ def test_swim_with_startup_gives_every_job_its_lead_time(tmp_path: Path) -> None
         for job in run["jobs"]:
             assert job["lead_time_added"] == 0.5
             assert first_map_start(run, job) - job["submit"] >= 0.5 and job["duration"] >= 0.5
+
+
+def test_the_pipeline_gives_the_same_results_by_every_write_type_and_after_a_kill(tmp_path: Path) -> None:
+    from thaw.bench.pipeline import CONFIGS, pipeline
+
+    path = pipeline(
+        tmp_path / "out", parts=3, part_size=256 << 10, nodes=2, slots=2, ufs="64MiB/s", repeats=1,
+        say=lambda _m: None,
+    )  # fmt: skip
+    doc = json.loads(path.read_text())
+    runs = {r["config"]: r for r in doc["runs"]}
+    assert set(runs) == set(CONFIGS)
+    assert doc["summary"]["same_results"], doc["runs"]
+    killed = runs["async-through-kill"]
+    # Whatever the kill lost (what was not checkpointed yet) was rebuilt, none failed.
+    assert killed["recomputations_failed"] == 0, killed
+    assert killed["recomputations_done"] >= min(1, killed["lost_at_kill"]), killed

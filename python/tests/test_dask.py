@@ -30,7 +30,7 @@ import thaw
 import thaw.dask
 from thaw.dask import find_inputs
 
-from .procs import free_port, spawn
+from .procs import alive_workers, free_port, spawn
 from .test_migration import mem_used, wait_for
 
 
@@ -444,3 +444,68 @@ def test_a_start_up_holds_tasks_while_their_inputs_migrate(
         assert time.time() < t0 + 1.5
         started = [f.result(timeout=30) for f in futures]
         assert min(started) >= t0 + 1.5, (t0, started)
+
+
+def _read(path: str, master: str) -> bytes:
+    """A Dask task reading a Thaw file (its worker's only thread)."""
+    return thaw.Client(master).cat(path)
+
+
+def test_a_task_reading_a_lost_file_gives_its_slot_to_the_rerun_dask_runs_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The master runs no rerun itself (--recompute-executor external): the
+    # plugin claims them and runs them as Dask tasks. One Dask worker with one
+    # thread: a reading task that held its thread while waiting for the rerun
+    # would leave the rerun nowhere to run (tachyon.txt 4's priority inversion).
+    from .test_lineage import grep
+
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    master_args = [
+        "master", "--ufs", str(tmp_path / "ufs"), "--journal-dir", str(tmp_path / "journal"),
+        "--port", str(port), "--bind", "127.0.0.1", "--heartbeat-ms", "200", "--worker-timeout-ms", "1500",
+        "--block-size", "1MiB", "--recompute", "reactive", "--recompute-executor", "external",
+    ]  # fmt: skip
+    procs = [spawn(tmp_path, "master", master_args)]
+    for i in range(2):
+        worker_args = [
+            "worker", "--master", addr, "--host", f"h{i}", "--mem-dir", str(tmp_path / f"mem{i}"),
+            "--mem-capacity", "64MiB", "--port", "0", "--bind", "127.0.0.1", "--checkpoint-bandwidth", "1KiB",
+        ]  # fmt: skip
+        procs.append(spawn(tmp_path, f"worker{i}", worker_args))
+    # The rerun (`python -m thaw.lineage rerun`, on a Dask worker) imports the step's module.
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+    try:
+        client = thaw.Client(addr, host="h0")
+        wait_for(lambda: alive_workers(client) == 2, timeout=30)
+        logs = b"".join(f"{i} {'ERROR' if i % 4 == 0 else 'ok'} line\n".encode() for i in range(30_000))
+        client.write_bytes("/logs", logs, write_type="cache-through")
+        monkeypatch.setenv("THAW_HOST", "h0")
+        thaw.lineage.step(inputs=["/logs"], outputs=["/errors"], kind="narrow", client=client)(grep)(
+            pattern="ERROR"
+        )
+        want = client.cat("/errors")
+        procs[1].kill()  # kill -9 of the Thaw worker holding /errors
+        procs[1].wait()
+        wait_for(lambda: client.stat("/errors")["lost"], timeout=30)
+        with (
+            DaskCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as dc,
+            DaskClient(dc) as c,
+        ):
+            thaw.dask.install(c, addr, recompute=True, placement=False)
+            assert c.submit(_read, "/errors", addr, pure=False).result(timeout=120) == want
+
+            def ran() -> list[tuple[int, str]]:
+                done = c.run_on_scheduler(
+                    lambda dask_scheduler: dask_scheduler.plugins["thaw"].recompute_executor.ran
+                )
+                return [(r["lineage_id"], r["error"]) for r in done]
+
+            # Reported once the rerun's task ends (just after its last write).
+            wait_for(lambda: ran() == [(client.stat("/errors")["lineage_id"], "")], timeout=30)
+        assert client.status()["persistence"]["recomputations_done"] == 1
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

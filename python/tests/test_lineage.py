@@ -13,7 +13,7 @@ import pytest
 import thaw
 from thaw import errors
 
-from .procs import free_port, spawn
+from .procs import alive_workers, free_port, spawn
 from .test_migration import wait_for
 
 
@@ -120,7 +120,7 @@ def test_a_python_pipeline_written_at_memory_speed_is_rebuilt_after_its_worker_i
         procs.append(spawn(tmp_path, f"worker{i}", worker_args))
     try:
         client = thaw.Client(addr, host="h0")  # written beside worker 0
-        wait_for(lambda: _alive(client) == 2, timeout=30)
+        wait_for(lambda: alive_workers(client) == 2, timeout=30)
         logs = b"".join(f"{i} {'ERROR' if i % 5 == 0 else 'ok'} {'x' * 80}\n".encode() for i in range(20_000))
         client.write_bytes("/logs", logs, write_type="cache-through")
         monkeypatch.setenv("THAW_HOST", "h0")
@@ -144,10 +144,3 @@ def test_a_python_pipeline_written_at_memory_speed_is_rebuilt_after_its_worker_i
         for p in procs:
             p.kill()
             p.wait()
-
-
-def _alive(client: thaw.Client) -> int:
-    try:
-        return sum(w["alive"] for w in client.status()["workers"])
-    except errors.Unavailable:  # not listening yet
-        return 0

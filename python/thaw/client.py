@@ -8,6 +8,7 @@ it reads through :class:`ThawFile`).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import io
 import os
@@ -347,7 +348,7 @@ class Client:
         background), cache-through, through or replicated:N. ``temporary``
         (async-through): never persisted unless :meth:`persist` is called."""
         if mode == "rb":
-            return ThawFile(self.native().open(path))
+            return self._open_read(path)
         if mode in ("wb", "xb"):
             replace = (mode == "wb") if overwrite is None else overwrite
             return ThawWriter(self.native().create(path, write_type, block_size, replace, True, temporary))
@@ -374,9 +375,27 @@ class Client:
         A reader of a lost file does the same by itself."""
         return self.native().recompute(path, wait, retry, timeout)
 
+    def _open_read(self, path: str) -> ThawFile:
+        return ThawFile(self._native_reader(path))
+
+    def _native_reader(self, path: str) -> _native.NativeReader:
+        """Opens ``path``; a lost file with lineage is waited for until rebuilt.
+        In a Dask task the wait gives the task's thread back to its worker
+        first (see :mod:`thaw.dask.recompute`)."""
+        if not _in_dask_task():
+            return self.native().open(path)
+        r = self.native().open(path, False)
+        info = r.info()
+        if not (info["lost"] and info["lineage_id"]):
+            return r
+        r.close()
+        with _seceded():
+            self.recompute(path, wait=True)
+        return self.native().open(path)
+
     def cat(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
         """A file's bytes, or those in [start, end) (negative: from the end)."""
-        r = self.native().open(path)
+        r = self._native_reader(path)
         try:
             size = r.length
             s = 0 if start is None else (max(size + start, 0) if start < 0 else min(start, size))
@@ -445,6 +464,26 @@ class Client:
         os.makedirs(local, exist_ok=True)
         for e in self.ls(path):
             yield from self._remote_tree(e["path"], os.path.join(local, e["name"]))
+
+
+def _in_dask_task() -> bool:
+    """Whether this thread runs a Dask task (without importing Dask)."""
+    worker = sys.modules.get("distributed.worker")
+    return worker is not None and getattr(worker.thread_state, "key", None) is not None
+
+
+@contextlib.contextmanager
+def _seceded() -> Iterator[None]:
+    """Gives this Dask task's thread back to its worker while the block runs: a
+    task waiting for a rebuild must not hold the slot the rebuild needs
+    (tachyon.txt 4; see :mod:`thaw.dask.recompute`)."""
+    from distributed import rejoin, secede
+
+    secede()
+    try:
+        yield
+    finally:
+        rejoin()
 
 
 def _strip(path: str) -> str:

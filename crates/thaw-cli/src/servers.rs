@@ -10,7 +10,7 @@ use clap::Args;
 use thaw_common::size::format_size;
 use thaw_master::MasterConfig;
 use thaw_master::checkpoint::Order as CheckpointOrder;
-use thaw_master::master::RecomputeMode;
+use thaw_master::master::{RecomputeExecutor, RecomputeMode};
 use thaw_master::migration::{Policy, Priority};
 use thaw_worker::device::DeviceModels;
 use thaw_worker::{MigrationConfig, TierConfig, WorkerConfig};
@@ -93,6 +93,11 @@ pub struct RecomputeArgs {
     /// A rerun running longer is killed, e.g. 10m.
     #[arg(long, default_value = "10m", value_parser = crate::jobs::duration_arg)]
     pub recompute_timeout: Duration,
+    /// Who runs reruns: local (processes on the master's host) or external
+    /// (the Dask integration, `thaw.dask.install(client, recompute=True)`,
+    /// runs them as Dask tasks).
+    #[arg(long, default_value = "local", value_parser = recompute_executor_arg)]
+    pub recompute_executor: RecomputeExecutor,
 }
 
 impl Default for RecomputeArgs {
@@ -102,8 +107,13 @@ impl Default for RecomputeArgs {
             recompute_attempts: 3,
             recompute_parallel: 2,
             recompute_timeout: Duration::from_secs(600),
+            recompute_executor: RecomputeExecutor::Local,
         }
     }
+}
+
+fn recompute_executor_arg(s: &str) -> Result<RecomputeExecutor, String> {
+    RecomputeExecutor::parse(s).map_err(|e| e.message)
 }
 
 fn recompute_mode_arg(s: &str) -> Result<RecomputeMode, String> {
@@ -356,6 +366,7 @@ fn master_config(
     c.recompute_attempts = r.recompute_attempts.max(1);
     c.recompute_parallel = r.recompute_parallel.max(1);
     c.recompute_timeout = r.recompute_timeout;
+    c.recompute_executor = r.recompute_executor;
     c
 }
 

@@ -51,6 +51,15 @@ impl Client {
         Client { master: self.master.clone(), config: Arc::new(config), pool: self.pool.clone() }
     }
 
+    /// The same cluster, with reads of lost files failing at once (`DataLost`)
+    /// instead of waiting for their rebuild: for a caller that waits its own
+    /// way (a Dask task gives its thread back first).
+    pub fn without_rebuild_wait(&self) -> Client {
+        let mut config = (*self.config).clone();
+        config.rebuild_wait = std::time::Duration::ZERO;
+        Client { master: self.master.clone(), config: Arc::new(config), pool: self.pool.clone() }
+    }
+
     fn rpc_err(&self, s: tonic::Status) -> ThawError {
         // An error the master sent names its kind; one without came from the transport.
         let from_master = s.metadata().contains_key(thaw_common::error::KIND_HEADER);
@@ -228,6 +237,20 @@ impl Client {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             info = self.stat(path).await?;
         }
+    }
+
+    /// For an external recomputation executor: takes up to `max` lineage reruns.
+    pub async fn claim_recomputations(&self, executor: &str, max: u32) -> Result<Vec<RecomputeTask>> {
+        let req = ClaimRecomputationsRequest { executor: executor.to_string(), max };
+        let r = self.master.clone().claim_recomputations(req).await.map_err(|s| self.rpc_err(s))?;
+        Ok(r.into_inner().tasks)
+    }
+
+    /// For an external recomputation executor: how a rerun went (`error` empty: it succeeded).
+    pub async fn recomputation_done(&self, lineage: u64, attempt: u32, error: &str) -> Result<()> {
+        let req = RecomputationDoneRequest { lineage_id: lineage, attempt, error: error.to_string() };
+        self.master.clone().recomputation_done(req).await.map_err(|s| self.rpc_err(s))?;
+        Ok(())
     }
 
     pub async fn cluster_status(&self) -> Result<GetClusterStatusResponse> {

@@ -23,7 +23,7 @@ mod jobs;
 mod lineage;
 mod recompute;
 pub use jobs::{MAX_JOB_ID, MIN_LEASE_MS};
-pub use recompute::Mode as RecomputeMode;
+pub use recompute::{Executor as RecomputeExecutor, Mode as RecomputeMode};
 
 #[derive(Debug, Clone)]
 pub struct MasterConfig {
@@ -50,6 +50,8 @@ pub struct MasterConfig {
     pub recompute_parallel: usize,
     /// A rerun running longer is killed (and counts as a failed attempt).
     pub recompute_timeout: Duration,
+    /// Who runs lineage reruns: the master itself, or an external executor (Dask).
+    pub recompute_executor: RecomputeExecutor,
     /// The master's own address, given to the commands it runs (set by `serve`).
     pub address: String,
 }
@@ -71,6 +73,7 @@ impl MasterConfig {
             recompute_attempts: 3,
             recompute_parallel: 2,
             recompute_timeout: Duration::from_secs(600),
+            recompute_executor: RecomputeExecutor::Local,
             address: String::new(),
         }
     }

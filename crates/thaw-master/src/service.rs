@@ -89,4 +89,10 @@ impl MasterService for MasterRpc {
     async fn recompute(&self, r: Request<RecomputeRequest>) -> Reply<RecomputeResponse> {
         reply(self.master.recompute(r.into_inner()).await)
     }
+    async fn claim_recomputations(&self, r: Request<ClaimRecomputationsRequest>) -> Reply<ClaimRecomputationsResponse> {
+        reply(self.master.claim_recomputations(r.into_inner()))
+    }
+    async fn recomputation_done(&self, r: Request<RecomputationDoneRequest>) -> Reply<RecomputationDoneResponse> {
+        Ok(Response::new(self.master.recomputation_done(r.into_inner())))
+    }
 }

@@ -343,6 +343,36 @@ impl NativeClient {
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
 
+    /// For an external recomputation executor: up to `max` lineage reruns, each
+    /// a dict (lineage_id, attempt, command, config bytes, env, timeout_ms).
+    #[pyo3(signature = (executor, max=1))]
+    fn claim_recomputations(&self, py: Python<'_>, executor: String, max: u32) -> PyResult<Vec<Py<PyAny>>> {
+        let c = self.c()?;
+        let tasks = wait(py, async move { c.claim_recomputations(&executor, max).await })?;
+        tasks
+            .iter()
+            .map(|t| {
+                let v = serde_json::json!({
+                    "lineage_id": t.lineage_id,
+                    "attempt": t.attempt,
+                    "command": t.command,
+                    "env": t.env,
+                    "timeout_ms": t.timeout_ms,
+                });
+                let d = json_to_py(py, &v)?;
+                d.bind(py).set_item("config", pyo3::types::PyBytes::new(py, &t.config))?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// For an external recomputation executor: how a rerun went.
+    #[pyo3(signature = (lineage_id, attempt, error=String::new()))]
+    fn recomputation_done(&self, py: Python<'_>, lineage_id: u64, attempt: u32, error: String) -> PyResult<()> {
+        let c = self.c()?;
+        wait(py, async move { c.recomputation_done(lineage_id, attempt, &error).await })
+    }
+
     /// Every lineage entry.
     fn lineages(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
         let c = self.c()?;
@@ -350,9 +380,12 @@ impl NativeClient {
         all.iter().map(|l| lineage_to_py(py, l)).collect()
     }
 
-    /// Opens a complete file for reading.
-    fn open(&self, py: Python<'_>, path: String) -> PyResult<reader::NativeReader> {
-        let c = self.c()?;
+    /// Opens a complete file for reading. A lost file with lineage is waited
+    /// for (its rebuild asked for) unless `wait_rebuild` is false: then it is
+    /// a `DataLost` error at once.
+    #[pyo3(signature = (path, wait_rebuild=true))]
+    fn open(&self, py: Python<'_>, path: String, wait_rebuild: bool) -> PyResult<reader::NativeReader> {
+        let c = if wait_rebuild { self.c()? } else { self.c()?.without_rebuild_wait() };
         let r = wait(py, async move { c.open(&path).await })?;
         Ok(reader::NativeReader::new(r))
     }

@@ -88,9 +88,15 @@ fn dir_key(p: &str) -> Result<String> {
 
 impl UnderStore {
     /// Opens an under-store from a URI: `fs:///abs/dir`, `file:///abs/dir`, or a
-    /// plain absolute directory path. The directory is created if missing.
+    /// plain directory path (relative to the current directory). The directory
+    /// is created if missing.
     pub fn open(uri: &str) -> Result<Self> {
         let dir = uri.strip_prefix("fs://").or_else(|| uri.strip_prefix("file://")).unwrap_or(uri);
+        // A plain relative directory is taken from the current one.
+        let relative = (!uri.contains("://") && !dir.is_empty() && !dir.starts_with('/'))
+            .then(|| std::env::current_dir().map(|d| d.join(dir).to_string_lossy().into_owned()))
+            .transpose()?;
+        let dir = relative.as_deref().unwrap_or(dir);
         if !dir.starts_with('/') {
             return Err(ThawError::invalid(format!(
                 "under-store {uri:?}: expected fs:///absolute/dir or an absolute directory"

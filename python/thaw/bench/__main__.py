@@ -2,8 +2,9 @@
 experiments on an emulated cluster on this machine and writes
 ``OUT/EXPERIMENT/results.json`` and ``report.md`` with figures.
 
-Experiments: ``swim``, ``sort``, ``wordcount``, ``interference``, ``sql``, and
-``paper`` (a reduced set of all of them, under 30 minutes here). Every
+Experiments: ``swim``, ``sort``, ``wordcount``, ``interference``, ``sql``,
+``pipeline`` (tachyon.txt 3), and ``paper`` (a reduced set of all of them but
+the pipeline, under 30 minutes here). Every
 configuration of a table runs in one invocation, on the same placed data.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from ..dask.placement import Delays
 from . import experiments as ex
+from . import pipeline as pipeline_mod
 from .cluster import ClusterSpec
 from .runner import CONFIGS, SCENARIOS
 
@@ -133,6 +135,16 @@ def _parser() -> argparse.ArgumentParser:
         "--ahead", type=float, default=2.0, help="seconds the queue is busy before the first query"
     )
 
+    pp = sub.add_parser(
+        "pipeline",
+        parents=[common],
+        help="tachyon.txt 3's log pipeline by write type, and with a worker killed",
+    )
+    pp.add_argument("--parts", type=int, default=8, help="log partitions (one task per step each)")
+    pp.add_argument("--part-size", type=ex.parse_size, default=ex.parse_size("16MiB"))
+    pp.add_argument("--ufs", default="40MiB/s", help="each node's emulated under-store bandwidth")
+    pp.add_argument("--pipeline-configs", type=_list(str), default=list(pipeline_mod.CONFIGS))
+
     sub.add_parser("paper", parents=[common], help="the reduced set of every experiment (under 30 min)")
     return p
 
@@ -167,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         ex.interference(bench, a.size, a.lead, a.period_scale, a.scenarios, a.config, r)
     elif a.experiment == "sql":
         ex.sql(bench, a.sf, a.queries, a.configs, a.scenario, a.ahead)
+    elif a.experiment == "pipeline":
+        pipeline_mod.pipeline(
+            a.out, parts=a.parts, part_size=a.part_size, nodes=a.nodes, slots=a.slots, ufs=a.ufs,
+            repeats=r, configs=tuple(a.pipeline_configs), say=say,
+        )  # fmt: skip
     else:
         ex.paper(bench)
     say("done")

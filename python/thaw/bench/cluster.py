@@ -49,9 +49,12 @@ class NodeSpec:
     rack: str
     disk: str
     penalty: float = 0.3
+    #: The under-store as this node reaches it ("40MiB/s"), if emulated too.
+    ufs: str | None = None
 
     def device_model(self) -> str:
-        return f"disk={self.disk},penalty={self.penalty}"
+        ufs = f",ufs={self.ufs}" if self.ufs else ""
+        return f"disk={self.disk}{ufs},penalty={self.penalty}"
 
 
 @dataclass
@@ -81,10 +84,18 @@ class ClusterSpec:
     #: "normal" (a stream like the jobs', as in the papers).
     migration_io: str = "idle"
     node_disks: dict[int, str] = field(default_factory=dict)
+    #: Each node's link to the under-store, emulated ("40MiB/s"; default: not).
+    ufs: str | None = None
+    #: More `thaw master` flags.
+    master_args: list[str] = field(default_factory=list)
 
     def node(self, i: int) -> NodeSpec:
         return NodeSpec(
-            f"node{i}", f"rack{i % max(1, self.racks)}", self.node_disks.get(i, self.disk), self.penalty
+            f"node{i}",
+            f"rack{i % max(1, self.racks)}",
+            self.node_disks.get(i, self.disk),
+            self.penalty,
+            self.ufs,
         )
 
 
@@ -161,7 +172,7 @@ class EmulatedCluster:
         ]  # fmt: skip
         if priority:
             args += ["--priority", priority]
-        self._spawn("master", args)
+        self._spawn("master", [*args, *s.master_args])
         self.master = self._address("master", "thaw master listening on ", timeout)
         self.policy, self.priority = policy, priority
         for node in self.nodes:
@@ -216,6 +227,13 @@ class EmulatedCluster:
             log.close()
         self._procs.clear()
         self.master = ""
+
+    def kill_node(self, name: str) -> None:
+        """kill -9 of a node's Thaw worker (a real crash: its memory is gone)."""
+        for n, proc, _ in self._procs:
+            if n == name and proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
     def close(self) -> None:
         self.stop()

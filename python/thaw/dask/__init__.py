@@ -55,10 +55,11 @@ from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from ..client import Client
+from ..client import Client, default_master
 from . import placement as pl
 from .inputs import find_inputs, region_of, zarr_array, zarr_chunk_files
 from .job import DaskJob, Held
+from .recompute import RecomputeExecutor
 from .scheduling import (
     HOLD,
     PLACE_METADATA,
@@ -146,7 +147,9 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
     as it has been read once. ``placement``: place reading tasks by memory
     locality (:mod:`thaw.dask.placement`) with ``delays``; off, Dask places
     them as it would (migration only). ``tick``: seconds between offers of free
-    slots besides the one at each task's end.
+    slots besides the one at each task's end. ``recompute``: run the master's
+    lineage reruns as Dask tasks on this cluster (the master runs with
+    ``--recompute-executor external``; see :mod:`thaw.dask.recompute`).
     """
 
     name = "thaw"
@@ -160,6 +163,7 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
         placement: bool = True,
         delays: pl.Delays | None = None,
         tick: float = 0.02,
+        recompute: bool = False,
     ) -> None:
         if eviction not in ("explicit", "implicit"):
             raise ValueError(f"eviction {eviction!r}: explicit or implicit")
@@ -171,6 +175,8 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
         self.placement = placement
         self.delays = delays or pl.Delays()
         self.tick = tick
+        self.recompute = recompute
+        self.recompute_executor: RecomputeExecutor | None = None
         self.jobs: dict[str, DaskJob] = {}
         self._init_placement()
         self._ticker: asyncio.Task[None] | None = None
@@ -192,6 +198,7 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
             "placement": self.placement,
             "delays": self.delays,
             "tick": self.tick,
+            "recompute": self.recompute,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -209,8 +216,13 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
             self._locator = threading.Thread(target=self._locate_loop, name="thaw-dask-locate", daemon=True)
             self._locator.start()
         self._ticker = asyncio.create_task(self._tick_loop())
+        if self.recompute:
+            self.recompute_executor = RecomputeExecutor(scheduler.address, self.master or default_master())
+            self.recompute_executor.start()
 
     async def close(self) -> None:
+        if self.recompute_executor is not None:
+            await asyncio.to_thread(self.recompute_executor.stop)
         if self._ticker is not None:
             self._ticker.cancel()
         for job in list(self.jobs.values()):
@@ -466,8 +478,6 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
     # -- Thaw calls, on the plugin's own threads -------------------------------
 
     def _master(self) -> str:
-        from ..client import default_master
-
         return self.master or default_master()
 
     def _client(self, master: str) -> Client:
@@ -615,8 +625,6 @@ def install(client: Any, master: str | None = None, **options: Any) -> None:
     annotated inputs name the same cluster here and on the scheduler. Options:
     see :class:`ThawSchedulerPlugin`.
     """
-    from ..client import default_master
-
     client.register_plugin(ThawSchedulerPlugin(master or default_master(), **options))
     if options.get("placement", True):
         client.register_plugin(ThawWorkerPlace())

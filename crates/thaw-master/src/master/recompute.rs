@@ -54,13 +54,37 @@ impl Mode {
     }
 }
 
+/// Who runs lineage reruns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Executor {
+    /// Processes the master starts on its own host.
+    #[default]
+    Local,
+    /// An outside executor claims them (the Dask integration: `thaw.dask.install(..., recompute=True)`).
+    External,
+}
+
+impl Executor {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "local" => Ok(Executor::Local),
+            "external" | "dask" => Ok(Executor::External),
+            _ => Err(ThawError::invalid(format!("recompute executor {s:?}: local or external"))),
+        }
+    }
+}
+
 /// A failed attempt is tried again after this times its number.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
+/// A rerun no external executor claims within this long counts as failed.
+const CLAIM_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Default)]
 struct Run {
     attempt: u32,
     running_since: Option<Instant>,
+    /// For an external executor: who claimed the attempt (empty: not yet).
+    claimed_by: String,
     retry_at: Option<Instant>,
     last_error: String,
     /// Its outputs that were lost when the attempt started.
@@ -83,6 +107,8 @@ pub(crate) struct Recomputer {
     waiting: BTreeSet<u64>,
     /// Files being rebuilt now: file -> lineage.
     recovering: HashMap<u64, u64>,
+    /// Reruns waiting for an external executor to claim them.
+    claimable: std::collections::VecDeque<Start>,
     /// Something was lost or asked for since the last plan.
     dirty: bool,
     done: u64,
@@ -106,6 +132,7 @@ impl Recomputer {
 }
 
 /// A lineage rerun to start (taken from the state, run outside the lock).
+#[derive(Debug, Clone)]
 struct Start {
     lineage: u64,
     attempt: u32,
@@ -198,14 +225,96 @@ impl Master {
 
     /// One pass of the workflow manager: plan, then start what may run.
     pub async fn recompute_tick(self: &Arc<Self>) {
-        let starts = {
+        let (starts, overdue) = {
             let mut guard = self.write();
-            self.plan_recomputation(&mut guard)
+            let overdue = self.overdue_claims(&mut guard);
+            (self.plan_recomputation(&mut guard), overdue)
         };
-        for s in starts {
-            let master = self.clone();
-            tokio::spawn(async move { master.run_lineage(s).await });
+        for (l, attempt, why) in overdue {
+            self.finish_run(l, attempt, Err(why));
         }
+        for s in starts {
+            if self.config.recompute_executor == Executor::External {
+                self.write().recomputer.claimable.push_back(s);
+                continue;
+            }
+            let master = self.clone();
+            tokio::spawn(async move {
+                let outcome = master.execute(&s).await;
+                master.finish_run(s.lineage, s.attempt, outcome);
+            });
+        }
+    }
+
+    /// External runs never claimed, or claimed and never reported, in time.
+    fn overdue_claims(&self, st: &mut State) -> Vec<(u64, u32, String)> {
+        if self.config.recompute_executor != Executor::External {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (&l, run) in &st.recomputer.runs {
+            let Some(since) = run.running_since else { continue };
+            if run.claimed_by.is_empty() && since.elapsed() > CLAIM_WAIT {
+                out.push((l, run.attempt, format!("no executor claimed it within {CLAIM_WAIT:?} (is the Dask integration running with recompute=True?)")));
+            } else if !run.claimed_by.is_empty() && since.elapsed() > self.config.recompute_timeout + CLAIM_WAIT {
+                out.push((
+                    l,
+                    run.attempt,
+                    format!("{} did not report it within {:?}", run.claimed_by, self.config.recompute_timeout),
+                ));
+            }
+        }
+        let gone: BTreeSet<u64> = out.iter().map(|(l, _, _)| *l).collect();
+        st.recomputer.claimable.retain(|s| !gone.contains(&s.lineage));
+        out
+    }
+
+    /// Hands out reruns to an external executor.
+    pub fn claim_recomputations(&self, req: ClaimRecomputationsRequest) -> Result<ClaimRecomputationsResponse> {
+        if self.config.recompute_executor != Executor::External {
+            return Err(ThawError::precondition(
+                "this master runs recomputations itself (start it with --recompute-executor external)",
+            ));
+        }
+        let executor = if req.executor.is_empty() { "an external executor".to_string() } else { req.executor };
+        let mut st = self.write();
+        let mut tasks = Vec::new();
+        while tasks.len() < req.max.max(1) as usize {
+            let Some(s) = st.recomputer.claimable.pop_front() else { break };
+            let Some(run) = st.recomputer.runs.get_mut(&s.lineage).filter(|r| r.attempt == s.attempt) else {
+                continue;
+            };
+            run.claimed_by = executor.clone();
+            run.running_since = Some(Instant::now());
+            tracing::info!(lineage = s.lineage, attempt = s.attempt, %executor, "recomputation claimed");
+            tasks.push(RecomputeTask {
+                lineage_id: s.lineage,
+                attempt: s.attempt,
+                env: self.run_env(&s).into_iter().collect(),
+                command: s.command,
+                config: s.config,
+                timeout_ms: self.config.recompute_timeout.as_millis() as u64,
+            });
+        }
+        Ok(ClaimRecomputationsResponse { tasks })
+    }
+
+    /// An external executor's report of a rerun.
+    pub fn recomputation_done(&self, req: RecomputationDoneRequest) -> RecomputationDoneResponse {
+        let outcome = if req.error.is_empty() { Ok(()) } else { Err(req.error) };
+        self.finish_run(req.lineage_id, req.attempt, outcome);
+        RecomputationDoneResponse {}
+    }
+
+    /// The environment a rerun's command gets (besides THAW_LINEAGE_CONFIG).
+    fn run_env(&self, s: &Start) -> Vec<(String, String)> {
+        vec![
+            ("THAW_MASTER".into(), self.config.address.clone()),
+            ("THAW_RECOVER_LINEAGE".into(), s.lineage.to_string()),
+            ("THAW_LINEAGE_ID".into(), s.lineage.to_string()),
+            ("THAW_LOST_FILES".into(), s.lost_paths.join("\n")),
+            ("THAW_JOB_ID".into(), format!("recompute-{}", s.lineage)),
+        ]
     }
 
     fn plan_recomputation(&self, st: &mut State) -> Vec<Start> {
@@ -288,33 +397,35 @@ impl Master {
         starts
     }
 
-    /// Runs one lineage's command (the local process executor) and takes its
-    /// outcome back.
-    async fn run_lineage(self: Arc<Self>, s: Start) {
-        let outcome = self.execute(&s).await;
+    /// Takes a rerun's outcome: its files back, or a failed attempt (tried
+    /// again, or given up on). A report of an older attempt is ignored.
+    fn finish_run(&self, lineage: u64, attempt: u32, outcome: std::result::Result<(), String>) {
         let mut guard = self.write();
         let st = &mut *guard;
+        if st.recomputer.runs.get(&lineage).is_none_or(|r| r.attempt != attempt || r.running_since.is_none()) {
+            return;
+        }
         let still_lost: Vec<u64> = st
             .recomputer
             .runs
-            .get(&s.lineage)
+            .get(&lineage)
             .map(|r| r.outputs.iter().copied().filter(|f| is_lost_view(&st.ns, &st.cluster, *f)).collect())
             .unwrap_or_default();
         let names: Vec<String> = still_lost.iter().map(|f| st.ns.path_of(*f)).collect();
         let rc = &mut st.recomputer;
         rc.dirty = true;
-        rc.recovering.retain(|_, l| *l != s.lineage);
-        let Some(run) = rc.runs.get_mut(&s.lineage) else { return };
+        rc.recovering.retain(|_, l| *l != lineage);
+        let Some(run) = rc.runs.get_mut(&lineage) else { return };
         run.running_since = None;
         if still_lost.is_empty() && outcome.is_ok() {
-            tracing::info!(lineage = s.lineage, attempt = s.attempt, "lost files rebuilt");
-            rc.runs.remove(&s.lineage);
+            tracing::info!(lineage, attempt, "lost files rebuilt");
+            rc.runs.remove(&lineage);
             rc.done += 1;
-        } else if let Some(why) = rc.nondeterministic.get(&s.lineage).cloned() {
-            tracing::warn!(lineage = s.lineage, %why, "recomputation is not deterministic: the files stay lost");
-            rc.runs.remove(&s.lineage);
+        } else if let Some(why) = rc.nondeterministic.get(&lineage).cloned() {
+            tracing::warn!(lineage, %why, "recomputation is not deterministic: the files stay lost");
+            rc.runs.remove(&lineage);
             rc.failures += 1;
-            rc.failed.insert(s.lineage, format!("not deterministic: {why}"));
+            rc.failed.insert(lineage, format!("not deterministic: {why}"));
         } else {
             rc.failures += 1;
             run.last_error = match outcome {
@@ -323,11 +434,11 @@ impl Master {
             };
             if run.attempt >= self.config.recompute_attempts {
                 let why = format!("gave up after {} attempts; the last: {}", run.attempt, run.last_error);
-                tracing::warn!(lineage = s.lineage, %why, "recomputation failed");
-                rc.failed.insert(s.lineage, why);
-                rc.runs.remove(&s.lineage);
+                tracing::warn!(lineage, %why, "recomputation failed");
+                rc.failed.insert(lineage, why);
+                rc.runs.remove(&lineage);
             } else {
-                tracing::warn!(lineage = s.lineage, attempt = s.attempt, error = %run.last_error, "recomputation attempt failed");
+                tracing::warn!(lineage, attempt, error = %run.last_error, "recomputation attempt failed");
                 run.retry_at = Some(Instant::now() + RETRY_PAUSE * run.attempt);
             }
         }
@@ -350,12 +461,8 @@ impl Master {
         let err_log = log.try_clone().map_err(|e| e.to_string())?;
         let mut cmd = tokio::process::Command::new(&s.command[0]);
         cmd.args(&s.command[1..])
-            .env("THAW_MASTER", &self.config.address)
-            .env("THAW_RECOVER_LINEAGE", s.lineage.to_string())
-            .env("THAW_LINEAGE_ID", s.lineage.to_string())
-            .env("THAW_LOST_FILES", s.lost_paths.join("\n"))
+            .envs(self.run_env(s))
             .env("THAW_LINEAGE_CONFIG", &config_path)
-            .env("THAW_JOB_ID", format!("recompute-{}", s.lineage))
             .stdin(std::process::Stdio::null())
             .stdout(log)
             .stderr(err_log)

@@ -1,0 +1,122 @@
+"""Recomputation on Dask (tachyon.txt 2.6 and 4).
+
+The master's workflow manager decides what to rerun and in what order; with
+``thaw master --recompute-executor external`` it runs nothing itself, and this
+executor, started by the scheduler plugin (``thaw.dask.install(client,
+recompute=True)``), claims each rerun and runs its command as a Dask task, on the
+same workers as the jobs, so recomputation needs no cluster of its own.
+
+Resource allocation (tachyon.txt 4, "Recomputation Resource Acquisition"): a
+rerun's task has priority ``RECOMPUTE_PRIORITY`` (-1; Dask's default is 0), so it
+waits behind the tasks of jobs that do not need it; and a task that reads a lost
+file (a job waiting for it) secedes from its worker's thread pool while it waits
+(``thaw.client._native_reader``), so its slot goes to the rerun: the waiting job ranks
+below the rerun it waits for. This answers the paper's priority inversion (jobs
+holding every slot while waiting for data only a recomputation can bring) without
+killing their tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import tempfile
+import threading
+import uuid
+from typing import Any
+
+from ..client import Client
+from ..errors import ThawError
+
+log = logging.getLogger("thaw.dask")
+
+#: Dask priority of a rerun's task: below the jobs' tasks (0 by default).
+RECOMPUTE_PRIORITY = -1
+
+
+def run_recomputation(task: dict[str, Any]) -> str:
+    """Runs one lineage rerun's command (on a Dask worker). Returns "" or why it failed."""
+    with tempfile.NamedTemporaryFile(prefix="thaw-lineage-", suffix=".config", delete=False) as f:
+        f.write(task["config"])
+    env = {**os.environ, **task["env"], "THAW_LINEAGE_CONFIG": f.name}
+    timeout = task["timeout_ms"] / 1000 or None
+    try:
+        p = subprocess.run(task["command"], env=env, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return f"killed after {timeout:.0f} s"
+    except OSError as e:
+        return f"cannot start {task['command'][0]!r}: {e}"
+    finally:
+        os.unlink(f.name)
+    if p.returncode != 0:
+        tail = p.stderr.decode(errors="replace").strip()[-800:]
+        return f"exit status {p.returncode}: {tail}"
+    return ""
+
+
+class RecomputeExecutor:
+    """Claims lineage reruns from the master and runs them on the Dask cluster
+    at ``scheduler_address``, at most ``slots`` at once."""
+
+    def __init__(self, scheduler_address: str, master: str, *, slots: int = 2, poll: float = 0.2) -> None:
+        self.scheduler_address = scheduler_address
+        self.master = master
+        self.slots = slots
+        self.poll = poll
+        self.name = f"dask {scheduler_address}"
+        self.ran: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="thaw-dask-recompute", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        from distributed import Client as DaskClient
+
+        thaw = Client(self.master).native()
+        dask = DaskClient(self.scheduler_address, set_as_default=False, timeout=30)
+        running: dict[str, tuple[Any, dict[str, Any]]] = {}
+        try:
+            while not self._stop.is_set():
+                self._claim(thaw, dask, running)
+                for key, (fut, task) in list(running.items()):
+                    if fut.done():
+                        try:
+                            error = fut.result()
+                        except Exception as e:  # the task itself failed (its worker died)
+                            error = f"its Dask task failed: {e}"
+                        self._report(thaw, task, error)
+                        del running[key]
+                self._stop.wait(self.poll)
+        finally:
+            dask.close()
+
+    def _claim(self, thaw: Any, dask: Any, running: dict[str, tuple[Any, dict[str, Any]]]) -> None:
+        free = self.slots - len(running)
+        if free <= 0:
+            return
+        try:
+            tasks = thaw.claim_recomputations(self.name, free)
+        except ThawError as e:
+            log.debug("claiming recomputations failed: %s", e)
+            return
+        for t in tasks:
+            key = f"thaw-recompute-{t['lineage_id']}-{t['attempt']}-{uuid.uuid4().hex[:6]}"
+            fut = dask.submit(run_recomputation, t, key=key, priority=RECOMPUTE_PRIORITY, pure=False)
+            running[key] = (fut, t)
+            log.info("recomputing lineage %s (attempt %s): Dask task %s", t["lineage_id"], t["attempt"], key)
+
+    def _report(self, thaw: Any, task: dict[str, Any], error: str) -> None:
+        self.ran.append({"lineage_id": task["lineage_id"], "attempt": task["attempt"], "error": error})
+        try:
+            thaw.recomputation_done(task["lineage_id"], task["attempt"], error)
+        except ThawError as e:  # the master times the run out instead
+            log.warning("could not report lineage %s's rerun: %s", task["lineage_id"], e)
