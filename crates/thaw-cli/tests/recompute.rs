@@ -186,3 +186,55 @@ async fn a_master_killed_during_a_recomputation_rebuilds_after_its_restart() {
     wait_until(&c, &client, "/out", "rebuilt", |f| !f.lost).await;
     assert_eq!(client.read_all("/out").await.unwrap(), first);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lineage_output_first_written_without_checksums_is_never_rebuilt_unchecked() {
+    use thaw_common::frame;
+    use thaw_common::proto::master_service_client::MasterServiceClient;
+    use thaw_common::proto::*;
+    use tokio::io::AsyncWriteExt;
+
+    let mut c = start(cluster(&[])).await;
+    let client = c.remote_client();
+    client.write_all("/in", b"input\n", opts(WriteType::CacheThrough)).await.unwrap();
+    let fid = client.stat("/in").await.unwrap().file_id;
+    let cmd = step_command("/in", "/out", "cat");
+    client.submit_dependency(&[fid], &["/out".to_string()], &cmd, b"", DependencyKind::Narrow).await.unwrap();
+    // An old client's write: tied to the lineage, but no block checksums.
+    let mut master = MasterServiceClient::connect(format!("http://{}", c.master_addr())).await.unwrap();
+    let h0 = Position { host: "h0".into(), ..Default::default() };
+    let create = CreateFileRequest {
+        path: "/out".into(),
+        write_type: WriteType::AsyncThrough as i32,
+        client: Some(h0),
+        ..Default::default()
+    };
+    let created = master.create_file(create).await.unwrap().into_inner();
+    let info = created.info.unwrap();
+    assert_eq!(created.workers[0].data_address, c.worker_addr(0));
+    let bytes = data(300_000, 9);
+    let write = WriteFileRequest {
+        file_id: info.file_id,
+        block_size: info.block_size,
+        tier: Tier::Mem as i32,
+        ..Default::default()
+    };
+    let req = DataRequest {
+        version: thaw_proto::DATA_PROTOCOL_VERSION,
+        job_id: String::new(),
+        request: Some(data_request::Request::WriteFile(write)),
+    };
+    let mut sock = tokio::net::TcpStream::connect(c.worker_addr(0)).await.unwrap();
+    frame::write_msg(&mut sock, &req).await.unwrap();
+    frame::write_chunk(&mut sock, &bytes).await.unwrap();
+    frame::write_chunk(&mut sock, &[]).await.unwrap();
+    sock.flush().await.unwrap();
+    let resp = frame::read_msg::<_, DataResponse>(&mut sock).await.unwrap().unwrap();
+    assert_eq!(resp.length, bytes.len() as u64, "{resp:?}");
+    master.complete_file(CompleteFileRequest { file_id: info.file_id, length: bytes.len() as u64 }).await.unwrap();
+    c.kill_worker(0);
+    c.wait_worker_dead(0, WAIT).await.unwrap();
+    // Its rerun would write other bytes ("input\n"), which nothing could catch: refused.
+    let f = wait_until(&c, &client, "/out", "failed", |f| rebuild(f) == Rebuild::Failed).await;
+    assert!(f.lost && f.rebuild_detail.contains("cannot be checked"), "{f:?}");
+}

@@ -86,8 +86,9 @@ class ClusterSpec:
     node_disks: dict[int, str] = field(default_factory=dict)
     #: Each node's link to the under-store, emulated ("40MiB/s"; default: not).
     ufs: str | None = None
-    #: More `thaw master` flags.
+    #: More `thaw master` flags, and `thaw worker` flags.
     master_args: list[str] = field(default_factory=list)
+    worker_args: list[str] = field(default_factory=list)
 
     def node(self, i: int) -> NodeSpec:
         return NodeSpec(
@@ -191,6 +192,7 @@ class EmulatedCluster:
                     "--device-model", node.device_model(),
                     "--implicit-eviction-delay-ms", str(s.implicit_eviction_delay_ms),
                     "--migration-io", s.migration_io,
+                    *s.worker_args,
                 ],
             )  # fmt: skip
         for node in self.nodes:

@@ -59,7 +59,7 @@ from ..client import Client, default_master
 from . import placement as pl
 from .inputs import find_inputs, region_of, zarr_array, zarr_chunk_files
 from .job import DaskJob, Held
-from .recompute import RecomputeExecutor
+from .recompute import RECOMPUTE_PRIORITY, RecomputeExecutor
 from .scheduling import (
     HOLD,
     PLACE_METADATA,
@@ -149,7 +149,8 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
     them as it would (migration only). ``tick``: seconds between offers of free
     slots besides the one at each task's end. ``recompute``: run the master's
     lineage reruns as Dask tasks on this cluster (the master runs with
-    ``--recompute-executor external``; see :mod:`thaw.dask.recompute`).
+    ``--recompute-executor external``; see :mod:`thaw.dask.recompute`), at Dask
+    priority ``recompute_priority`` (default -1: below the jobs' tasks).
     """
 
     name = "thaw"
@@ -164,6 +165,7 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
         delays: pl.Delays | None = None,
         tick: float = 0.02,
         recompute: bool = False,
+        recompute_priority: int = RECOMPUTE_PRIORITY,
     ) -> None:
         if eviction not in ("explicit", "implicit"):
             raise ValueError(f"eviction {eviction!r}: explicit or implicit")
@@ -176,6 +178,7 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
         self.delays = delays or pl.Delays()
         self.tick = tick
         self.recompute = recompute
+        self.recompute_priority = recompute_priority
         self.recompute_executor: RecomputeExecutor | None = None
         self.jobs: dict[str, DaskJob] = {}
         self._init_placement()
@@ -199,6 +202,7 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
             "delays": self.delays,
             "tick": self.tick,
             "recompute": self.recompute,
+            "recompute_priority": self.recompute_priority,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -217,7 +221,12 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
             self._locator.start()
         self._ticker = asyncio.create_task(self._tick_loop())
         if self.recompute:
-            self.recompute_executor = RecomputeExecutor(scheduler.address, self.master or default_master())
+            # Reruns yield to queued job tasks unless asked to go first.
+            queued = (lambda: bool(scheduler.queued)) if self.recompute_priority < 0 else None
+            self.recompute_executor = RecomputeExecutor(
+                scheduler.address, self.master or default_master(), priority=self.recompute_priority,
+                jobs_waiting=queued,
+            )  # fmt: skip
             self.recompute_executor.start()
 
     async def close(self) -> None:

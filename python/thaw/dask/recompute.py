@@ -7,11 +7,12 @@ recompute=True)``), claims each rerun and runs its command as a Dask task, on th
 same workers as the jobs, so recomputation needs no cluster of its own.
 
 Resource allocation (tachyon.txt 4, "Recomputation Resource Acquisition"): a
-rerun's task has priority ``RECOMPUTE_PRIORITY`` (-1; Dask's default is 0), so it
+rerun is handed to Dask only while no job's task is queued for a slot at the
+scheduler, at priority ``RECOMPUTE_PRIORITY`` (-1; Dask's default is 0), so it
 waits behind the tasks of jobs that do not need it; and a task that reads a lost
 file (a job waiting for it) secedes from its worker's thread pool while it waits
-(``thaw.client._native_reader``), so its slot goes to the rerun: the waiting job ranks
-below the rerun it waits for. This answers the paper's priority inversion (jobs
+(``thaw.client._native_reader``), so its slot goes to the rerun: the waiting job
+ranks below the rerun it waits for. This answers the paper's priority inversion (jobs
 holding every slot while waiting for data only a recomputation can bring) without
 killing their tasks.
 """
@@ -23,7 +24,9 @@ import os
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ..client import Client
@@ -35,34 +38,47 @@ log = logging.getLogger("thaw.dask")
 RECOMPUTE_PRIORITY = -1
 
 
-def run_recomputation(task: dict[str, Any]) -> str:
-    """Runs one lineage rerun's command (on a Dask worker). Returns "" or why it failed."""
+def run_recomputation(task: dict[str, Any]) -> dict[str, Any]:
+    """Runs one lineage rerun's command (on a Dask worker). Returns its start
+    and end (epoch seconds) and ``error``: "" or why it failed."""
+    start = time.time()
     with tempfile.NamedTemporaryFile(prefix="thaw-lineage-", suffix=".config", delete=False) as f:
         f.write(task["config"])
     env = {**os.environ, **task["env"], "THAW_LINEAGE_CONFIG": f.name}
     timeout = task["timeout_ms"] / 1000 or None
     try:
         p = subprocess.run(task["command"], env=env, capture_output=True, timeout=timeout, check=False)
+        error = ""
+        if p.returncode != 0:
+            error = f"exit status {p.returncode}: {p.stderr.decode(errors='replace').strip()[-800:]}"
     except subprocess.TimeoutExpired:
-        return f"killed after {timeout:.0f} s"
+        error = f"killed after {timeout:.0f} s"
     except OSError as e:
-        return f"cannot start {task['command'][0]!r}: {e}"
+        error = f"cannot start {task['command'][0]!r}: {e}"
     finally:
         os.unlink(f.name)
-    if p.returncode != 0:
-        tail = p.stderr.decode(errors="replace").strip()[-800:]
-        return f"exit status {p.returncode}: {tail}"
-    return ""
+    return {"error": error, "start": start, "end": time.time()}
 
 
 class RecomputeExecutor:
     """Claims lineage reruns from the master and runs them on the Dask cluster
     at ``scheduler_address``, at most ``slots`` at once."""
 
-    def __init__(self, scheduler_address: str, master: str, *, slots: int = 2, poll: float = 0.2) -> None:
+    def __init__(
+        self,
+        scheduler_address: str,
+        master: str,
+        *,
+        slots: int = 2,
+        poll: float = 0.2,
+        priority: int = RECOMPUTE_PRIORITY,
+        jobs_waiting: Callable[[], bool] | None = None,
+    ) -> None:
         self.scheduler_address = scheduler_address
         self.master = master
         self.slots = slots
+        self.priority = priority
+        self.jobs_waiting = jobs_waiting
         self.poll = poll
         self.name = f"dask {scheduler_address}"
         self.ran: list[dict[str, Any]] = []
@@ -90,10 +106,10 @@ class RecomputeExecutor:
                 for key, (fut, task) in list(running.items()):
                     if fut.done():
                         try:
-                            error = fut.result()
+                            outcome = fut.result()
                         except Exception as e:  # the task itself failed (its worker died)
-                            error = f"its Dask task failed: {e}"
-                        self._report(thaw, task, error)
+                            outcome = {"error": f"its Dask task failed: {e}", "start": None, "end": None}
+                        self._report(thaw, task, outcome)
                         del running[key]
                 self._stop.wait(self.poll)
         finally:
@@ -103,6 +119,13 @@ class RecomputeExecutor:
         free = self.slots - len(running)
         if free <= 0:
             return
+        # Below the jobs that do not wait for it: a rerun is claimed only while
+        # no job's task is queued for a slot. (A lone task bypasses Dask's
+        # scheduler-side queue and would start on the next free thread,
+        # whatever its priority; the queued tasks of jobs that do wait for the
+        # rerun start, find their file lost, and give their slot back.)
+        if self.jobs_waiting is not None and self.jobs_waiting():
+            return
         try:
             tasks = thaw.claim_recomputations(self.name, free)
         except ThawError as e:
@@ -110,13 +133,13 @@ class RecomputeExecutor:
             return
         for t in tasks:
             key = f"thaw-recompute-{t['lineage_id']}-{t['attempt']}-{uuid.uuid4().hex[:6]}"
-            fut = dask.submit(run_recomputation, t, key=key, priority=RECOMPUTE_PRIORITY, pure=False)
+            fut = dask.submit(run_recomputation, t, key=key, priority=self.priority, pure=False)
             running[key] = (fut, t)
             log.info("recomputing lineage %s (attempt %s): Dask task %s", t["lineage_id"], t["attempt"], key)
 
-    def _report(self, thaw: Any, task: dict[str, Any], error: str) -> None:
-        self.ran.append({"lineage_id": task["lineage_id"], "attempt": task["attempt"], "error": error})
+    def _report(self, thaw: Any, task: dict[str, Any], outcome: dict[str, Any]) -> None:
+        self.ran.append({"lineage_id": task["lineage_id"], "attempt": task["attempt"], **outcome})
         try:
-            thaw.recomputation_done(task["lineage_id"], task["attempt"], error)
+            thaw.recomputation_done(task["lineage_id"], task["attempt"], outcome["error"])
         except ThawError as e:  # the master times the run out instead
             log.warning("could not report lineage %s's rerun: %s", task["lineage_id"], e)

@@ -99,7 +99,8 @@ pub(crate) struct Recomputer {
     runs: BTreeMap<u64, Run>,
     /// Lineages given up on, and why.
     failed: BTreeMap<u64, String>,
-    /// Lineages whose rerun wrote other bytes than the first run: why.
+    /// Lineages whose rerun cannot be taken back: it wrote other bytes than
+    /// the first run, or the first run left nothing to check them against. Why.
     nondeterministic: BTreeMap<u64, String>,
     /// Lost files that cannot be rebuilt, and why (as of the last plan).
     impossible: BTreeMap<u64, String>,
@@ -422,10 +423,10 @@ impl Master {
             rc.runs.remove(&lineage);
             rc.done += 1;
         } else if let Some(why) = rc.nondeterministic.get(&lineage).cloned() {
-            tracing::warn!(lineage, %why, "recomputation is not deterministic: the files stay lost");
+            tracing::warn!(lineage, %why, "recomputation refused: the files stay lost");
             rc.runs.remove(&lineage);
             rc.failures += 1;
-            rc.failed.insert(lineage, format!("not deterministic: {why}"));
+            rc.failed.insert(lineage, why);
         } else {
             rc.failures += 1;
             run.last_error = match outcome {
@@ -503,6 +504,13 @@ impl Master {
         let Some(ino) = st.ns.get(fid).filter(|i| i.rec.complete) else {
             return Ok(None);
         };
+        let blocks = block_count(ino.rec.length, ino.rec.block_size);
+        if ino.rec.block_crc32.len() as u64 != blocks {
+            // Nothing to check a rebuild against: it could hand out other bytes.
+            let why = format!("cannot be checked: the first write of {full} recorded no block checksums");
+            st.recomputer.nondeterministic.entry(l).or_insert_with(|| why.clone());
+            return Err(ThawError::precondition(format!("refused: {why}")));
+        }
         let wt = ino.rec.write_type();
         let now = Instant::now();
         let workers: Vec<WorkerInfo> =
@@ -533,7 +541,7 @@ impl Master {
         };
         match why {
             Some(why) => {
-                st.recomputer.nondeterministic.entry(l).or_insert_with(|| why.clone());
+                st.recomputer.nondeterministic.entry(l).or_insert_with(|| format!("not deterministic: {why}"));
                 Err(ThawError::precondition(format!("refused: the rebuild is not byte-identical: {why}")))
             }
             None => Ok(()),
@@ -547,7 +555,7 @@ impl Master {
         let rec = &st.ns.get(fid).expect("checked by the caller").rec;
         if length != rec.length {
             let why = format!("it wrote {length} bytes of {path}, the first write {}", rec.length);
-            st.recomputer.nondeterministic.entry(l).or_insert_with(|| why.clone());
+            st.recomputer.nondeterministic.entry(l).or_insert_with(|| format!("not deterministic: {why}"));
             return Err(ThawError::precondition(format!("the rebuild is not byte-identical: {why}")));
         }
         if st.cluster.missing_block(fid, block_count(rec.length, rec.block_size)) {
