@@ -474,7 +474,7 @@ def test_a_task_reading_a_lost_file_gives_its_slot_to_the_rerun_dask_runs_for_it
             "--mem-capacity", "64MiB", "--port", "0", "--bind", "127.0.0.1", "--checkpoint-bandwidth", "1KiB",
         ]  # fmt: skip
         procs.append(spawn(tmp_path, f"worker{i}", worker_args))
-    # The rerun (`python -m thaw.lineage rerun`, on a Dask worker) imports the step's module.
+    # The rerun (`python -m thaw rerun`, on a Dask worker) imports the step's module.
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
     try:
         client = thaw.Client(addr, host="h0")

@@ -43,7 +43,7 @@ def test_a_step_records_its_lineage_then_runs_and_a_rerun_repeats_it(
     assert run(pattern="ERROR") == 100 + len([x for x in logs[::-1].splitlines() if b"ERROR" in x])
     entry = step.lineage
     assert entry is not None
-    assert entry["kind"] == "narrow" and entry["command"][1:] == ["-m", "thaw.lineage", "rerun"]
+    assert entry["kind"] == "narrow" and entry["command"][1:] == ["-m", "thaw", "rerun"]
     assert [i["path"] for i in entry["inputs"]] == [f"{root}/logs/a", f"{root}/logs/b"]
     first = client.cat(outputs[0])
     assert first.count(b"\n") == 100
@@ -104,7 +104,7 @@ def test_a_python_pipeline_written_at_memory_speed_is_rebuilt_after_its_worker_i
     # finish, so the outputs live only in worker 0's memory when it is killed.
     port = free_port()
     addr = f"127.0.0.1:{port}"
-    # The master reruns `python -m thaw.lineage rerun`, which imports this module.
+    # The master reruns `python -m thaw rerun`, which imports this module.
     env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     master_args = [
         "master", "--ufs", str(tmp_path / "ufs"), "--journal-dir", str(tmp_path / "journal"),

@@ -15,7 +15,7 @@ its checkpoint can be rebuilt by running the program again.
 
 :func:`step` is the framework wrapper of tachyon.txt 2.4 for Python (and Dask)
 code: the function's module and name, its inputs and outputs, and its keyword
-arguments (JSON) are the configuration; ``python -m thaw.lineage rerun
+arguments (JSON) are the configuration; ``python -m thaw rerun
 --lineage N`` is the command that runs it again. :func:`submit` records any
 other program (a shell pipeline, a Spark job) with its own command line.
 """
@@ -153,7 +153,7 @@ class step:
                 "function": where,
                 "kwargs": json.loads(recorded),
             }
-            command = self.command or [sys.executable, "-m", "thaw.lineage", "rerun"]
+            command = self.command or [sys.executable, "-m", "thaw", "rerun"]
             self.lineage = c.native().submit_dependency(
                 fids, self.outputs, command, json.dumps(config).encode(), self.kind
             )
@@ -217,7 +217,7 @@ def rerun(lineage_id: int, *, client: Client | None = None) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m thaw.lineage", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m thaw", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("rerun", help="run a thaw.lineage.step again")
     r.add_argument("--lineage", type=int, default=int(os.environ.get("THAW_LINEAGE_ID", "0") or 0))
@@ -226,7 +226,3 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--lineage (or THAW_LINEAGE_ID) is required")
     rerun(args.lineage)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

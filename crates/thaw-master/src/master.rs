@@ -792,7 +792,10 @@ impl Master {
             for b in req.removed_blocks {
                 let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
                 st.cluster.remove_replica(b.block_id, req.worker_id, tier);
-                st.recomputer.mark_dirty();
+                // Only an unpersisted file can be lost (evicted cache cannot).
+                if st.ns.get(file_of_block(b.block_id)).is_some_and(|i| !i.rec.persisted) {
+                    st.recomputer.mark_dirty();
+                }
                 if tier == Tier::Mem {
                     st.migrations.mark_dirty();
                 }

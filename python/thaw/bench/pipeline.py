@@ -22,7 +22,7 @@ Configurations, side by side in one invocation, the order rotating per repeat:
 - ``async-through-kill``: the same, with one node's Thaw worker killed (kill -9)
   once the grep step is done: its grep outputs not yet checkpointed are lost and
   rebuilt from lineage by the master (proactive mode, the local executor running
-  ``python -m thaw.lineage rerun``) while the count and wordcount tasks that need
+  ``python -m thaw rerun``) while the count and wordcount tasks that need
   them wait (giving their Dask slots back).
 
 The under-store is an emulated device per node (``--ufs``, default 40 MiB/s: a
