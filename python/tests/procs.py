@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import thaw
@@ -33,3 +34,27 @@ def alive_workers(client: thaw.Client) -> int:
         return sum(w["alive"] for w in client.status()["workers"])
     except thaw.errors.Unavailable:
         return 0
+
+
+def lossy_cluster(
+    tmp_path: Path, master_flags: Sequence[str] = (), env: dict[str, str] | None = None
+) -> tuple[str, list[subprocess.Popen[bytes]]]:
+    """A master and two workers (hosts h0 and h1) as processes, 1 MiB blocks,
+    whose checkpoints never finish (1 KiB/s): a file written beside h0 lives
+    only in worker 0's memory (``procs[1]``) until someone kills it. Returns the
+    master's address and the processes (master first)."""
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    master_args = [
+        "master", "--ufs", str(tmp_path / "ufs"), "--journal-dir", str(tmp_path / "journal"),
+        "--port", str(port), "--bind", "127.0.0.1", "--heartbeat-ms", "200", "--worker-timeout-ms", "1500",
+        "--block-size", "1MiB", *master_flags,
+    ]  # fmt: skip
+    procs = [spawn(tmp_path, "master", master_args, env)]
+    for i in range(2):
+        worker_args = [
+            "worker", "--master", addr, "--host", f"h{i}", "--mem-dir", str(tmp_path / f"mem{i}"),
+            "--mem-capacity", "64MiB", "--port", "0", "--bind", "127.0.0.1", "--checkpoint-bandwidth", "1KiB",
+        ]  # fmt: skip
+        procs.append(spawn(tmp_path, f"worker{i}", worker_args))
+    return addr, procs

@@ -30,7 +30,7 @@ import thaw
 import thaw.dask
 from thaw.dask import find_inputs
 
-from .procs import alive_workers, free_port, spawn
+from .procs import alive_workers, free_port, lossy_cluster, spawn
 from .test_migration import mem_used, wait_for
 
 
@@ -460,20 +460,8 @@ def test_a_task_reading_a_lost_file_gives_its_slot_to_the_rerun_dask_runs_for_it
     # would leave the rerun nowhere to run (tachyon.txt 4's priority inversion).
     from .test_lineage import grep
 
-    port = free_port()
-    addr = f"127.0.0.1:{port}"
-    master_args = [
-        "master", "--ufs", str(tmp_path / "ufs"), "--journal-dir", str(tmp_path / "journal"),
-        "--port", str(port), "--bind", "127.0.0.1", "--heartbeat-ms", "200", "--worker-timeout-ms", "1500",
-        "--block-size", "1MiB", "--recompute", "reactive", "--recompute-executor", "external",
-    ]  # fmt: skip
-    procs = [spawn(tmp_path, "master", master_args)]
-    for i in range(2):
-        worker_args = [
-            "worker", "--master", addr, "--host", f"h{i}", "--mem-dir", str(tmp_path / f"mem{i}"),
-            "--mem-capacity", "64MiB", "--port", "0", "--bind", "127.0.0.1", "--checkpoint-bandwidth", "1KiB",
-        ]  # fmt: skip
-        procs.append(spawn(tmp_path, f"worker{i}", worker_args))
+    flags = ["--recompute", "reactive", "--recompute-executor", "external"]
+    addr, procs = lossy_cluster(tmp_path, flags)
     # The rerun (`python -m thaw rerun`, on a Dask worker) imports the step's module.
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
     try:

@@ -13,7 +13,7 @@ import pytest
 import thaw
 from thaw import errors
 
-from .procs import alive_workers, free_port, spawn
+from .procs import alive_workers, lossy_cluster
 from .test_migration import wait_for
 
 
@@ -102,22 +102,9 @@ def test_a_python_pipeline_written_at_memory_speed_is_rebuilt_after_its_worker_i
 ) -> None:
     # A master and two workers as processes; checkpoints at 1 KiB/s never
     # finish, so the outputs live only in worker 0's memory when it is killed.
-    port = free_port()
-    addr = f"127.0.0.1:{port}"
     # The master reruns `python -m thaw rerun`, which imports this module.
     env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    master_args = [
-        "master", "--ufs", str(tmp_path / "ufs"), "--journal-dir", str(tmp_path / "journal"),
-        "--port", str(port), "--bind", "127.0.0.1", "--heartbeat-ms", "200", "--worker-timeout-ms", "1500",
-        "--block-size", "1MiB",
-    ]  # fmt: skip
-    procs = [spawn(tmp_path, "master", master_args, env)]
-    for i in range(2):
-        worker_args = [
-            "worker", "--master", addr, "--host", f"h{i}", "--mem-dir", str(tmp_path / f"mem{i}"),
-            "--mem-capacity", "64MiB", "--port", "0", "--bind", "127.0.0.1", "--checkpoint-bandwidth", "1KiB",
-        ]  # fmt: skip
-        procs.append(spawn(tmp_path, f"worker{i}", worker_args))
+    addr, procs = lossy_cluster(tmp_path, env=env)
     try:
         client = thaw.Client(addr, host="h0")  # written beside worker 0
         wait_for(lambda: alive_workers(client) == 2, timeout=30)

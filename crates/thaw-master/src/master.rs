@@ -358,6 +358,17 @@ impl Master {
         info
     }
 
+    /// The normalized path and id of the file at `path`, for a call (`verb`)
+    /// that names files only.
+    async fn resolve_file(&self, path: &str, verb: &str) -> Result<(String, u64)> {
+        let p = path::normalize(path)?;
+        let id = self.resolve(&p).await?;
+        if self.read().ns.get(id).is_some_and(|i| i.is_dir()) {
+            return Err(ThawError::is_dir(format!("{p} is a directory: {verb} names files")));
+        }
+        Ok((p, id))
+    }
+
     pub async fn get_status(&self, req: GetStatusRequest) -> Result<GetStatusResponse> {
         let id = self.resolve(&req.path).await?;
         let client = req.client.unwrap_or_default();

@@ -209,6 +209,15 @@ impl Worker {
         Ok(written)
     }
 
+    /// Waits until `k` more bytes may go: the bandwidth cap, then the emulated
+    /// under-store's device time (a background stream's).
+    async fn paced(&self, device: Option<&mut crate::device::DeviceStream>, k: u64) {
+        self.checkpoints.pace.take(k).await;
+        if let Some(d) = device {
+            d.consume(k).await;
+        }
+    }
+
     /// A local under-store: sendfile(2) from each block file into a temp file
     /// beside the checkpoint's place, fsync, rename.
     async fn checkpoint_local(
@@ -236,10 +245,7 @@ impl Worker {
                 let mut at = 0;
                 while at < len {
                     let k = (len - at).min(CHUNK);
-                    self.checkpoints.pace.take(k).await;
-                    if let Some(d) = device.as_deref_mut() {
-                        d.consume(k).await;
-                    }
+                    self.paced(device.as_deref_mut(), k).await;
                     let (file, src2) = (out.take().expect("returned each step"), src.clone());
                     let (file, n) = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
                         let _idle = crate::ioprio::IdleIo::enter();
@@ -292,10 +298,7 @@ impl Worker {
                 let mut at = 0;
                 while at < len {
                     let k = (len - at).min(CHUNK);
-                    self.checkpoints.pace.take(k).await;
-                    if let Some(d) = device.as_deref_mut() {
-                        d.consume(k).await;
-                    }
+                    self.paced(device.as_deref_mut(), k).await;
                     let mut buf = vec![0u8; k as usize];
                     f.read_exact(&mut buf).await?;
                     writer.write(Bytes::from(buf)).await?;

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use thaw_common::ids::{block_count, block_id};
 use thaw_common::proto::*;
-use thaw_common::{Result, ThawError, path};
+use thaw_common::{Result, ThawError};
 
 use super::{Master, State};
 use crate::checkpoint::{Checkpoints, Order};
@@ -95,14 +95,10 @@ impl Master {
     /// persisted file answers at once; a directory, an incomplete file or a
     /// lost one is an error.
     pub async fn persist(&self, req: PersistRequest) -> Result<PersistResponse> {
-        let p = path::normalize(&req.path)?;
-        let id = self.resolve(&p).await?;
+        let (p, id) = self.resolve_file(&req.path, "persist").await?;
         let mut guard = self.write();
         let st = &mut *guard;
-        let ino = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?;
-        if ino.is_dir() {
-            return Err(ThawError::is_dir(format!("{p} is a directory: persist names files")));
-        }
+        let ino = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("{p} was deleted meanwhile")))?;
         let r = ino.rec.clone();
         if !r.complete {
             return Err(ThawError::precondition(format!("{p} is still being written: persist it once it is closed")));

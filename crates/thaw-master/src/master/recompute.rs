@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use thaw_common::ids::{block_count, file_of_block, index_of_block};
 use thaw_common::proto::*;
-use thaw_common::{Result, ThawError, path};
+use thaw_common::{Result, ThawError};
 
 use super::{Master, State};
 use crate::namespace::ROOT_ID;
@@ -195,14 +195,10 @@ impl Master {
 
     /// Asks for a lost file to be rebuilt (reactive mode, or a temporary file).
     pub async fn recompute(&self, req: RecomputeRequest) -> Result<RecomputeResponse> {
-        let p = path::normalize(&req.path)?;
-        let id = self.resolve(&p).await?;
+        let (p, id) = self.resolve_file(&req.path, "recompute").await?;
         let mut guard = self.write();
         let st = &mut *guard;
-        let ino = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?;
-        if ino.is_dir() {
-            return Err(ThawError::is_dir(format!("{p} is a directory: recompute names files")));
-        }
+        let ino = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("{p} was deleted meanwhile")))?;
         let l = ino.rec.lineage_id;
         if is_lost(st, id) {
             if l == 0 {
