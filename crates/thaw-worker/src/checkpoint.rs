@@ -325,6 +325,63 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{TierConfig, WorkerConfig};
+
+    /// A worker (never started) with a MEM tier and an under-store, holding a
+    /// 3-block file (2.5 blocks of bytes) in its tier.
+    fn worker_with_file(dir: &std::path::Path, file_id: u64, block_size: u64) -> (Worker, Vec<u8>) {
+        let config = WorkerConfig {
+            master: "127.0.0.1:1".into(),
+            host: "h".into(),
+            rack: "r".into(),
+            mem: Some(TierConfig { dir: dir.join("mem"), capacity: 64 << 20 }),
+            disk: None,
+            replacement: crate::replacement::Policy::Lru,
+            advertise: None,
+            remove_mem_on_exit: false,
+            max_connections: 8,
+            migration: Default::default(),
+            device_models: Default::default(),
+            checkpoint_bandwidth: 0,
+        };
+        let w = Worker::new(config, "127.0.0.1:2".into()).unwrap();
+        let ufs = thaw_ufs::UnderStore::open(dir.join("ufs").to_str().unwrap()).unwrap();
+        w.ufs.set(ufs).unwrap();
+        let bytes: Vec<u8> = (0..block_size * 5 / 2).map(|i| (i * 7 % 251) as u8).collect();
+        let mem = w.tier(Tier::Mem).unwrap();
+        for (i, chunk) in bytes.chunks(block_size as usize).enumerate() {
+            let b = block_id(file_id, i as u64);
+            let (r, _) = mem.reserve_evicting(chunk.len() as u64, &|_| true);
+            let tmp = mem.temp_path(b);
+            std::fs::write(&tmp, chunk).unwrap();
+            mem.commit(b, &tmp, chunk.len() as u64, r.unwrap(), true).unwrap();
+        }
+        (w, bytes)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_checkpoint_copies_the_file_whole_by_sendfile_or_through_the_under_store_s_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let bs = 1 << 20;
+        let (w, bytes) = worker_with_file(dir.path(), 5, bs);
+        let cmd = CheckpointCommand { file_id: 5, length: bytes.len() as u64, block_size: bs, path: "/f".into() };
+        // A local under-store: sendfile into the checkpoint area.
+        assert_eq!(w.write_checkpoint(&cmd).await.unwrap(), bytes.len() as u64);
+        let ufs = w.ufs().unwrap().clone();
+        let local = ufs.checkpoint_local_path(5).unwrap();
+        assert_eq!(std::fs::read(&local).unwrap(), bytes);
+        ufs.discard_checkpoint(5).await.unwrap();
+        // Any other under-store: streamed through its writer (OpenDAL).
+        let parts = w.checkpoint_parts(&cmd).unwrap();
+        assert_eq!(parts.len(), 3);
+        assert_eq!(w.checkpoint_streamed(&ufs, 5, parts, None).await.unwrap(), bytes.len() as u64);
+        assert_eq!(std::fs::read(&local).unwrap(), bytes);
+        // A block missing here: a clear error, nothing written.
+        let mem = w.tier(Tier::Mem).unwrap();
+        mem.remove(block_id(5, 2));
+        let e = w.write_checkpoint(&cmd).await.unwrap_err();
+        assert!(e.message.contains("block 2 of /f is not on this worker"), "{e}");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn the_pace_holds_a_stream_to_its_rate() {
