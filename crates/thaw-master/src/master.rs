@@ -89,6 +89,9 @@ struct State {
     recomputer_mode: RecomputeMode,
     /// CRC-32s of blocks of files being written, until the file completes.
     block_crcs: std::collections::BTreeMap<u64, u32>,
+    /// Complete files not persisted: the only ones that can be lost (the
+    /// workflow manager looks for losses among these, not the whole namespace).
+    unpersisted: std::collections::BTreeSet<u64>,
 }
 
 impl State {
@@ -98,6 +101,7 @@ impl State {
             self.cluster.drop_file(*f);
             self.migrations.drop_file(*f);
             self.checkpoints.drop_file(*f);
+            self.unpersisted.remove(f);
             take_crcs(&mut self.block_crcs, *f);
         }
     }
@@ -162,6 +166,11 @@ impl Master {
         let migrations = Migrations::new(policy, priority, config.default_lease);
         tracing::info!(policy = policy.name(), priority = priority.name(), "migration planner");
         let checkpoints = checkpoints::waiting_from(&ns, config.checkpoint_order);
+        let unpersisted = ns
+            .files_under(ROOT_ID)
+            .into_iter()
+            .filter(|f| ns.get(*f).is_some_and(|i| i.rec.complete && !i.rec.persisted))
+            .collect();
         Ok(Master {
             state: RwLock::new(State {
                 ns,
@@ -172,6 +181,7 @@ impl Master {
                 recomputer: Default::default(),
                 recomputer_mode: config.recompute_mode,
                 block_crcs: Default::default(),
+                unpersisted,
             }),
             journal,
             ufs,
@@ -595,6 +605,9 @@ impl Master {
             r.block_crc32 = if crcs.len() as u64 == blocks { crcs } else { Vec::new() };
         })?;
         self.commit(&st, &[op])?;
+        if !is_persisted_write(write_type) {
+            st.unpersisted.insert(req.file_id);
+        }
         if write_type == WriteType::AsyncThrough {
             let rec = &st.ns.get(req.file_id).expect("just completed").rec;
             let (written, temporary) = (rec.mtime_ms, rec.temporary);

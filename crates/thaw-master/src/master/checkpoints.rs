@@ -183,6 +183,7 @@ impl Master {
         })?;
         self.commit(st, &[op])?;
         st.checkpoints.succeeded(fid);
+        st.unpersisted.remove(&fid);
         tracing::debug!(file_id = fid, path = %p, bytes = r.length, "checkpoint published");
         Ok(CheckpointDoneResponse { persisted: true, blocks: blocks_of(&r) })
     }

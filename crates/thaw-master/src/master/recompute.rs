@@ -29,7 +29,6 @@ use thaw_common::proto::*;
 use thaw_common::{Result, ThawError};
 
 use super::{Master, State};
-use crate::namespace::ROOT_ID;
 use crate::recompute::{FileState, LineageView, plan};
 
 /// When lost files are rebuilt.
@@ -324,7 +323,7 @@ impl Master {
         let now = Instant::now();
         let mut targets: Vec<u64> = st.recomputer.requested.iter().copied().collect();
         if mode == Mode::Proactive {
-            for f in st.ns.files_under(ROOT_ID) {
+            for &f in &st.unpersisted {
                 let keep = st.ns.get(f).is_some_and(|i| i.rec.lineage_id != 0 && !i.rec.temporary);
                 if keep && is_lost(st, f) {
                     targets.push(f);
