@@ -67,7 +67,7 @@ class LocalCluster:
     ``mem_capacity``); a migration that finds no room in it for
     ``migration_room_wait_ms`` (nothing freed meanwhile) fails, saying which
     jobs hold it. A full MEM tier evicts cached blocks (read into memory, or
-    released by their jobs) by ``replacement`` ("lru"); blocks a job still
+    released by their jobs) by ``replacement`` ("lru" or "lfu"); blocks a job still
     expects and blocks with no other copy stay.
 
     Checkpoints (``async-through`` writes, persisted in the background,

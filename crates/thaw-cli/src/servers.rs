@@ -174,9 +174,11 @@ pub struct BufferArgs {
     #[arg(long, default_value_t = 5000)]
     pub migration_room_wait_ms: u64,
     /// Which cached blocks (read into memory, released by their jobs, or with
-    /// another copy) a full tier evicts to make room: lru. Blocks a job still
-    /// expects and blocks with no other copy are never evicted.
-    #[arg(long, default_value = "lru", value_parser = replacement_arg)]
+    /// another copy) a full tier evicts to make room: lru (least recently read)
+    /// or lfu (least often read since admitted, least recently among equals).
+    /// Blocks a job still expects and blocks with no other copy are never
+    /// evicted. Also `--cache-policy`.
+    #[arg(long, visible_alias = "cache-policy", default_value = "lru", value_parser = replacement_arg)]
     pub replacement: thaw_worker::replacement::Policy,
 }
 

@@ -187,3 +187,23 @@ async fn memory_only_blocks_are_never_evicted_and_reads_past_them_still_work() {
     assert!(m.used <= m.capacity);
     assert_eq!(read(&client, "/scratch", &only).await.short_circuit, 6 * MIB as u64);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_lfu_a_full_tier_keeps_the_file_read_most_and_evicts_the_one_read_once() {
+    let c = small_memory(&["--cache-policy", "lfu"]).await;
+    let client = c.client("h0", "r0");
+    let hot = cold_file(&c, "/hot", 4 * MIB, 1);
+    let once = cold_file(&c, "/once", 4 * MIB, 2);
+    let new = cold_file(&c, "/new", 4 * MIB, 3);
+    for _ in 0..3 {
+        read(&client, "/hot", &hot).await;
+    }
+    read(&client, "/once", &once).await;
+    // /new needs room: LRU would evict /hot (read longest ago), LFU evicts /once.
+    read(&client, "/new", &new).await;
+    wait_blocks_in_memory(&client, "/hot", 4).await;
+    wait_blocks_in_memory(&client, "/new", 4).await;
+    wait_blocks_in_memory(&client, "/once", 2).await;
+    let m = mem(&c, &client).await;
+    assert_eq!((m.replacement.as_str(), m.evictions), ("lfu", 2), "{m:?}");
+}

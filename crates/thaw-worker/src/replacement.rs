@@ -8,9 +8,9 @@
 //! migration or a write needs room, the policy picks victims among them.
 //!
 //! The policy is a pure function of the candidates' access history; the tier
-//! keeps that history ([`crate::tier::TierStore`]). LRU is the first policy;
-//! frequency-based ones (LFU, cava.txt's affinity x frequency) plug in as further
-//! variants of [`Policy`], with the history they need added to [`Candidate`].
+//! keeps that history ([`crate::tier::TierStore`]). LRU and LFU are the
+//! baselines; cava.txt's affinity x frequency plugs in as a further variant of
+//! [`Policy`], with the history it needs added to [`Candidate`].
 
 use thaw_common::{Result, ThawError};
 
@@ -22,6 +22,8 @@ pub struct Candidate {
     pub length: u64,
     /// Tick of the block's last read (or its admission, if never read).
     pub last_access: u64,
+    /// Reads of the block since it was admitted.
+    pub hits: u64,
 }
 
 /// How victims are chosen among evictable blocks.
@@ -30,14 +32,18 @@ pub enum Policy {
     /// Least recently used first.
     #[default]
     Lru,
+    /// Least frequently used first (reads since admission), the least recently
+    /// used among equals.
+    Lfu,
 }
 
 impl Policy {
-    pub const NAMES: &'static [&'static str] = &["lru"];
+    pub const NAMES: &'static [&'static str] = &["lru", "lfu"];
 
     pub fn parse(s: &str) -> Result<Self> {
         match s.to_ascii_lowercase().as_str() {
             "lru" => Ok(Policy::Lru),
+            "lfu" => Ok(Policy::Lfu),
             other => Err(ThawError::invalid(format!(
                 "unknown replacement policy {other:?} (known: {})",
                 Self::NAMES.join(", ")
@@ -48,6 +54,7 @@ impl Policy {
     pub fn name(self) -> &'static str {
         match self {
             Policy::Lru => "lru",
+            Policy::Lfu => "lfu",
         }
     }
 
@@ -66,6 +73,7 @@ impl Policy {
             // Ties (same tick) cannot happen within one tier; the block id keeps
             // the order total anyway.
             Policy::Lru => order.sort_by_key(|c| (c.last_access, c.block)),
+            Policy::Lfu => order.sort_by_key(|c| (c.hits, c.last_access, c.block)),
         }
         let mut freed = 0u64;
         let mut out = Vec::new();
@@ -85,7 +93,7 @@ mod tests {
     use super::*;
 
     fn c(block: u64, length: u64, last_access: u64) -> Candidate {
-        Candidate { block, length, last_access }
+        Candidate { block, length, last_access, hits: 0 }
     }
 
     #[test]
@@ -98,6 +106,16 @@ mod tests {
     }
 
     #[test]
+    fn lfu_takes_the_least_read_first_and_the_least_recent_among_equals() {
+        let hit = |block, last_access, hits| Candidate { block, length: 10, last_access, hits };
+        // Block 1 is the least recent but read often; 3 and 4 were read once.
+        let cands = [hit(1, 1, 9), hit(2, 8, 0), hit(3, 5, 1), hit(4, 2, 1)];
+        assert_eq!(Policy::Lfu.victims(&cands, 10), Some(vec![2]));
+        assert_eq!(Policy::Lfu.victims(&cands, 30), Some(vec![2, 4, 3]));
+        assert_eq!(Policy::Lru.victims(&cands, 10), Some(vec![1]), "LRU throws the hot block out");
+    }
+
+    #[test]
     fn too_little_to_free_evicts_nothing() {
         assert_eq!(Policy::Lru.victims(&[c(1, 10, 1)], 11), None);
         assert_eq!(Policy::Lru.victims(&[], 1), None);
@@ -106,7 +124,8 @@ mod tests {
     #[test]
     fn names_parse_and_unknown_ones_are_refused() {
         assert_eq!(Policy::parse("LRU").unwrap(), Policy::Lru);
+        assert_eq!(Policy::parse("lfu").unwrap(), Policy::Lfu);
         let e = Policy::parse("random").unwrap_err();
-        assert!(e.message.contains("known: lru"), "{e}");
+        assert!(e.message.contains("known: lru, lfu"), "{e}");
     }
 }

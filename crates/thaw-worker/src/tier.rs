@@ -26,6 +26,8 @@ struct Entry {
     /// No copy exists anywhere else (written to this tier only): never evicted.
     pinned: bool,
     last_access: u64,
+    /// Reads since admission (LFU's history).
+    hits: u64,
 }
 
 #[derive(Debug, Default)]
@@ -108,7 +110,7 @@ impl TierStore {
             };
             let length = entry.metadata()?.len();
             state.used += length;
-            state.blocks.insert(id, Entry { length, pinned: true, last_access: 0 });
+            state.blocks.insert(id, Entry { length, pinned: true, last_access: 0, hits: 0 });
         }
         Ok(Arc::new(TierStore { tier, dir: dir.to_path_buf(), capacity, policy, state: Mutex::new(state) }))
     }
@@ -147,7 +149,7 @@ impl TierStore {
                 .blocks
                 .iter()
                 .filter(|(b, e)| !e.pinned && !protected(**b))
-                .map(|(&block, e)| Candidate { block, length: e.length, last_access: e.last_access })
+                .map(|(&block, e)| Candidate { block, length: e.length, last_access: e.last_access, hits: e.hits })
                 .collect();
             let victims = if bytes > self.capacity { None } else { self.policy.victims(&candidates, need) };
             let Some(victims) = victims else {
@@ -188,6 +190,7 @@ impl TierStore {
         let now = st.clock;
         if let Some(e) = st.blocks.get_mut(&block) {
             e.last_access = now;
+            e.hits += 1;
         }
     }
 
@@ -228,7 +231,7 @@ impl TierStore {
         let held = std::mem::take(&mut reservation.bytes);
         st.used = st.used.saturating_sub(held) + length;
         st.clock += 1;
-        let entry = Entry { length, pinned, last_access: st.clock };
+        let entry = Entry { length, pinned, last_access: st.clock, hits: 0 };
         if let Some(old) = st.blocks.insert(block, entry) {
             st.used = st.used.saturating_sub(old.length);
         }
@@ -324,7 +327,16 @@ mod tests {
     use super::*;
 
     fn open(dir: &Path, capacity: u64, tier: Tier) -> Arc<TierStore> {
-        TierStore::open(tier, dir, capacity, tier == Tier::Mem, Policy::Lru).unwrap()
+        open_with(dir, capacity, tier, Policy::Lru)
+    }
+
+    fn open_with(dir: &Path, capacity: u64, tier: Tier, policy: Policy) -> Arc<TierStore> {
+        TierStore::open(tier, dir, capacity, tier == Tier::Mem, policy).unwrap()
+    }
+
+    /// Any policy, for the property tests.
+    fn policy() -> impl Strategy<Value = Policy> {
+        prop_oneof![Just(Policy::Lru), Just(Policy::Lfu)]
     }
 
     fn reserve(t: &Arc<TierStore>, bytes: u64) -> Result<Reservation> {
@@ -414,6 +426,23 @@ mod tests {
         assert_eq!((t.get(1), t.get(2)), (Some(10), Some(10)));
     }
 
+    #[test]
+    fn lfu_keeps_the_block_read_most_where_lru_would_evict_it() {
+        let dir = tempfile::tempdir().unwrap();
+        for (policy, evicted) in [(Policy::Lfu, 2), (Policy::Lru, 1)] {
+            let t = open_with(&dir.path().join(policy.name()), 30, Tier::Mem, policy);
+            put(&t, 1, 10, false, &|_| false);
+            put(&t, 2, 10, false, &|_| false);
+            put(&t, 3, 10, false, &|_| false);
+            // Block 1: read often, long ago; 2: never; 3: once, lately.
+            (0..5).for_each(|_| t.touch(1));
+            t.touch(3);
+            t.touch(2);
+            t.touch(3);
+            assert_eq!(put(&t, 4, 10, false, &|_| false), vec![evicted], "{}", policy.name());
+        }
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
         /// Write a block (pinned or not) of this many bytes.
@@ -439,10 +468,10 @@ mod tests {
         /// ever evicted; a new block is refused only when the blocks the policy
         /// may not touch leave too little room.
         #[test]
-        fn replacement_keeps_its_promises(ops in prop::collection::vec(op(), 1..80)) {
+        fn replacement_keeps_its_promises(ops in prop::collection::vec(op(), 1..80), policy in policy()) {
             let dir = tempfile::tempdir().unwrap();
             let cap = 100;
-            let t = open(dir.path(), cap, Tier::Mem);
+            let t = open_with(dir.path(), cap, Tier::Mem, policy);
             let mut protected: HashSet<u64> = HashSet::new();
             let mut pinned: HashSet<u64> = HashSet::new();
             let mut next = 1u64;
@@ -488,9 +517,9 @@ mod tests {
         /// A tier full of evictable blocks always admits a new block that fits
         /// the tier at all.
         #[test]
-        fn a_full_tier_of_cache_always_admits(sizes in prop::collection::vec(1u64..50, 1..30), n in 1u64..=100) {
+        fn a_full_tier_of_cache_always_admits(sizes in prop::collection::vec(1u64..50, 1..30), n in 1u64..=100, policy in policy()) {
             let dir = tempfile::tempdir().unwrap();
-            let t = open(dir.path(), 100, Tier::Mem);
+            let t = open_with(dir.path(), 100, Tier::Mem, policy);
             for (i, s) in sizes.iter().enumerate() {
                 put(&t, i as u64 + 1, *s, false, &|_| false);
             }
