@@ -31,6 +31,20 @@ class NativeClient:
     def migrate(
         self, job: str, paths: list[str], eviction: str = "explicit", lease_ms: int = 0, origin: str = ""
     ) -> dict[str, Any]: ...
+    def report_app_usage(
+        self,
+        job: str,
+        name: str = "",
+        wall_seconds: float = 0.0,
+        cpu_seconds: float = 0.0,
+        tasks: int = 0,
+        write_bytes: int = 0,
+        inputs: list[str] = ...,
+        declared_affinity: float | None = None,
+        ended: bool = False,
+        reporter: str = "",
+    ) -> dict[str, Any]: ...
+    def cache_report(self, max_files: int = 100) -> dict[str, Any]: ...
     def report_job_tasks(
         self,
         job: str,

@@ -297,6 +297,52 @@ class Client:
         ``tasks`` (its submitter's latest :meth:`report_tasks` counters, or None)."""
         return self.native().jobs()
 
+    def cache_report(self, max_files: int = 100) -> dict[str, Any]:
+        """The memory cache as the cache manager sees it (cava.txt IV):
+        ``workers`` (address, policy, capacity, cached_bytes, hits, misses,
+        hit_ratio, evictions, drops, skipped), ``apps`` (job_id, name, class,
+        affinity, source, cpu_util, write_rate, cached_fraction, probability,
+        input_bytes, live) and ``files`` (path, length, cached_bytes,
+        frequency, affinity, benefit; highest benefit first, at most
+        ``max_files``)."""
+        return self.native().cache_report(max_files)
+
+    def report_app_usage(
+        self,
+        job: str | None = None,
+        *,
+        name: str = "",
+        wall_seconds: float = 0.0,
+        cpu_seconds: float = 0.0,
+        tasks: int = 0,
+        write_bytes: int = 0,
+        inputs: list[str] | None = None,
+        cache_affinity: float | None = None,
+        ended: bool = False,
+        reporter: str = "",
+    ) -> dict[str, Any]:
+        """Tells the master what application ``job``'s tasks did so far
+        (absolute figures: each report replaces the last), from which it
+        classifies the job's cache affinity; ``cache_affinity`` names it
+        instead (taken at its word). Several processes may report figures of
+        one job, each as its own ``reporter``: the master sums their latest.
+        Returns how the cache manager sees the job. The Dask integration and
+        :func:`thaw.job` report for their jobs."""
+        if cache_affinity is not None and not 0.0 <= cache_affinity <= 1.0:
+            raise ValueError(f"cache_affinity {cache_affinity} is outside [0, 1]")
+        return self.native().report_app_usage(
+            job or self.job_id,
+            name,
+            wall_seconds,
+            cpu_seconds,
+            tasks,
+            write_bytes,
+            list(inputs or []),
+            cache_affinity,
+            ended,
+            reporter,
+        )
+
     def job(self, job: str | None = None) -> dict[str, Any] | None:
         """One job's migration progress, or None if the master does not know it."""
         from .errors import NotFound

@@ -67,8 +67,14 @@ class LocalCluster:
     ``mem_capacity``); a migration that finds no room in it for
     ``migration_room_wait_ms`` (nothing freed meanwhile) fails, saying which
     jobs hold it. A full MEM tier evicts cached blocks (read into memory, or
-    released by their jobs) by ``replacement`` ("lru" or "lfu"); blocks a job still
-    expects and blocks with no other copy stay.
+    released by their jobs) by ``cache_policy`` (``replacement`` is its old
+    name): "lru", "lfu", "cava" (cava.txt IV-B: lowest caching benefit, i.e.
+    reads in the last ``cache_window`` x the highest cache affinity of their
+    applications; a read's fill not worth its victims is dropped) or "ca"
+    (CA-Only: by affinity alone); blocks a job still expects and blocks with
+    no other copy stay. Affinities are classified from measured figures
+    (``ca_cpu_threshold`` in cores, ``ca_write_threshold`` in bytes per
+    second; "auto": the mean of the live applications).
 
     Checkpoints (``async-through`` writes, persisted in the background,
     tachyon.txt 2.7): ``checkpoint_order`` "newest" (the most recently written
@@ -106,7 +112,11 @@ class LocalCluster:
         migration_buffer: int | str | None = None,
         implicit_eviction_delay_ms: int = 2000,
         migration_room_wait_ms: int = 5000,
-        replacement: str = "lru",
+        replacement: str | None = None,
+        cache_policy: str = "lru",
+        cache_window: str | float = "10m",
+        ca_cpu_threshold: float | str = "auto",
+        ca_write_threshold: int | str = "auto",
         device_model: str | None = None,
         worker_device_models: dict[int, str] | None = None,
         checkpoint_bandwidth: int | str | None = None,
@@ -147,7 +157,10 @@ class LocalCluster:
             "--migration-policy", migration_policy,
             "--implicit-eviction-delay-ms", str(implicit_eviction_delay_ms),
             "--migration-room-wait-ms", str(migration_room_wait_ms),
-            "--replacement", replacement,
+            "--cache-policy", replacement or cache_policy,
+            "--cache-window", f"{cache_window}s" if isinstance(cache_window, (int, float)) else cache_window,
+            "--ca-cpu-threshold", str(ca_cpu_threshold),
+            "--ca-write-threshold", str(ca_write_threshold),
             "--checkpoint-order", checkpoint_order,
             "--recompute", recompute,
             "--recompute-attempts", str(recompute_attempts),

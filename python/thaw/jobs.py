@@ -94,7 +94,13 @@ class Job:
         eviction: str = "explicit",
         lease: float = 30.0,
         wait: bool | float = False,
+        cache_affinity: float | None = None,
+        measure: bool = True,
     ) -> None:
+        if cache_affinity is not None and not (
+            isinstance(cache_affinity, (int, float)) and 0.0 <= cache_affinity <= 1.0
+        ):
+            raise ValueError(f"cache_affinity {cache_affinity!r} is outside [0, 1]")
         if not name or any(c.isspace() for c in name) or len(name) > 200:
             raise ValueError(f"job name {name!r}: 1-200 characters, no spaces")
         if eviction not in ("explicit", "implicit"):
@@ -113,6 +119,9 @@ class Job:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self.remigrations = 0
+        self.cache_affinity = None if cache_affinity is None else float(cache_affinity)
+        self._measure = measure
+        self._usage: Any = None
 
     def __repr__(self) -> str:
         return f"Job({self.id!r})"
@@ -131,6 +140,11 @@ class Job:
         self._thread = threading.get_ident()
         with _active_lock:
             _active.append(self)
+        if self._measure or self.cache_affinity is not None:
+            from .usage import JobReporter
+
+            self._usage = JobReporter(self.id, self.name, self.client, self.cache_affinity)
+            self._usage.start()
         if self.inputs and self._wait is not False:
             try:
                 self._wait_migrated(None if self._wait is True else float(self._wait))
@@ -164,6 +178,9 @@ class Job:
         with _active_lock:
             if self in _active:
                 _active.remove(self)
+        if self._usage is not None:
+            self._usage.stop()
+            self._usage = None
         if self.inputs:
             self._stop.set()
             if self._renewer is not None:
@@ -229,10 +246,30 @@ def job(
     eviction: str = "explicit",
     lease: float = 30.0,
     wait: bool | float = False,
+    cache_affinity: float | None = None,
+    measure: bool = True,
 ) -> Job:
     """A job context: ``with thaw.job("etl", inputs=["/tables/sales"]) as j: ...``.
 
     Without ``inputs`` it only names the job of every read and write inside.
     With them, it migrates them on enter and evicts them on exit (see :class:`Job`).
+
+    Cache affinity (cava.txt IV-A): while the block runs, the process's CPU
+    time and storage writes are reported to the master every second
+    (``measure=False`` turns this off), which classifies the job as high,
+    medium or low affinity for the ``cava`` and ``ca`` cache policies; a job
+    of the same ``name`` starts from the class its last run was given.
+    ``cache_affinity=0.3`` names the value instead (cava.txt's Static-CA),
+    and the master takes it at its word.
     """
-    return Job(name, unique=unique, client=client, inputs=inputs, eviction=eviction, lease=lease, wait=wait)
+    return Job(
+        name,
+        unique=unique,
+        client=client,
+        inputs=inputs,
+        eviction=eviction,
+        lease=lease,
+        wait=wait,
+        cache_affinity=cache_affinity,
+        measure=measure,
+    )

@@ -15,6 +15,7 @@ mod migration;
 mod payload;
 mod planner;
 mod remote;
+mod replacement;
 mod setup;
 mod short_circuit;
 mod user_paths;
@@ -69,6 +70,9 @@ enum Which {
     Writes,
     /// Checkpoints newest-first against creation order (tachyon.txt 2.7).
     CheckpointOrder,
+    /// A cache replacement decision at 100,000 cached blocks, per policy
+    /// (lru, lfu, ca, cava), against the 50 us target.
+    Replacement,
 }
 
 /// What every benchmark is given.
@@ -150,6 +154,9 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     }
     if wants(Which::CheckpointOrder) {
         checkpoint_order::run(cfg).await?.into_iter().for_each(&mut done);
+    }
+    if wants(Which::Replacement) {
+        replacement::run(cfg)?.into_iter().for_each(&mut done);
     }
     Ok(results)
 }

@@ -129,6 +129,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         buffer: Default::default(),
         checkpoint: Default::default(),
         recompute: Default::default(),
+        affinity: Default::default(),
     };
     let cluster = LocalCluster::start(&local, CancellationToken::new()).await?;
     println!(

@@ -50,6 +50,11 @@ enum Command {
     Lineage(lineage::LineageCommand),
     /// Workers, their tiers and liveness.
     Status(StatusArgs),
+    /// The memory cache (cava.txt IV): per worker its policy, bytes cached,
+    /// hit ratio, evictions and dropped fills; per application its cache
+    /// affinity class and the figures it was classified by; per file its
+    /// frequency in the window and caching benefit.
+    Cache(CacheArgs),
     /// Move a job's inputs into memory before it reads them (returns at once;
     /// --wait shows progress). The job is --job (or THAW_JOB_ID).
     Migrate(jobs::MigrateArgs),
@@ -66,6 +71,15 @@ enum Command {
     /// The main demo: a cold data set read through Thaw, then from memory, on an
     /// embedded local cluster.
     Demo(demo::DemoArgs),
+}
+
+#[derive(Args)]
+struct CacheArgs {
+    #[arg(long)]
+    json: bool,
+    /// Files listed, highest benefit first.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    files: u32,
 }
 
 #[derive(Args)]
@@ -152,9 +166,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Jobs(args) => jobs::jobs(client()?, args).await,
         Command::Events(args) => jobs::events(client()?, args).await,
         Command::Interfere(args) => interfere::run(client()?, args).await,
+        Command::Cache(args) => {
+            let report = client()?.cache_report(args.files).await?;
+            output::print_cache(&report, args.json);
+            Ok(())
+        }
         Command::Status(args) => {
-            let status = client()?.cluster_status().await?;
-            output::print_status(&status, args.json);
+            let c = client()?;
+            let status = c.cluster_status().await?;
+            if args.json {
+                // With the cache report: applications' classes and files' benefits.
+                let mut v = thaw_client::json::status_json(&status);
+                v["cache"] = thaw_client::json::cache_report_json(&c.cache_report(0).await?);
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(());
+            }
+            output::print_status(&status, false);
             Ok(())
         }
     }

@@ -141,7 +141,7 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
                 if u.replacement.is_empty() { "-" } else { &u.replacement },
                 u.evictions,
                 format_size(u.evicted_bytes)
-            )
+            ) + &cache_counts(u)
         })
     };
     for w in &s.workers {
@@ -168,6 +168,82 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
         for d in &w.devices {
             println!("     {}", device_line(d));
         }
+    }
+}
+
+/// "; hit ratio 73% (120 hits, 44 misses), 3 fills dropped, 5 skipped".
+fn cache_counts(u: &TierUsage) -> String {
+    let ratio = thaw_client::json::hit_ratio(u).map_or("-".to_string(), |r| format!("{:.0}%", r * 100.0));
+    format!(
+        "; hit ratio {ratio} ({} hits, {} misses), {} fills dropped, {} skipped by probability",
+        u.cache_hits, u.cache_misses, u.cache_drops, u.cache_skipped
+    )
+}
+
+/// The cache report (`thaw cache`).
+pub fn print_cache(r: &GetCacheReportResponse, as_json: bool) {
+    if as_json {
+        let v = thaw_client::json::cache_report_json(r);
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return;
+    }
+    println!("workers");
+    println!(
+        "  {:<22} {:<6} {:>10} {:>10} {:>7} {:>9} {:>7} {:>8}",
+        "address", "policy", "cached", "capacity", "hits", "hit ratio", "drops", "evicted"
+    );
+    for w in &r.workers {
+        let Some(m) = &w.memory else {
+            println!("  {:<22} (no memory tier)", w.data_address);
+            continue;
+        };
+        let ratio = thaw_client::json::hit_ratio(m).map_or("-".to_string(), |x| format!("{:.0}%", x * 100.0));
+        println!(
+            "  {:<22} {:<6} {:>10} {:>10} {:>7} {:>9} {:>7} {:>8}",
+            w.data_address,
+            m.replacement,
+            format_size(m.evictable),
+            format_size(m.capacity),
+            m.cache_hits,
+            ratio,
+            m.cache_drops,
+            m.evictions
+        );
+    }
+    println!("applications (classes: high {}, medium {}, low {})", r.high_affinity, r.medium_affinity, r.low_affinity);
+    println!(
+        "  {:<28} {:<14} {:<12} {:>8} {:>9} {:>11} {:>8} {:>7} {:<5}",
+        "job", "name", "class", "affinity", "cpu/core", "writes/s", "cached", "p(cache)", "live"
+    );
+    for a in &r.apps {
+        println!(
+            "  {:<28} {:<14} {:<12} {:>8.3} {:>9.2} {:>11} {:>7.0}% {:>7.2} {:<5}",
+            a.job_id,
+            a.name,
+            format!("{} ({})", a.class, a.source),
+            a.affinity,
+            a.cpu_util,
+            format_size(a.write_rate as u64),
+            a.cached_fraction * 100.0,
+            a.probability,
+            if a.live { "yes" } else { "no" }
+        );
+    }
+    println!("files (highest benefit first)");
+    println!(
+        "  {:<40} {:>10} {:>10} {:>9} {:>8} {:>8}",
+        "path", "length", "cached", "frequency", "affinity", "benefit"
+    );
+    for f in &r.files {
+        println!(
+            "  {:<40} {:>10} {:>10} {:>9.2} {:>8.3} {:>8.3}",
+            f.path,
+            format_size(f.length),
+            format_size(f.cached_bytes),
+            f.frequency,
+            f.affinity,
+            f.benefit
+        );
     }
 }
 

@@ -75,6 +75,8 @@ pub struct LocalArgs {
     pub checkpoint: CheckpointArgs,
     #[command(flatten)]
     pub recompute: RecomputeArgs,
+    #[command(flatten)]
+    pub affinity: AffinityArgs,
 }
 
 /// How the master rebuilds lost files from lineage (tachyon.txt 2.6).
@@ -118,6 +120,89 @@ fn recompute_executor_arg(s: &str) -> Result<RecomputeExecutor, String> {
 
 fn recompute_mode_arg(s: &str) -> Result<RecomputeMode, String> {
     RecomputeMode::parse(s).map_err(|e| e.message)
+}
+
+/// How the master classifies applications' cache affinity (cava.txt IV-A).
+#[derive(Args, Clone)]
+pub struct AffinityArgs {
+    /// CPU use (cores busy per task, e.g. 0.5) above which an application
+    /// whose inputs are mostly not in memory counts as CPU-heavy; auto: the
+    /// mean of the live applications (cava.txt's "more than average").
+    #[arg(long, default_value = "auto", value_parser = threshold_arg)]
+    pub ca_cpu_threshold: Threshold,
+    /// Write rate per task (bytes per second, e.g. 4MiB) above which an
+    /// application counts as write-heavy; auto: the live applications' mean.
+    #[arg(long, default_value = "auto", value_parser = rate_arg)]
+    pub ca_write_threshold: Threshold,
+    /// Cache affinity of the high, medium and low classes.
+    #[arg(long, default_value = "0.4,0.2,0.05", value_parser = values_arg)]
+    pub ca_values: [f64; 3],
+    /// An application whose read bytes came from memory at least this much
+    /// counts as mostly cached (then only its writes decide its class).
+    #[arg(long, default_value_t = 0.5)]
+    pub ca_mostly_cached: f64,
+}
+
+impl Default for AffinityArgs {
+    fn default() -> Self {
+        let d = thaw_master::affinity::AffinityConfig::default();
+        AffinityArgs {
+            ca_cpu_threshold: Threshold(d.cpu_threshold),
+            ca_write_threshold: Threshold(d.write_threshold),
+            ca_values: d.values,
+            ca_mostly_cached: d.mostly_cached,
+        }
+    }
+}
+
+impl AffinityArgs {
+    fn config(&self) -> thaw_master::affinity::AffinityConfig {
+        thaw_master::affinity::AffinityConfig {
+            cpu_threshold: self.ca_cpu_threshold.0,
+            write_threshold: self.ca_write_threshold.0,
+            values: self.ca_values,
+            mostly_cached: self.ca_mostly_cached,
+            ..Default::default()
+        }
+    }
+}
+
+/// A classifier threshold: fixed, or `None` for the live applications' mean.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Threshold(pub Option<f64>);
+
+fn threshold_arg(s: &str) -> Result<Threshold, String> {
+    if s == "auto" {
+        return Ok(Threshold(None));
+    }
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(Threshold(Some(x))),
+        _ => Err(format!("a threshold is auto or a number >= 0, not {s:?}")),
+    }
+}
+
+fn rate_arg(s: &str) -> Result<Threshold, String> {
+    if s == "auto" {
+        return Ok(Threshold(None));
+    }
+    let bytes = s.strip_suffix("/s").unwrap_or(s);
+    size_arg(bytes)
+        .map(|b| Threshold(Some(b as f64)))
+        .map_err(|e| format!("{e} (a write rate is auto or bytes per second)"))
+}
+
+fn values_arg(s: &str) -> Result<[f64; 3], String> {
+    let v: Vec<f64> = s
+        .split(',')
+        .map(|x| x.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("cache affinities are three numbers high,medium,low within [0, 1], not {s:?}"))?;
+    let [h, m, l] = v[..] else {
+        return Err(format!("cache affinities are three numbers high,medium,low, not {s:?}"));
+    };
+    let cfg = thaw_master::affinity::AffinityConfig { values: [h, m, l], ..Default::default() };
+    cfg.check().map_err(|e| e.message)?;
+    Ok([h, m, l])
 }
 
 /// How a worker writes checkpoints to the under-store (tachyon.txt 2.7).
@@ -174,12 +259,20 @@ pub struct BufferArgs {
     #[arg(long, default_value_t = 5000)]
     pub migration_room_wait_ms: u64,
     /// Which cached blocks (read into memory, released by their jobs, or with
-    /// another copy) a full tier evicts to make room: lru (least recently read)
-    /// or lfu (least often read since admitted, least recently among equals).
+    /// another copy) a full tier evicts to make room: lru (least recently read),
+    /// lfu (least often read since admitted, least recently among equals),
+    /// cava (cava.txt IV-B: lowest benefit = reads in the window x the highest
+    /// cache affinity of their applications; a read's fill is dropped when
+    /// its benefit is not above its victims', and never evicts its own
+    /// application's blocks) or ca (CA-Only: the same by affinity alone).
     /// Blocks a job still expects and blocks with no other copy are never
-    /// evicted. Also `--cache-policy`.
-    #[arg(long, visible_alias = "cache-policy", default_value = "lru", value_parser = replacement_arg)]
+    /// evicted. Also `--replacement`.
+    #[arg(long = "cache-policy", visible_alias = "replacement", default_value = "lru", value_parser = replacement_arg)]
     pub replacement: thaw_worker::replacement::Policy,
+    /// The cava and ca policies' sliding window: a file's benefit counts the
+    /// reads of this much of the past (e.g. 10m, 90s).
+    #[arg(long, default_value = "10m", value_parser = crate::jobs::duration_arg)]
+    pub cache_window: Duration,
 }
 
 impl Default for PlannerArgs {
@@ -202,6 +295,7 @@ impl Default for BufferArgs {
             migration_io: "idle".into(),
             migration_room_wait_ms: 5000,
             replacement: thaw_worker::replacement::Policy::Lru,
+            cache_window: thaw_worker::tier::DEFAULT_WINDOW,
         }
     }
 }
@@ -265,6 +359,8 @@ pub struct MasterArgs {
     planner: PlannerArgs,
     #[command(flatten)]
     recompute: RecomputeArgs,
+    #[command(flatten)]
+    affinity: AffinityArgs,
 }
 
 #[derive(Args)]
@@ -354,6 +450,7 @@ fn master_config(
     t: &Timing,
     p: &PlannerArgs,
     r: &RecomputeArgs,
+    a: &AffinityArgs,
 ) -> MasterConfig {
     let mut c = MasterConfig::new(journal, ufs);
     c.default_block_size = block_size;
@@ -369,14 +466,22 @@ fn master_config(
     c.recompute_parallel = r.recompute_parallel.max(1);
     c.recompute_timeout = r.recompute_timeout;
     c.recompute_executor = r.recompute_executor;
+    c.affinity = a.config();
     c
 }
 
 pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     let listener = listen(&args.bind, args.port).await?;
     let addr = listener.local_addr()?;
-    let config =
-        master_config(args.ufs, args.journal_dir, args.block_size, &args.timing, &args.planner, &args.recompute);
+    let config = master_config(
+        args.ufs,
+        args.journal_dir,
+        args.block_size,
+        &args.timing,
+        &args.planner,
+        &args.recompute,
+        &args.affinity,
+    );
     say(format_args!("thaw master listening on {addr}"));
     let shutdown = stop_on_signal();
     thaw_master::serve(config, listener, shutdown).await?;
@@ -401,6 +506,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         max_connections: args.max_connections,
         migration: args.buffer.config(),
         replacement: args.buffer.replacement,
+        cache_window: args.buffer.cache_window,
         device_models: args.device_model.unwrap_or_default(),
         checkpoint_bandwidth: args.checkpoint.checkpoint_bandwidth.unwrap_or(0),
     };
@@ -447,6 +553,7 @@ impl LocalCluster {
             &args.timing,
             &args.planner,
             &args.recompute,
+            &args.affinity,
         );
         let mut tasks = tokio::task::JoinSet::new();
         tasks.spawn(thaw_master::serve(config, master_listener, shutdown.clone()));
@@ -464,6 +571,7 @@ impl LocalCluster {
                 max_connections: thaw_worker::DEFAULT_MAX_CONNECTIONS,
                 migration: args.buffer.config(),
                 replacement: args.buffer.replacement,
+                cache_window: args.buffer.cache_window,
                 // The last model given for this worker, else the one of all workers.
                 device_models: args
                     .worker_device_model

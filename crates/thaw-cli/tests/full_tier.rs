@@ -207,3 +207,139 @@ async fn with_lfu_a_full_tier_keeps_the_file_read_most_and_evicts_the_one_read_o
     let m = mem(&c, &client).await;
     assert_eq!((m.replacement.as_str(), m.evictions), ("lfu", 2), "{m:?}");
 }
+
+/// Reads `path` as job `job`; returns the bytes that came from the under-store.
+async fn cold_bytes(client: &Client, job: &str, path: &str, want: &[u8]) -> u64 {
+    read(&client.with_job(job), path, want).await.under_store
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_cava_a_scan_larger_than_memory_keeps_its_first_part_and_the_hot_file_stays() {
+    // cava.txt IV-B on a real worker: a hot file read three times, then a scan
+    // of 12 MiB through 10 MiB of memory by another application.
+    let mut c = small_memory(&["--cache-policy", "cava"]).await;
+    let client = c.client("h0", "r0");
+    let hot = cold_file(&c, "/hot", 4 * MIB, 1);
+    let scan = cold_file(&c, "/scan", 12 * MIB, 2);
+    for i in 0..3 {
+        cold_bytes(&client, &format!("etl-{i}"), "/hot", &hot).await;
+    }
+    assert_eq!(cold_bytes(&client, "etl-3", "/hot", &hot).await, 0, "hot is in memory");
+    // The scan caches 6 blocks, then its fills are dropped: the hot file is
+    // worth more (0.2 x 4 reads), and the scan never evicts its own blocks.
+    assert_eq!(cold_bytes(&client, "scan", "/scan", &scan).await, 12 * MIB as u64);
+    wait_blocks_in_memory(&client, "/hot", 4).await;
+    wait_blocks_in_memory(&client, "/scan", 6).await;
+    // Its next run reads those 6 from memory (LRU would have thrashed: every
+    // block evicted before its reuse).
+    assert_eq!(cold_bytes(&client, "scan-2", "/scan", &scan).await, 6 * MIB as u64);
+    let m = mem(&c, &client).await;
+    assert_eq!((m.replacement.as_str(), m.evictions), ("cava", 0), "{m:?}");
+    assert!(m.cache_drops >= 6 && m.cache_hits >= 4 + 6, "{m:?}");
+    // `thaw cache --json`: the worker's counters, and the files by benefit.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let report = loop {
+        let out = thaw(&c, &["cache", "--json"], Duration::from_secs(20));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if v["workers"][0]["drops"].as_u64() >= Some(6) && v["files"].as_array().is_some_and(|f| f.len() == 2) {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let w = &report["workers"][0];
+    assert_eq!((w["policy"].as_str(), w["cached_bytes"].as_u64()), (Some("cava"), Some(10 * MIB as u64)), "{w}");
+    let ratio = w["hit_ratio"].as_f64().unwrap();
+    assert!(ratio > 0.0 && ratio < 1.0, "{w}");
+    let files = report["files"].as_array().unwrap();
+    assert_eq!(files[0]["path"], "/hot", "the hot file ranks first: {report}");
+    assert!((files[0]["frequency"].as_f64().unwrap() - 4.0).abs() < 1e-9, "{report}");
+    assert!((files[0]["benefit"].as_f64().unwrap() - 0.8).abs() < 1e-6, "{report}");
+    assert_eq!(files[1]["cached_bytes"].as_u64(), Some(6 * MIB as u64));
+    // The text form names the same.
+    let text = String::from_utf8_lossy(&thaw(&c, &["cache"], Duration::from_secs(20)).stdout).to_string();
+    assert!(text.contains("cava") && text.contains("/hot") && text.contains("applications"), "{text}");
+    // Bad input is refused with a clear error.
+    let out = thaw(&c, &["cache", "--files", "0"], Duration::from_secs(20));
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--files"));
+    // A worker killed and restarted forgets frequencies (soft state); reads go on.
+    c.kill_worker(0);
+    c.restart_worker(0).await.unwrap();
+    assert_eq!(cold_bytes(&client, "after", "/hot", &hot).await, 4 * MIB as u64);
+    assert_eq!(cold_bytes(&client, "after-2", "/hot", &hot).await, 0);
+    let m = mem(&c, &client).await;
+    assert_eq!((m.cache_drops, m.evictions), (0, 0), "counters start again: {m:?}");
+}
+
+#[test]
+fn a_bad_cache_policy_window_or_affinity_is_refused_at_start_up() {
+    for (args, says) in [
+        (&["--cache-policy", "mru"][..], "unknown cache policy \"mru\" (known: lru, lfu, ca, cava)"),
+        (&["--cache-window", "0"][..], "out of range"),
+        (&["--ca-values", "0.4,0.2,1.5"][..], "outside [0, 1]"),
+        (&["--ca-values", "0.1,0.2,0.05"][..], "must not rise"),
+        (&["--ca-cpu-threshold", "lots"][..], "auto or a number"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(BIN)
+            .args(["local", "--ufs"])
+            .arg(dir.path())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// Copies of `path`'s blocks in memory: (blocks, MEM replicas in all).
+async fn mem_copies(client: &Client, path: &str) -> (usize, usize) {
+    let (info, _) = client.stat_blocks(path, true).await.unwrap();
+    let n = info.blocks.iter().map(|b| b.replicas.iter().filter(|r| r.tier == Tier::Mem as i32).count()).sum();
+    (info.blocks.len(), n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_cava_a_block_is_cached_once_in_the_cluster_and_lru_keeps_both_copies() {
+    for (policy, copies) in [("cava", 4), ("lru", 8)] {
+        let mut o = ClusterOptions::workers(2);
+        for w in &mut o.workers {
+            w.mem_capacity = 10 * MIB as u64;
+            w.extra_args = vec!["--cache-policy".into(), policy.into()];
+        }
+        let c = start(o).await;
+        let bytes = cold_file(&c, "/f", 4 * MIB, 7);
+        let (a, b) = (c.client("h0", "r0"), c.client("h1", "r1"));
+        // b opens the file before a reads it: b's block list shows no copy
+        // in memory, so b fills its own worker too.
+        let mut late = b.open("/f").await.unwrap();
+        read(&a, "/f", &bytes).await;
+        wait_blocks_in_memory(&a, "/f", 4).await;
+        let mut got = Vec::new();
+        late.read_to_end(&mut got).await.unwrap();
+        assert_eq!(sha(&got), sha(&bytes));
+        // Under cava the master keeps the first copy only and the second
+        // worker drops its own with the next heartbeat; LRU keeps both.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (blocks, n) = mem_copies(&a, "/f").await;
+            let w1 = client_mem(&c, &a, 1).await;
+            if n == copies && (policy != "cava" || w1.used == 0) {
+                assert_eq!(blocks, 4);
+                break;
+            }
+            assert!(Instant::now() < deadline, "{policy}: {n} copies in memory, worker 1 {w1:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // A reader after that is sent to the one copy.
+        let s = read(&b, "/f", &bytes).await;
+        assert_eq!(s.under_store, 0, "{policy}: {s:?}");
+    }
+}
+
+async fn client_mem(c: &Cluster, client: &Client, i: usize) -> TierUsage {
+    let s = client.worker_stats(c.worker_addr(i)).await.unwrap();
+    s.tiers.into_iter().find(|t| t.tier == Tier::Mem as i32).unwrap()
+}

@@ -126,6 +126,69 @@ fn tier_json(t: &TierUsage) -> Value {
         "replacement": t.replacement,
         "evictions": t.evictions,
         "evicted_bytes": t.evicted_bytes,
+        "cached_bytes": t.evictable,
+        "hits": t.cache_hits,
+        "misses": t.cache_misses,
+        "hit_ratio": hit_ratio(t),
+        "drops": t.cache_drops,
+        "skipped": t.cache_skipped,
+        "window_ms": t.window_ms,
+    })
+}
+
+/// Reads served from the tier over all reads counted (null before any).
+pub fn hit_ratio(t: &TierUsage) -> Option<f64> {
+    let all = t.cache_hits + t.cache_misses;
+    (all > 0).then(|| t.cache_hits as f64 / all as f64)
+}
+
+/// One application as the cache manager sees it.
+pub fn app_cache_json(a: &AppCacheInfo) -> Value {
+    json!({
+        "job_id": a.job_id,
+        "name": a.name,
+        "class": a.class,
+        "affinity": a.affinity,
+        "source": a.source,
+        "cpu_util": a.cpu_util,
+        "write_rate": a.write_rate,
+        "cached_fraction": a.cached_fraction,
+        "probability": a.probability,
+        "input_bytes": a.input_bytes,
+        "live": a.live,
+        "tasks": a.tasks,
+        "wall_seconds": a.wall_seconds,
+        "cpu_threshold": a.cpu_threshold,
+        "write_threshold": a.write_threshold,
+    })
+}
+
+/// The whole cache: per worker its memory policy and counters, per
+/// application its class and figures, per file its frequency and benefit.
+pub fn cache_report_json(r: &GetCacheReportResponse) -> Value {
+    let workers: Vec<Value> = r
+        .workers
+        .iter()
+        .map(|w| {
+            let mut v = w.memory.as_ref().map(tier_json).unwrap_or_else(|| json!({}));
+            v["address"] = json!(w.data_address);
+            v["policy"] = v.get("replacement").cloned().unwrap_or(Value::Null);
+            v
+        })
+        .collect();
+    json!({
+        "workers": workers,
+        "apps": r.apps.iter().map(app_cache_json).collect::<Vec<_>>(),
+        "files": r.files.iter().map(|f| json!({
+            "path": f.path,
+            "file_id": f.file_id,
+            "length": f.length,
+            "cached_bytes": f.cached_bytes,
+            "frequency": f.frequency,
+            "affinity": f.affinity,
+            "benefit": f.benefit,
+        })).collect::<Vec<_>>(),
+        "classes": {"high": r.high_affinity, "medium": r.medium_affinity, "low": r.low_affinity},
     })
 }
 
@@ -137,6 +200,8 @@ fn job_json(j: &JobAccess) -> Value {
         "writes": j.writes,
         "bytes_written": j.bytes_written,
         "short_circuit_opens": j.short_circuit_opens,
+        "bytes_from_memory": j.bytes_from_memory,
+        "bytes_cold": j.bytes_cold,
     })
 }
 

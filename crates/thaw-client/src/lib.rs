@@ -329,6 +329,19 @@ impl Client {
         r.job.ok_or_else(|| ThawError::internal("task report answer without job"))
     }
 
+    /// Reports what application `job`'s tasks did so far (absolute figures);
+    /// the master classifies its cache affinity from them (cava.txt IV-A).
+    pub async fn report_app_usage(&self, req: ReportAppUsageRequest) -> Result<AppCacheInfo> {
+        let r = self.master.clone().report_app_usage(req).await.map_err(|s| self.rpc_err(s))?.into_inner();
+        r.app.ok_or_else(|| ThawError::internal("usage report answer without application"))
+    }
+
+    /// Workers' memory, applications and files as the cache manager sees them.
+    pub async fn cache_report(&self, max_files: u32) -> Result<GetCacheReportResponse> {
+        let r = self.master.clone().get_cache_report(GetCacheReportRequest { max_files }).await;
+        Ok(r.map_err(|s| self.rpc_err(s))?.into_inner())
+    }
+
     /// Releases the job's blocks under `paths`, or all of them (ending the job)
     /// if `paths` is empty. Returns the job's state if it goes on.
     pub async fn evict(&self, job: &str, paths: &[String]) -> Result<Option<JobInfo>> {

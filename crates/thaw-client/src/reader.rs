@@ -417,7 +417,8 @@ impl FileReader {
             None => return,
         };
         let client = self.client.clone();
-        let task = tokio::spawn(async move { open_stream(&client, &addr, &block, index, 0, 0, ufs, kind).await });
+        let task =
+            tokio::spawn(async move { open_stream(&client, &addr, &block, index, (0, 0, true), ufs, kind).await });
         self.ahead = Some((index, task));
     }
 
@@ -478,7 +479,8 @@ impl FileReader {
                 }
                 let kind = if r.tier == Tier::Mem as i32 { StreamKind::Mem } else { StreamKind::Disk };
                 let length = self.range_length(&block);
-                match open_stream(&self.client, &r.data_address, &block, index, offset, length, None, kind).await {
+                let at = (offset, length, true);
+                match open_stream(&self.client, &r.data_address, &block, index, at, None, kind).await {
                     Ok(src) => return Ok(src),
                     Err(e) => {
                         tracing::debug!(worker = %r.data_address, error = %e, "replica unavailable");
@@ -490,10 +492,17 @@ impl FileReader {
             }
             if self.info.persisted {
                 let ufs = UfsSource { path: self.info.path.clone(), offset: block.offset, length: block.length };
+                // A local fill the worker turned down (the cache policy
+                // dropped it, or the job's caching probability left it out)
+                // is not asked for again by the stream: one read, one decision.
+                let mut cache = true;
                 if let Some((addr, tier)) = self.local_filler(index) {
                     match cache_then_open(&self.client, &addr, &block, index, ufs.clone(), tier).await {
                         Ok(src) => return Ok(src),
-                        Err(e) => tracing::debug!(worker = %addr, error = %e, "local fill failed; streaming"),
+                        Err(e) => {
+                            tracing::debug!(worker = %addr, error = %e, "local fill failed; streaming");
+                            cache = !matches!(e.kind, ErrorKind::ResourceExhausted | ErrorKind::FailedPrecondition);
+                        }
                     }
                 }
                 for w in self.ufs_workers.clone() {
@@ -503,7 +512,8 @@ impl FileReader {
                     // Whole rest of the block: a read from its start fills the cache.
                     let source = Some(ufs.clone());
                     let kind = StreamKind::UnderStore;
-                    match open_stream(&self.client, &w.data_address, &block, index, offset, 0, source, kind).await {
+                    let at = (offset, 0, cache);
+                    match open_stream(&self.client, &w.data_address, &block, index, at, source, kind).await {
                         Ok(src) => return Ok(src),
                         Err(e) if e.kind == ErrorKind::DataLost => return Err(e),
                         Err(e) => {
@@ -571,12 +581,23 @@ async fn open_local(client: &Client, addr: &str, block: &BlockInfo, index: usize
     let (sock, resp) = client.pool().call(addr, &req).await?;
     client.pool().put(addr, sock);
     let file = std::fs::File::open(&resp.local_path)?;
+    share_lock(&file);
     let len = file.metadata()?.len();
     if len != block.length {
         return Err(ThawError::internal(format!("local block file has {len} bytes, expected {}", block.length)));
     }
     let tier = Tier::try_from(resp.source_tier).unwrap_or(Tier::Disk);
     Ok(Source::Local { index, file, len, tier, filled: false })
+}
+
+/// Marks a block file as in use while this reader holds it (a shared
+/// `flock`): the worker does not evict a block a reader has open (see
+/// `TierStore::in_use`). Released when the file is closed, or the process dies.
+pub(crate) fn share_lock(file: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid descriptor for the call. A failure (a file system
+    // without locks) only leaves the block unmarked.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) };
 }
 
 /// A cold block read by a client on a worker's host: the worker fills the block
@@ -610,28 +631,26 @@ fn read_local(file: &std::fs::File, tier: Tier, buf: &mut [u8], at: u64) -> Resu
     Ok(n)
 }
 
-/// Opens a stream of block `index` from `offset` at worker `addr` (from a tier, or
-/// through from the under-store when `ufs` is given).
-/// Opens a stream of block `index` from `offset` (within the block), `length`
-/// bytes of it (0: to its end).
-#[allow(clippy::too_many_arguments)]
+/// Opens a stream of block `index` at worker `addr` (from a tier, or through
+/// from the under-store when `ufs` is given): `at` is (offset within the
+/// block, length (0: to its end), whether a read through may cache it).
 async fn open_stream(
     client: &Client,
     addr: &str,
     block: &BlockInfo,
     index: usize,
-    offset: u64,
-    length: u64,
+    at: (u64, u64, bool),
     ufs: Option<UfsSource>,
     kind: StreamKind,
 ) -> Result<Source> {
     let cfg = client.config();
+    let (offset, length, cache) = at;
     let read = ReadBlockRequest {
         block_id: block.block_id,
         offset,
         length,
         ufs,
-        cache_tier: cfg.cache_on_read.map(|t| t as i32).unwrap_or(0),
+        cache_tier: cfg.cache_on_read.filter(|_| cache).map(|t| t as i32).unwrap_or(0),
     };
     let want = if length == 0 { block.length - offset } else { length.min(block.length - offset) };
     let (sock, resp) = client.pool().call(addr, &request(&cfg.job_id, data_request::Request::ReadBlock(read))).await?;

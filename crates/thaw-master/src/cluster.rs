@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_id};
 use thaw_common::locality::{ReplicaPlace, level, rank};
-use thaw_common::proto::{BlockReplica, DeviceState, JobAccess, Position, Tier, TierUsage, WorkerInfo, WriteType};
+use thaw_common::proto::{
+    BlockReplica, DeviceState, FileCacheStat, JobAccess, Position, Tier, TierUsage, WorkerInfo, WriteType,
+};
 use thaw_common::{Result, ThawError};
 
 #[derive(Debug, Clone)]
@@ -24,6 +26,8 @@ pub struct WorkerEntry {
     /// Blocks the worker must delete, sent with the next heartbeat answer.
     pub pending_removals: Vec<u64>,
     pub jobs: Vec<JobAccess>,
+    /// The worker's memory policy's view of files (highest benefit first).
+    pub cache_files: Vec<FileCacheStat>,
     /// The worker's emulated devices (evaluation only), as of its last heartbeat.
     pub devices: Vec<DeviceState>,
 }
@@ -118,6 +122,7 @@ impl Cluster {
                 blocks: HashSet::new(),
                 pending_removals: Vec::new(),
                 jobs: Vec::new(),
+                cache_files: Vec::new(),
                 devices: Vec::new(),
             },
         );

@@ -2,6 +2,7 @@
 //! under-store, block locations per (worker, tier), the worker registry and
 //! liveness, and the journal. See ARCHITECTURE.md, "master".
 
+pub mod affinity;
 pub mod checkpoint;
 pub mod cluster;
 pub mod journal;

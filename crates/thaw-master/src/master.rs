@@ -18,6 +18,7 @@ use crate::lineage::Lineages;
 use crate::migration::{Migrations, Policy, Priority};
 use crate::namespace::{Namespace, NewInode, ROOT_ID};
 
+mod cache;
 mod checkpoints;
 mod jobs;
 mod lineage;
@@ -54,6 +55,8 @@ pub struct MasterConfig {
     pub recompute_executor: RecomputeExecutor,
     /// The master's own address, given to the commands it runs (set by `serve`).
     pub address: String,
+    /// Cache affinity classes and their thresholds (cava.txt IV-A).
+    pub affinity: crate::affinity::AffinityConfig,
 }
 
 impl MasterConfig {
@@ -75,6 +78,7 @@ impl MasterConfig {
             recompute_timeout: Duration::from_secs(600),
             recompute_executor: RecomputeExecutor::Local,
             address: String::new(),
+            affinity: Default::default(),
         }
     }
 }
@@ -92,6 +96,9 @@ struct State {
     /// Complete files not persisted: the only ones that can be lost (the
     /// workflow manager looks for losses among these, not the whole namespace).
     unpersisted: std::collections::BTreeSet<u64>,
+    /// Applications' cache affinities and caching probabilities (soft state).
+    apps: crate::affinity::Apps,
+    apps_refreshed: Option<Instant>,
 }
 
 impl State {
@@ -150,6 +157,7 @@ fn is_persisted_write(wt: WriteType) -> bool {
 
 impl Master {
     pub fn open(config: MasterConfig) -> Result<Self> {
+        config.affinity.check()?;
         let journal = Journal::open(&config.journal_dir)?;
         let loaded = journal.load()?;
         let ns = Namespace::from_records(loaded.inodes, loaded.next_id);
@@ -182,6 +190,8 @@ impl Master {
                 recomputer_mode: config.recompute_mode,
                 block_crcs: Default::default(),
                 unpersisted,
+                apps: crate::affinity::Apps::new(config.affinity.clone()),
+                apps_refreshed: None,
             }),
             journal,
             ufs,
@@ -805,6 +815,7 @@ impl Master {
         } else {
             w.tiers = req.tiers;
             w.jobs = req.jobs;
+            w.cache_files = req.files;
             w.devices = req.devices;
             let remove_blocks = std::mem::take(&mut w.pending_removals);
             st.checkpoints.reconcile(
@@ -843,7 +854,10 @@ impl Master {
             }
         }
         let checkpoints = Self::checkpoint_orders(st, req.worker_id);
+        let (affinities, default_affinity) = if light { (Vec::new(), 0.0) } else { Self::affinity_table(st) };
         HeartbeatResponse {
+            affinities,
+            default_affinity,
             reregister: false,
             checkpoints,
             remove_blocks,
@@ -913,8 +927,34 @@ impl Master {
         if let Some(crc) = req.crc32.filter(|_| !file_complete) {
             st.block_crcs.insert(req.block_id, crc);
         }
+        if let Some(at) = Self::cached_elsewhere(&st, &req, tier) {
+            if let Some(w) = st.cluster.live_worker_mut(req.worker_id) {
+                w.pending_removals.push(req.block_id);
+            }
+            tracing::debug!(block = req.block_id, worker = req.worker_id, at, "second cached copy: dropped");
+            return Ok(CommitBlockResponse { cached_at: at });
+        }
         st.cluster.add_replica(req.block_id, req.worker_id, tier, req.length);
-        Ok(CommitBlockResponse {})
+        Ok(CommitBlockResponse::default())
+    }
+
+    /// cava.txt IV-B: "only one copy of a data block is allowed to be cached".
+    /// A read's fill into memory, on a worker whose memory runs a benefit
+    /// policy, of a block another live worker holds in memory: that worker's
+    /// address. (Readers are sent to the copy the master lists; a second copy
+    /// comes only from two reads racing, or a reader's stale block list.)
+    fn cached_elsewhere(st: &State, req: &CommitBlockRequest, tier: Tier) -> Option<String> {
+        if !req.read_fill || tier != Tier::Mem {
+            return None;
+        }
+        let policy = st.cluster.worker(req.worker_id)?.tier(Tier::Mem)?.replacement.as_str();
+        if !matches!(policy, "cava" | "ca") {
+            return None;
+        }
+        let other = st.cluster.block(req.block_id)?.replicas.iter().find(|r| {
+            r.tier == Tier::Mem && r.worker != req.worker_id && st.cluster.worker(r.worker).is_some_and(|w| w.alive)
+        })?;
+        st.cluster.worker(other.worker).map(|w| w.data_address.clone())
     }
 
     /// Declares silent workers dead (their migrations go elsewhere) and ends jobs

@@ -65,6 +65,12 @@ impl MasterService for MasterRpc {
     async fn list_jobs(&self, r: Request<ListJobsRequest>) -> Reply<ListJobsResponse> {
         reply(self.master.list_jobs(r.into_inner()))
     }
+    async fn report_app_usage(&self, r: Request<ReportAppUsageRequest>) -> Reply<ReportAppUsageResponse> {
+        reply(self.master.report_app_usage(r.into_inner()))
+    }
+    async fn get_cache_report(&self, r: Request<GetCacheReportRequest>) -> Reply<GetCacheReportResponse> {
+        reply(Ok(self.master.cache_report(r.into_inner())))
+    }
     async fn report_job_tasks(&self, r: Request<ReportJobTasksRequest>) -> Reply<ReportJobTasksResponse> {
         reply(self.master.report_job_tasks(r.into_inner()))
     }

@@ -182,6 +182,49 @@ impl NativeClient {
         json_to_py(py, &thaw_client::json::job_info_json(&info))
     }
 
+    /// Reports what application `job`'s tasks did so far (absolute figures:
+    /// each report replaces the last); returns how the cache manager sees it.
+    #[pyo3(signature = (job, name="", wall_seconds=0.0, cpu_seconds=0.0, tasks=0, write_bytes=0, inputs=Vec::new(), declared_affinity=None, ended=false, reporter=String::new()))]
+    #[allow(clippy::too_many_arguments)]
+    fn report_app_usage(
+        &self,
+        py: Python<'_>,
+        job: String,
+        name: &str,
+        wall_seconds: f64,
+        cpu_seconds: f64,
+        tasks: u64,
+        write_bytes: u64,
+        inputs: Vec<String>,
+        declared_affinity: Option<f64>,
+        ended: bool,
+        reporter: String,
+    ) -> PyResult<Py<PyAny>> {
+        let req = thaw_common::proto::ReportAppUsageRequest {
+            job_id: job,
+            name: name.to_string(),
+            wall_seconds,
+            cpu_seconds,
+            tasks,
+            write_bytes,
+            inputs,
+            declared_affinity,
+            ended,
+            reporter,
+        };
+        let c = self.c()?;
+        let info = wait(py, async move { c.report_app_usage(req).await })?;
+        json_to_py(py, &thaw_client::json::app_cache_json(&info))
+    }
+
+    /// Workers' memory, applications and files as the cache manager sees them.
+    #[pyo3(signature = (max_files=100))]
+    fn cache_report(&self, py: Python<'_>, max_files: u32) -> PyResult<Py<PyAny>> {
+        let c = self.c()?;
+        let r = wait(py, async move { c.cache_report(max_files).await })?;
+        json_to_py(py, &thaw_client::json::cache_report_json(&r))
+    }
+
     /// Replaces the job's task counters at the master (absolute values); returns
     /// the job's progress.
     #[pyo3(signature = (job, tasks, placed, done, memory_local, inputs_in_memory, delay_ms_median=0, delay_ms_p99=0, delay_ms_max=0))]

@@ -34,6 +34,8 @@ pub(crate) struct BlockFile {
     pinned: bool,
     /// The CRC-32 of the bytes written so far, when the write asked for it.
     crc: Option<crc32fast::Hasher>,
+    /// Filled for a read by this application (the cache policy's owner).
+    reader: Option<String>,
 }
 
 impl BlockFile {
@@ -61,6 +63,7 @@ impl BlockFile {
             reservation: Some(reservation),
             pinned,
             crc: None,
+            reader: None,
         })
     }
 
@@ -125,9 +128,11 @@ impl BlockFile {
     pub async fn commit(mut self, w: &Worker, filled_from: Option<UfsSource>) -> Result<()> {
         drop(self.file.take());
         let reservation = self.reservation.take().expect("held until commit");
-        self.store.commit(self.block, &self.temp, self.written, reservation, self.pinned)?;
+        let reader = self.reader.take();
+        self.store.commit_for(self.block, &self.temp, self.written, reservation, self.pinned, reader.as_deref())?;
         let crc = self.crc.take().map(crc32fast::Hasher::finalize);
-        if let Err(e) = w.commit_block(self.block, self.store.tier, self.written, filled_from, crc).await {
+        let read_fill = reader.is_some();
+        if let Err(e) = w.commit_block(self.block, self.store.tier, self.written, filled_from, crc, read_fill).await {
             if let Some(len) = self.store.remove(self.block) {
                 w.note_removed(self.block, self.store.tier, len);
             }
@@ -274,31 +279,33 @@ pub(crate) type FillState = watch::Receiver<Option<Result<()>>>;
 
 impl Worker {
     /// Makes sure `block` is in `tier`, filling it from the under-store if it is
-    /// not; returns once the block is committed (or the fill failed).
+    /// not; returns once the block is committed (or the fill failed). `reader`:
+    /// the application whose read asks for it (the cache policy may drop the
+    /// request); `None` for a migration.
     pub(crate) async fn cache_block(
         self: &Arc<Self>,
         block: u64,
         ufs: &UfsSource,
         tier: &Arc<TierStore>,
-        migration: bool,
+        reader: Option<&str>,
     ) -> Result<()> {
         if tier.get(block).is_some() {
             return Ok(());
         }
-        let mut state = self.start_fill(block, ufs, tier, migration);
+        let mut state = self.start_fill(block, ufs, tier, reader);
         let done = state.wait_for(|s| s.is_some()).await.map_err(|_| ThawError::internal("fill task vanished"))?;
         done.clone().expect("waited for Some")
     }
 
     /// Starts filling `block` unless a fill of it is already running. A
-    /// `migration`'s fill reads the under-store with the streams its measured
-    /// parallelism gives, and measures it.
+    /// migration's fill (no `reader`) reads the under-store with the streams
+    /// its measured parallelism gives, and measures it.
     pub(crate) fn start_fill(
         self: &Arc<Self>,
         block: u64,
         ufs: &UfsSource,
         tier: &Arc<TierStore>,
-        migration: bool,
+        reader: Option<&str>,
     ) -> FillState {
         let mut fills = self.fills.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(state) = fills.get(&block) {
@@ -306,9 +313,10 @@ impl Worker {
         }
         let (tx, rx) = watch::channel(None);
         fills.insert(block, rx.clone());
-        let (w, ufs, tier) = (self.clone(), ufs.clone(), tier.clone());
+        let (w, ufs, tier, reader) = (self.clone(), ufs.clone(), tier.clone(), reader.map(str::to_string));
         self.tasks.spawn(async move {
-            let r = if tier.get(block).is_some() { Ok(()) } else { w.fill(block, &ufs, &tier, migration).await };
+            let r =
+                if tier.get(block).is_some() { Ok(()) } else { w.fill(block, &ufs, &tier, reader.as_deref()).await };
             if let Err(e) = &r {
                 tracing::debug!(block, error = %e, "fill from the under-store failed");
             }
@@ -318,12 +326,22 @@ impl Worker {
         rx
     }
 
-    async fn fill(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>, migration: bool) -> Result<()> {
-        self.fill_from(block, ufs, tier, migration).await.map_err(|e| gone_is_lost(e, &ufs.path))
+    async fn fill(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>, reader: Option<&str>) -> Result<()> {
+        self.fill_from(block, ufs, tier, reader).await.map_err(|e| gone_is_lost(e, &ufs.path))
     }
 
-    async fn fill_from(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>, migration: bool) -> Result<()> {
-        let mut file = BlockFile::create(self, tier, block, ufs.length, false)?;
+    async fn fill_from(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>, reader: Option<&str>) -> Result<()> {
+        let migration = reader.is_none();
+        let mut file = match reader {
+            None => BlockFile::create(self, tier, block, ufs.length, false)?,
+            Some(job) => {
+                let need = crate::tier::Need::Cache { block, job };
+                let r = self.reserve_for(tier, ufs.length, need)?;
+                let mut f = BlockFile::with_reservation(tier, block, r, false)?;
+                f.reader = Some(job.to_string());
+                f
+            }
+        };
         let store = self.ufs()?;
         // An emulated under-store device, if modelled, paces the copy.
         let mut device = self.device_stream(DeviceKind::Ufs);
@@ -396,9 +414,7 @@ mod tests {
         let src = dir.path().join("src.bin");
         let bytes: Vec<u8> = (0..(9u64 << 20) + 12345).map(|i| (i * 31 + i / 4099) as u8).collect();
         std::fs::write(&src, &bytes).unwrap();
-        let store =
-            TierStore::open(Tier::Mem, &dir.path().join("mem"), 64 << 20, true, crate::replacement::Policy::Lru)
-                .unwrap();
+        let store = TierStore::open(Tier::Mem, &dir.path().join("mem"), 64 << 20, true, Default::default()).unwrap();
         let create = |block: u64, len: u64| {
             let reservation = store.reserve_evicting(len, &|_| true).0.unwrap();
             BlockFile::with_reservation(&store, block, reservation, false).unwrap()

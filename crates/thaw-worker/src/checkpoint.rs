@@ -337,6 +337,7 @@ mod tests {
             mem: Some(TierConfig { dir: dir.join("mem"), capacity: 64 << 20 }),
             disk: None,
             replacement: crate::replacement::Policy::Lru,
+            cache_window: crate::tier::DEFAULT_WINDOW,
             advertise: None,
             remove_mem_on_exit: false,
             max_connections: 8,

@@ -200,6 +200,9 @@ async fn serve_stored(
         let Ok(file) = std::fs::File::open(store.block_path(block)) else {
             continue;
         };
+        // In use while it is sent: not evicted under the read (see `TierStore::in_use`).
+        // SAFETY: a valid descriptor; the lock goes with the file.
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_SH | libc::LOCK_NB) };
         let (off, n) = range(req.offset, req.length, len)?;
         let header = DataResponse { length: n, source_tier: store.tier as i32, from_ufs: filled, ..Default::default() };
         *sent = true;
@@ -219,8 +222,13 @@ async fn serve_stored(
                 sock.write_all(&chunk).await?;
             }
         }
-        store.touch(block);
+        let hit = store.access(block, job);
+        if store.tier != Tier::Mem {
+            // Read from DISK: a miss of the memory the worker caches into.
+            w.tier(Tier::Mem).inspect(|m| m.note_miss());
+        }
         w.stats.record(job, Access::Read(n));
+        w.stats.record_source(job, n, hit && store.tier == Tier::Mem);
         w.note_read(job, block, n);
         tracing::debug!(job, block, bytes = n, tier = store.name(), "read");
         return Ok(true);
@@ -291,18 +299,21 @@ async fn read_through(
     let block = req.block_id;
     let (off, n) = range(req.offset, req.length, ufs.length)?;
     let cache_tier = Tier::try_from(req.cache_tier).ok().and_then(|t| w.tier(t));
-    if let Some(tier) = &cache_tier {
+    if let Some(tier) = cache_tier.as_ref().filter(|t| w.admits(t, block, job)) {
         if off == 0 && n == ufs.length && n > 0 {
-            match w.cache_block(block, &ufs, tier, false).await {
+            match w.cache_block(block, &ufs, tier, Some(job)).await {
                 Ok(()) if serve_stored(w, sock, job, req, true, sent).await? => return Ok(()),
                 Ok(()) => {} // removed again at once (the file was deleted): stream it
-                Err(e) if e.kind == thaw_common::ErrorKind::ResourceExhausted => {}
+                Err(e) if e.kind == thaw_common::ErrorKind::ResourceExhausted => {
+                    tracing::debug!(job, block, error = %e, "not cached");
+                }
                 Err(e) => return Err(e),
             }
         } else if tier.get(block).is_none() {
-            w.start_fill(block, &ufs, tier, false);
+            w.start_fill(block, &ufs, tier, Some(job));
         }
     }
+    w.tier(Tier::Mem).inspect(|m| m.note_miss());
     let range = ufs.offset + off..ufs.offset + off + n;
     let mut stream = w.ufs()?.read_range(&ufs.path, range).await.map_err(|e| gone_is_lost(e, &ufs.path))?;
     *sent = true;
@@ -324,6 +335,7 @@ async fn read_through(
         )));
     }
     w.stats.record(job, Access::Read(n));
+    w.stats.record_source(job, n, false);
     w.note_read(job, block, n);
     tracing::debug!(job, block, bytes = n, "read through from under-store");
     Ok(())
@@ -341,7 +353,14 @@ async fn cache_block(
         .ok()
         .and_then(|t| w.tier(t))
         .ok_or_else(|| ThawError::invalid(format!("worker {} has no tier {}", w.address, req.tier)))?;
-    w.cache_block(req.block_id, &ufs, &tier, false).await?;
+    if !w.admits(&tier, req.block_id, job) {
+        return Err(ThawError::precondition(format!(
+            "block {} not cached: job {job:?} caches its inputs with probability {:.2} (cava.txt II)",
+            req.block_id,
+            w.affinities.probability(job)
+        )));
+    }
+    w.cache_block(req.block_id, &ufs, &tier, Some(job)).await?;
     tracing::debug!(job, block = req.block_id, "cached on request");
     *sent = true;
     let resp = DataResponse { length: ufs.length, source_tier: tier.tier as i32, ..Default::default() };
@@ -532,8 +551,9 @@ async fn open_local(
                     req.block_id, w.address
                 )));
             }
-            store.touch(req.block_id);
+            let hit = store.access(req.block_id, job);
             w.stats.record(job, Access::ShortCircuit(len));
+            w.stats.record_source(job, len, hit && store.tier == Tier::Mem);
             w.note_read(job, req.block_id, 0);
             tracing::debug!(job, block = req.block_id, bytes = len, tier = store.name(), "short-circuit open");
             let resp = DataResponse {

@@ -2,6 +2,7 @@
 //! writes, read-through from the under-store, short-circuit opens), and the link to
 //! the master. See ARCHITECTURE.md, "worker".
 
+pub mod affinity;
 mod cache;
 pub mod checkpoint;
 pub mod data;
@@ -56,6 +57,8 @@ pub struct WorkerConfig {
     pub disk: Option<TierConfig>,
     /// Which cached blocks a full tier evicts to make room.
     pub replacement: replacement::Policy,
+    /// The benefit policies' sliding window (cava.txt IV-B).
+    pub cache_window: Duration,
     /// Address clients use to reach the data service (default: the listener's).
     pub advertise: Option<String>,
     /// Delete the MEM tier directory on exit (a local cluster's tmpfs files).
@@ -93,11 +96,19 @@ pub struct Worker {
     /// Per migration device: how many streams a copy reads it with (measured).
     copy_parallelism: Mutex<HashMap<Source, migration::parallelism::Parallelism>>,
     pub checkpoints: checkpoint::Checkpointer,
+    /// Applications' cache affinities and caching probabilities (the master's).
+    pub affinities: Arc<affinity::Affinities>,
 }
 
 impl Worker {
     pub fn new(config: WorkerConfig, address: String) -> Result<Self> {
-        let open = |t: &TierConfig, tier, wipe| TierStore::open(tier, &t.dir, t.capacity, wipe, config.replacement);
+        let affinities = Arc::new(affinity::Affinities::default());
+        let cache = tier::CacheConfig {
+            policy: config.replacement,
+            window: config.cache_window,
+            affinities: affinities.clone(),
+        };
+        let open = |t: &TierConfig, tier, wipe| TierStore::open(tier, &t.dir, t.capacity, wipe, cache.clone());
         let mem = config.mem.as_ref().map(|t| open(t, Tier::Mem, true)).transpose()?;
         let disk = config.disk.as_ref().map(|t| open(t, Tier::Disk, false)).transpose()?;
         let channel = Channel::from_shared(format!("http://{}", config.master))
@@ -124,6 +135,7 @@ impl Worker {
             disk_device,
             ufs_device,
             copy_parallelism: Mutex::new(HashMap::new()),
+            affinities,
         })
     }
 
@@ -146,7 +158,19 @@ impl Worker {
     /// evictions go to the master with the next heartbeat. A tier full of such
     /// blocks fails with what holds it, by job.
     pub(crate) fn reserve(&self, store: &Arc<TierStore>, bytes: u64) -> Result<tier::Reservation> {
-        let (r, evicted) = self.migrator.protecting(|held| store.reserve_evicting(bytes, held));
+        self.reserve_for(store, bytes, tier::Need::Required)
+    }
+
+    /// [`Worker::reserve`] for a migration or write (`Need::Required`) or a
+    /// read's fill, which the cache policy may drop.
+    pub(crate) fn reserve_for(
+        &self,
+        store: &Arc<TierStore>,
+        bytes: u64,
+        need: tier::Need<'_>,
+    ) -> Result<tier::Reservation> {
+        let (r, evicted) =
+            self.migrator.protecting(|held| store.reserve_for(bytes, &|b| held(b) || store.in_use(b), need));
         for &(b, len) in &evicted {
             tracing::debug!(
                 block = b,
@@ -182,7 +206,7 @@ impl Worker {
         }
         let r = match (task.source, &task.ufs) {
             (Source::Disk, _) => self.copy_from_disk(task.block, &mem).await,
-            (Source::Ufs, Some(ufs)) => self.cache_block(task.block, ufs, &mem, true).await,
+            (Source::Ufs, Some(ufs)) => self.cache_block(task.block, ufs, &mem, None).await,
             (Source::Ufs, None) => Err(ThawError::invalid("under-store migration without a source")),
         };
         match r {
@@ -278,6 +302,23 @@ impl Worker {
         while self.migrator.active(source) == Some(block) && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(JOIN_POLL).await;
         }
+    }
+
+    /// Whether a read by `job` that misses `tier` asks to cache `block`
+    /// there: the application's caching probability (cava.txt II) draws it.
+    /// Either way the read counts in the policy's window (the file was read).
+    pub(crate) fn admits(&self, tier: &TierStore, block: u64, job: &str) -> bool {
+        if tier.get(block).is_some() {
+            return true;
+        }
+        tier.note_request(block, job);
+        let p = if tier.policy().uses_benefit() { self.affinities.probability(job) } else { 1.0 };
+        let yes = affinity::chosen(block, p);
+        if !yes {
+            tier.note_skipped();
+            tracing::debug!(job, block, probability = p, "not cached: the job's caching probability left it out");
+        }
+        yes
     }
 
     pub(crate) fn note_read(&self, job: &str, block: u64, bytes: u64) {

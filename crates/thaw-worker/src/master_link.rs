@@ -13,6 +13,9 @@ use tokio_util::sync::CancellationToken;
 use crate::Worker;
 
 /// An idle worker's light asks are at least this far apart.
+/// Files a full heartbeat reports of the memory policy's ranking (highest
+/// benefit first): enough for `thaw cache`, bounded for large caches.
+const FILE_STATS: usize = 256;
 const IDLE_ASK_GAP: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -116,12 +119,20 @@ impl Worker {
             light,
             wait_ms: if light { wait.as_millis().min(u32::MAX as u128) as u32 } else { 0 },
             checkpointing: self.checkpoints.in_progress(),
+            files: match self.tier(Tier::Mem) {
+                Some(m) if !light => m.file_stats(FILE_STATS),
+                _ => Vec::new(),
+            },
         };
         match self.master.clone().heartbeat(req).await {
             Ok(resp) => {
                 let mut resp = resp.into_inner();
                 for b in &resp.remove_blocks {
                     self.drop_block(*b);
+                }
+                if !resp.reregister && !resp.light {
+                    let table = resp.affinities.iter().map(|a| (a.job_id.clone(), a.affinity, a.probability));
+                    self.affinities.set(table, resp.default_affinity);
                 }
                 if !resp.reregister {
                     self.checkpoints.order(std::mem::take(&mut resp.checkpoints));
@@ -244,6 +255,7 @@ impl Worker {
         length: u64,
         filled_from: Option<UfsSource>,
         crc32: Option<u32>,
+        read_fill: bool,
     ) -> Result<()> {
         let reg = self
             .registration()
@@ -256,9 +268,16 @@ impl Worker {
             length,
             filled_from,
             crc32,
+            read_fill,
         };
         match self.master.clone().commit_block(req).await {
-            Ok(_) => Ok(()),
+            Ok(r) => {
+                let at = r.into_inner().cached_at;
+                if !at.is_empty() {
+                    tracing::debug!(block, at, "cached at another worker already: this copy goes after the read");
+                }
+                Ok(())
+            }
             Err(e) => {
                 let e = ThawError::from(e);
                 if e.kind == thaw_common::ErrorKind::Unavailable {

@@ -39,6 +39,19 @@ impl JobStats {
         }
     }
 
+    /// Where `bytes` the job read came from: memory without a fill (a cache
+    /// hit), or elsewhere (under-store, DISK, a fill made for the read).
+    pub fn record_source(&self, job: &str, bytes: u64, from_memory: bool) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let e =
+            jobs.entry(job.to_string()).or_insert_with(|| JobAccess { job_id: job.to_string(), ..Default::default() });
+        if from_memory {
+            e.bytes_from_memory += bytes;
+        } else {
+            e.bytes_cold += bytes;
+        }
+    }
+
     pub fn snapshot(&self) -> Vec<JobAccess> {
         let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         let mut v: Vec<JobAccess> = jobs.values().cloned().collect();

@@ -9,18 +9,49 @@
 //! ([`crate::replacement`]) picks which of them go. The tier keeps each block's
 //! access history for it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use thaw_common::proto::{BlockReport, Tier, TierUsage};
+use thaw_common::ids::file_of_block;
+use thaw_common::proto::{BlockReport, FileCacheStat, Tier, TierUsage};
 use thaw_common::size::format_size;
 use thaw_common::{Result, ThawError};
 
-use crate::replacement::{Candidate, Policy};
+use crate::affinity::Affinities;
+use crate::replacement::{Candidate, Decision, Policy, Request, Screen, benefit_units, owner_of};
+
+/// What a tier's replacement needs besides its blocks.
+#[derive(Debug, Clone)]
+pub struct CacheConfig {
+    pub policy: Policy,
+    /// cava.txt's sliding window: the benefit policies count a file's reads
+    /// over this much of the past.
+    pub window: Duration,
+    /// The applications' affinities and caching probabilities (the master's).
+    pub affinities: Arc<Affinities>,
+}
+
+/// Default sliding window: long enough that a hot file is read many times
+/// within it (cava.txt IV-B), short enough that a file nobody reads any more
+/// falls to benefit 0 within a working session.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(600);
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig { policy: Policy::Lru, window: DEFAULT_WINDOW, affinities: Arc::default() }
+    }
+}
+
+impl CacheConfig {
+    pub fn with_policy(policy: Policy) -> Self {
+        CacheConfig { policy, ..Self::default() }
+    }
+}
 
 /// A stored block.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Entry {
     length: u64,
     /// No copy exists anywhere else (written to this tier only): never evicted.
@@ -28,6 +59,23 @@ struct Entry {
     last_access: u64,
     /// Reads since admission (LFU's history).
     hits: u64,
+    /// The application that last read it (or whose read brought it in).
+    owner: u64,
+    /// Its place in the eviction index (`None` while pinned).
+    key: Option<(u64, u64, u64)>,
+    /// Filled for a read that has not been served yet: that read's access was
+    /// counted when it asked for the fill.
+    fresh: bool,
+}
+
+/// A file's reads within the window.
+#[derive(Debug, Default)]
+struct FileWindow {
+    reads: u64,
+    /// Block -> reads of it in the window.
+    blocks: HashMap<u64, u32>,
+    /// Application -> reads by it in the window.
+    jobs: HashMap<Arc<str>, u32>,
 }
 
 #[derive(Debug, Default)]
@@ -40,6 +88,22 @@ struct TierState {
     /// Blocks and bytes the replacement policy has evicted since start.
     evictions: u64,
     evicted_bytes: u64,
+    /// Reads served from this tier, reads that found the block elsewhere (only
+    /// counted on the tier reads cache into), and cache requests dropped by the
+    /// policy or skipped by the application's caching probability.
+    hits: u64,
+    misses: u64,
+    drops: u64,
+    skipped: u64,
+    /// Unpinned blocks in eviction order.
+    order: BTreeSet<(u64, u64, u64)>,
+    /// File -> its stored blocks (a file's benefit change re-ranks them all).
+    by_file: HashMap<u64, HashSet<u64>>,
+    /// Reads in the window, oldest first: (ms since open, file, block, job).
+    records: VecDeque<(u64, u64, u64, Arc<str>)>,
+    files: HashMap<u64, FileWindow>,
+    /// The affinity table's version the index was ranked with.
+    ranked_version: u64,
 }
 
 #[derive(Debug)]
@@ -47,7 +111,8 @@ pub struct TierStore {
     pub tier: Tier,
     dir: PathBuf,
     capacity: u64,
-    policy: Policy,
+    cache: CacheConfig,
+    started: Instant,
     state: Mutex<TierState>,
 }
 
@@ -84,12 +149,130 @@ impl Drop for Reservation {
     }
 }
 
+/// What a request for room asks on behalf of.
+#[derive(Debug, Clone, Copy)]
+pub enum Need<'a> {
+    /// A migration or a write (never dropped).
+    Required,
+    /// A read's fill of `block` for application `job` (may be dropped).
+    Cache { block: u64, job: &'a str },
+}
+
+impl TierState {
+    fn file_benefit(&self, file: u64, policy: Policy, aff: &Affinities) -> u64 {
+        let Some(w) = self.files.get(&file) else { return 0 };
+        if w.reads == 0 || w.blocks.is_empty() {
+            return 0;
+        }
+        let top = w.jobs.keys().map(|j| aff.affinity(j)).fold(0.0f64, f64::max);
+        match policy {
+            Policy::Cava => benefit_units(top * w.reads as f64 / w.blocks.len() as f64),
+            _ => benefit_units(top),
+        }
+    }
+
+    fn candidate(&self, block: u64, e: &Entry, policy: Policy, aff: &Affinities) -> Candidate {
+        let benefit = if policy.uses_benefit() { self.file_benefit(file_of_block(block), policy, aff) } else { 0 };
+        Candidate { block, length: e.length, last_access: e.last_access, hits: e.hits, benefit, owner: e.owner }
+    }
+
+    /// Puts `block` at its place in the eviction index (or out of it, if pinned).
+    fn rank(&mut self, block: u64, policy: Policy, aff: &Affinities) {
+        let benefit = if policy.uses_benefit() { self.file_benefit(file_of_block(block), policy, aff) } else { 0 };
+        self.rank_at(block, policy, benefit);
+    }
+
+    /// [`TierState::rank`] with the block's file's benefit known.
+    fn rank_at(&mut self, block: u64, policy: Policy, benefit: u64) {
+        let Some(e) = self.blocks.get(&block) else { return };
+        let c =
+            Candidate { block, length: e.length, last_access: e.last_access, hits: e.hits, benefit, owner: e.owner };
+        let key = (!e.pinned).then(|| policy.key(&c));
+        let old = std::mem::replace(&mut self.blocks.get_mut(&block).expect("just seen").key, key);
+        if old != key {
+            if let Some(k) = old {
+                self.order.remove(&k);
+            }
+            if let Some(k) = key {
+                self.order.insert(k);
+            }
+        }
+    }
+
+    fn rank_file(&mut self, file: u64, policy: Policy, aff: &Affinities) {
+        let benefit = if policy.uses_benefit() { self.file_benefit(file, policy, aff) } else { 0 };
+        let blocks: Vec<u64> = self.by_file.get(&file).map(|s| s.iter().copied().collect()).unwrap_or_default();
+        for b in blocks {
+            self.rank_at(b, policy, benefit);
+        }
+    }
+
+    fn unrank(&mut self, block: u64) -> Option<Entry> {
+        let e = self.blocks.remove(&block)?;
+        if let Some(k) = e.key {
+            self.order.remove(&k);
+        }
+        let file = file_of_block(block);
+        if let Some(s) = self.by_file.get_mut(&file) {
+            s.remove(&block);
+            if s.is_empty() {
+                self.by_file.remove(&file);
+            }
+        }
+        Some(e)
+    }
+
+    /// Counts a read of `block` by `job` in the window.
+    fn record(&mut self, now_ms: u64, block: u64, job: &str) {
+        let file = file_of_block(block);
+        let job: Arc<str> = Arc::from(job);
+        let w = self.files.entry(file).or_default();
+        w.reads += 1;
+        *w.blocks.entry(block).or_default() += 1;
+        *w.jobs.entry(job.clone()).or_default() += 1;
+        self.records.push_back((now_ms, file, block, job));
+    }
+
+    /// Forgets reads older than the window; returns the files whose count fell.
+    fn expire(&mut self, now_ms: u64, window_ms: u64) -> HashSet<u64> {
+        let mut touched = HashSet::new();
+        while let Some((at, ..)) = self.records.front() {
+            if now_ms.saturating_sub(*at) < window_ms {
+                break;
+            }
+            let (_, file, block, job) = self.records.pop_front().expect("front exists");
+            touched.insert(file);
+            let Some(w) = self.files.get_mut(&file) else { continue };
+            w.reads -= 1;
+            if let Some(n) = w.blocks.get_mut(&block) {
+                *n -= 1;
+                if *n == 0 {
+                    w.blocks.remove(&block);
+                }
+            }
+            if let Some(n) = w.jobs.get_mut(&job) {
+                *n -= 1;
+                if *n == 0 {
+                    w.jobs.remove(&job);
+                }
+            }
+            if w.reads == 0 {
+                self.files.remove(&file);
+            }
+        }
+        touched
+    }
+}
+
 impl TierStore {
     /// Opens the tier at `dir`. With `wipe` (the MEM tier: memory does not survive a
     /// restart) every old block is deleted; otherwise blocks found are kept.
     /// Partial blocks under `tmp/` are always deleted. Blocks found are pinned:
     /// nothing says whether another copy of them exists.
-    pub fn open(tier: Tier, dir: &Path, capacity: u64, wipe: bool, policy: Policy) -> Result<Arc<Self>> {
+    pub fn open(tier: Tier, dir: &Path, capacity: u64, wipe: bool, cache: CacheConfig) -> Result<Arc<Self>> {
+        if cache.window.is_zero() {
+            return Err(ThawError::invalid("the cache window must be longer than zero"));
+        }
         let blocks_dir = dir.join("blocks");
         let tmp_dir = dir.join("tmp");
         if wipe && blocks_dir.exists() {
@@ -110,9 +293,18 @@ impl TierStore {
             };
             let length = entry.metadata()?.len();
             state.used += length;
-            state.blocks.insert(id, Entry { length, pinned: true, last_access: 0, hits: 0 });
+            let e = Entry { length, pinned: true, last_access: 0, hits: 0, owner: 0, key: None, fresh: false };
+            state.blocks.insert(id, e);
+            state.by_file.entry(file_of_block(id)).or_default().insert(id);
         }
-        Ok(Arc::new(TierStore { tier, dir: dir.to_path_buf(), capacity, policy, state: Mutex::new(state) }))
+        Ok(Arc::new(TierStore {
+            tier,
+            dir: dir.to_path_buf(),
+            capacity,
+            cache,
+            started: Instant::now(),
+            state: Mutex::new(state),
+        }))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, TierState> {
@@ -128,47 +320,108 @@ impl TierStore {
     }
 
     pub fn policy(&self) -> Policy {
-        self.policy
+        self.cache.policy
     }
 
-    /// Holds `bytes` of space, evicting cached blocks by the replacement policy
-    /// if the tier is full. `protected`: blocks a job still expects (never
-    /// evicted, nor are pinned ones). Returns the reservation, or a "full" error
-    /// saying what the tier holds, and the blocks evicted (id, length), whose
-    /// files are gone. Nothing is evicted unless the eviction makes room.
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Brings the benefit ranking up to date: reads that left the window, and
+    /// a new affinity table from the master.
+    fn refresh(&self, st: &mut TierState) {
+        let policy = self.cache.policy;
+        if !policy.uses_benefit() {
+            return;
+        }
+        let aff = &*self.cache.affinities;
+        let version = aff.version();
+        let touched = st.expire(self.now_ms(), self.cache.window.as_millis() as u64);
+        if version != st.ranked_version {
+            st.ranked_version = version;
+            let files: Vec<u64> = st.by_file.keys().copied().collect();
+            for f in files {
+                st.rank_file(f, policy, aff);
+            }
+        } else {
+            for f in touched {
+                st.rank_file(f, policy, aff);
+            }
+        }
+    }
+
+    /// Holds `bytes` of space, evicting cached blocks by the replacement
+    /// policy if the tier is full (a migration or a write: see
+    /// [`TierStore::reserve_for`]).
     pub fn reserve_evicting(
         self: &Arc<Self>,
         bytes: u64,
         protected: &dyn Fn(u64) -> bool,
     ) -> (Result<Reservation>, Vec<(u64, u64)>) {
+        self.reserve_for(bytes, protected, Need::Required)
+    }
+
+    /// Holds `bytes` of space, evicting cached blocks by the replacement policy
+    /// if the tier is full. `protected`: blocks a job still expects (never
+    /// evicted, nor are pinned ones). For a read's fill (`Need::Cache`) the
+    /// benefit policies may drop the request instead (counted in `drops`).
+    /// Returns the reservation, or a "full" / "not cached" error saying why,
+    /// and the blocks evicted (id, length), whose files are gone. Nothing is
+    /// evicted unless the eviction makes room.
+    pub fn reserve_for(
+        self: &Arc<Self>,
+        bytes: u64,
+        protected: &dyn Fn(u64) -> bool,
+        need: Need<'_>,
+    ) -> (Result<Reservation>, Vec<(u64, u64)>) {
+        let policy = self.cache.policy;
         let mut st = self.lock();
         let mut evicted = Vec::new();
         if st.used + bytes > self.capacity {
-            let need = (st.used + bytes).saturating_sub(self.capacity);
-            let candidates: Vec<Candidate> = st
-                .blocks
-                .iter()
-                .filter(|(b, e)| !e.pinned && !protected(**b))
-                .map(|(&block, e)| Candidate { block, length: e.length, last_access: e.last_access, hits: e.hits })
-                .collect();
-            let victims = if bytes > self.capacity { None } else { self.policy.victims(&candidates, need) };
-            let Some(victims) = victims else {
-                let split = split(&st, protected);
-                let e = ThawError::exhausted(format!(
-                    "{} tier is full: {} used of {}, {} more needed ({} held for jobs, {} not persisted anywhere else, {} being written, {} evictable)",
-                    self.name(),
-                    format_size(st.used),
-                    format_size(self.capacity),
-                    format_size(bytes),
-                    format_size(split.held),
-                    format_size(split.pinned),
-                    format_size(split.in_flight),
-                    format_size(split.evictable),
-                ));
-                return (Err(e), evicted);
+            self.refresh(&mut st);
+            let short = (st.used + bytes).saturating_sub(self.capacity);
+            let request = self.request(&st, need);
+            let decision =
+                if bytes > self.capacity { Decision::TooLittle } else { self.decide(&st, short, protected, request) };
+            let victims = match decision {
+                Decision::Evict(v) => v,
+                Decision::TooLittle => {
+                    if matches!(need, Need::Cache { .. }) {
+                        st.drops += 1;
+                    }
+                    let split = split(&st, protected);
+                    let e = ThawError::exhausted(format!(
+                        "{} tier is full: {} used of {}, {} more needed ({} held for jobs, {} not persisted anywhere else, {} being written, {} evictable{})",
+                        self.name(),
+                        format_size(st.used),
+                        format_size(self.capacity),
+                        format_size(bytes),
+                        format_size(split.held),
+                        format_size(split.pinned),
+                        format_size(split.in_flight),
+                        format_size(split.evictable),
+                        if matches!(need, Need::Cache { .. }) && policy.uses_benefit() {
+                            ", not counting the reading application's own"
+                        } else {
+                            ""
+                        }
+                    ));
+                    return (Err(e), evicted);
+                }
+                Decision::Dropped { victim, victim_benefit } => {
+                    st.drops += 1;
+                    let Request::Cache { benefit, .. } = request else { unreachable!("only cache requests drop") };
+                    let e = ThawError::exhausted(format!(
+                        "not cached: the block's caching benefit {:.3} is not above that of block {victim} ({:.3}), the next the {} policy would evict",
+                        benefit as f64 / 1e6,
+                        victim_benefit as f64 / 1e6,
+                        policy.name()
+                    ));
+                    return (Err(e), evicted);
+                }
             };
             for b in victims {
-                let e = st.blocks.remove(&b).expect("a candidate");
+                let e = st.unrank(b).expect("a candidate");
                 st.used = st.used.saturating_sub(e.length);
                 st.evictions += 1;
                 st.evicted_bytes += e.length;
@@ -183,15 +436,144 @@ impl TierStore {
         (Ok(Reservation { store: self.clone(), bytes }), evicted)
     }
 
-    /// A read of `block`: the replacement policy's access history.
-    pub fn touch(&self, block: u64) {
+    /// What [`TierStore::reserve_for`] would decide for `bytes` now, without
+    /// doing it (the cost benchmark and the tests).
+    pub fn plan(&self, bytes: u64, protected: &dyn Fn(u64) -> bool, need: Need<'_>) -> Decision {
+        let mut st = self.lock();
+        self.refresh(&mut st);
+        let short = (st.used + bytes).saturating_sub(self.capacity);
+        let request = self.request(&st, need);
+        self.decide(&st, short, protected, request)
+    }
+
+    fn request(&self, st: &TierState, need: Need<'_>) -> Request {
+        match need {
+            Need::Required => Request::Required,
+            Need::Cache { block, job } => Request::Cache {
+                owner: owner_of(job),
+                benefit: st.file_benefit(file_of_block(block), self.cache.policy, &self.cache.affinities),
+            },
+        }
+    }
+
+    /// [`Policy::choose`] over the index: the blocks in eviction order, without
+    /// sorting them all.
+    fn decide(&self, st: &TierState, short: u64, protected: &dyn Fn(u64) -> bool, request: Request) -> Decision {
+        if short == 0 {
+            return Decision::Evict(Vec::new());
+        }
+        let policy = self.cache.policy;
+        let mut freed = 0;
+        let mut out = Vec::new();
+        for &(benefit, _, block) in &st.order {
+            if protected(block) {
+                continue;
+            }
+            let e = &st.blocks[&block];
+            match policy.screen(e.owner, benefit, block, request) {
+                Some(Screen::Skip) => continue,
+                Some(Screen::Drop(d)) => return d,
+                None => {}
+            }
+            freed += e.length;
+            out.push(block);
+            if freed >= short {
+                return Decision::Evict(out);
+            }
+        }
+        Decision::TooLittle
+    }
+
+    /// The blocks the policy may evict now and their history (what
+    /// [`Policy::choose`] decides over).
+    pub fn candidates(&self, protected: &dyn Fn(u64) -> bool) -> Vec<Candidate> {
+        let mut st = self.lock();
+        self.refresh(&mut st);
+        let policy = self.cache.policy;
+        let st = &*st;
+        st.blocks
+            .iter()
+            .filter(|(b, e)| !e.pinned && !protected(**b))
+            .map(|(&b, e)| st.candidate(b, e, policy, &self.cache.affinities))
+            .collect()
+    }
+
+    /// A read of `block` by application `job` (served from this tier or not):
+    /// the replacement policy's history. Returns whether this tier holds it
+    /// (a hit, unless it was just filled for this very read).
+    pub fn access(&self, block: u64, job: &str) -> bool {
+        let policy = self.cache.policy;
         let mut st = self.lock();
         st.clock += 1;
         let now = st.clock;
-        if let Some(e) = st.blocks.get_mut(&block) {
-            e.last_access = now;
-            e.hits += 1;
+        let (stored, fresh) = match st.blocks.get_mut(&block) {
+            Some(e) => {
+                e.last_access = now;
+                e.hits += 1;
+                e.owner = owner_of(job);
+                (true, std::mem::take(&mut e.fresh))
+            }
+            None => (false, false),
+        };
+        if policy.uses_benefit() {
+            if !fresh {
+                let at = self.now_ms();
+                st.record(at, block, job);
+            }
+            self.refresh(&mut st);
+            st.rank_file(file_of_block(block), policy, &self.cache.affinities);
+        } else if stored {
+            st.rank(block, policy, &self.cache.affinities);
         }
+        match (stored, fresh) {
+            (true, false) => st.hits += 1,
+            _ => st.misses += 1,
+        }
+        stored && !fresh
+    }
+
+    /// A read that asks this tier to cache `block` it does not hold: counted
+    /// in the window before the policy decides, so the request's benefit
+    /// includes it; the read's own access after the fill is not counted again.
+    pub fn note_request(&self, block: u64, job: &str) {
+        if !self.cache.policy.uses_benefit() {
+            return;
+        }
+        let mut st = self.lock();
+        let at = self.now_ms();
+        st.record(at, block, job);
+        self.refresh(&mut st);
+        st.rank_file(file_of_block(block), self.cache.policy, &self.cache.affinities);
+    }
+
+    /// A read the application's caching probability kept out of the cache.
+    pub fn note_skipped(&self) {
+        self.lock().skipped += 1;
+    }
+
+    /// A read served from elsewhere (the under-store, another tier) that this
+    /// tier's hit ratio counts as a miss.
+    pub fn note_miss(&self) {
+        self.lock().misses += 1;
+    }
+
+    /// Whether a reader holds the block's file open now: short-circuit
+    /// readers (and this worker's own sends) take a shared `flock` on the
+    /// file they read, which an exclusive try here finds. The kernel drops
+    /// the lock when the reader closes the file or dies, kill -9 included, so
+    /// nothing has to tell the worker. An evicted file a reader still held
+    /// would keep its memory until closed while the tier counted it free.
+    pub fn in_use(&self, block: u64) -> bool {
+        use std::os::fd::AsRawFd;
+        let Ok(f) = std::fs::File::open(self.block_path(block)) else { return false };
+        // SAFETY: a valid descriptor for the call; the lock goes with the file.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+    }
+
+    /// A read of `block` (LRU and LFU history; tests).
+    pub fn touch(&self, block: u64) {
+        self.access(block, "");
     }
 
     /// Where the tier's bytes are: held (`protected`), pinned, evictable, or
@@ -206,6 +588,12 @@ impl TierStore {
         (st.evictions, st.evicted_bytes)
     }
 
+    /// (hits, misses, drops, skipped) since start.
+    pub fn cache_counters(&self) -> (u64, u64, u64, u64) {
+        let st = self.lock();
+        (st.hits, st.misses, st.drops, st.skipped)
+    }
+
     pub fn block_path(&self, block: u64) -> PathBuf {
         self.dir.join("blocks").join(block.to_string())
     }
@@ -218,23 +606,45 @@ impl TierStore {
     /// Moves a fully written temp file into place. The reservation becomes the
     /// block's exact length. Replacing an existing copy of the block is allowed.
     /// `pinned`: no other copy of the block exists (it is never evicted).
-    pub fn commit(
+    pub fn commit(&self, block: u64, temp: &Path, length: u64, reservation: Reservation, pinned: bool) -> Result<()> {
+        self.commit_for(block, temp, length, reservation, pinned, None)
+    }
+
+    /// [`TierStore::commit`] of a block filled for a read by `reader`: the
+    /// block is that application's, and the read's access is already counted.
+    pub fn commit_for(
         &self,
         block: u64,
         temp: &Path,
         length: u64,
         mut reservation: Reservation,
         pinned: bool,
+        reader: Option<&str>,
     ) -> Result<()> {
         std::fs::rename(temp, self.block_path(block))?;
+        let policy = self.cache.policy;
         let mut st = self.lock();
         let held = std::mem::take(&mut reservation.bytes);
         st.used = st.used.saturating_sub(held) + length;
         st.clock += 1;
-        let entry = Entry { length, pinned, last_access: st.clock, hits: 0 };
-        if let Some(old) = st.blocks.insert(block, entry) {
+        if let Some(old) = st.unrank(block) {
             st.used = st.used.saturating_sub(old.length);
         }
+        let entry = Entry {
+            length,
+            pinned,
+            last_access: st.clock,
+            hits: 0,
+            owner: reader.map(owner_of).unwrap_or(0),
+            key: None,
+            fresh: reader.is_some(),
+        };
+        st.blocks.insert(block, entry);
+        st.by_file.entry(file_of_block(block)).or_default().insert(block);
+        if policy.uses_benefit() {
+            self.refresh(&mut st);
+        }
+        st.rank(block, policy, &self.cache.affinities);
         Ok(())
     }
 
@@ -242,7 +652,7 @@ impl TierStore {
     pub fn remove(&self, block: u64) -> Option<u64> {
         let len = {
             let mut st = self.lock();
-            let len = st.blocks.remove(&block)?.length;
+            let len = st.unrank(block)?.length;
             st.used = st.used.saturating_sub(len);
             len
         };
@@ -259,8 +669,10 @@ impl TierStore {
     /// Another copy of the block exists now (its file was persisted): the
     /// replacement policy may evict it like any cache.
     pub fn unpin(&self, block: u64) {
-        if let Some(e) = self.lock().blocks.get_mut(&block) {
+        let mut st = self.lock();
+        if let Some(e) = st.blocks.get_mut(&block) {
             e.pinned = false;
+            st.rank(block, self.cache.policy, &self.cache.affinities);
         }
     }
 
@@ -281,10 +693,46 @@ impl TierStore {
             held: s.held,
             pinned: s.pinned,
             evictable: s.evictable,
-            replacement: self.policy.name().to_string(),
+            replacement: self.cache.policy.name().to_string(),
             evictions: st.evictions,
             evicted_bytes: st.evicted_bytes,
+            cache_hits: st.hits,
+            cache_misses: st.misses,
+            cache_drops: st.drops,
+            cache_skipped: st.skipped,
+            window_ms: if self.cache.policy.uses_benefit() { self.cache.window.as_millis() as u64 } else { 0 },
         }
+    }
+
+    /// The files read in the window or with blocks here, highest benefit
+    /// first (at most `limit`): frequency, benefit and bytes stored.
+    pub fn file_stats(&self, limit: usize) -> Vec<FileCacheStat> {
+        let mut st = self.lock();
+        self.refresh(&mut st);
+        let policy = self.cache.policy;
+        let aff = &*self.cache.affinities;
+        let files: HashSet<u64> = st.files.keys().chain(st.by_file.keys()).copied().collect();
+        let mut out: Vec<FileCacheStat> = files
+            .into_iter()
+            .map(|file| {
+                let w = st.files.get(&file);
+                let frequency = w.map_or(0.0, |w| w.reads as f64 / w.blocks.len().max(1) as f64);
+                let affinity = w.map_or(0.0, |w| w.jobs.keys().map(|j| aff.affinity(j)).fold(0.0, f64::max));
+                let cached_bytes = st
+                    .by_file
+                    .get(&file)
+                    .map_or(0, |s| s.iter().map(|b| st.blocks.get(b).map_or(0, |e| e.length)).sum());
+                let benefit = if policy.uses_benefit() {
+                    st.file_benefit(file, policy, aff) as f64 / 1e6
+                } else {
+                    frequency * affinity
+                };
+                FileCacheStat { file_id: file, frequency, affinity, benefit, cached_bytes }
+            })
+            .collect();
+        out.sort_by(|a, b| b.benefit.total_cmp(&a.benefit).then(b.cached_bytes.cmp(&a.cached_bytes)));
+        out.truncate(limit);
+        out
     }
 
     pub fn report(&self) -> Vec<BlockReport> {
@@ -331,7 +779,7 @@ mod tests {
     }
 
     fn open_with(dir: &Path, capacity: u64, tier: Tier, policy: Policy) -> Arc<TierStore> {
-        TierStore::open(tier, dir, capacity, tier == Tier::Mem, policy).unwrap()
+        TierStore::open(tier, dir, capacity, tier == Tier::Mem, CacheConfig::with_policy(policy)).unwrap()
     }
 
     /// Any policy, for the property tests.
@@ -443,6 +891,118 @@ mod tests {
         }
     }
 
+    const MB: u64 = 1;
+
+    fn cava(dir: &Path, capacity: u64, window: Duration, aff: &[(&str, f64)]) -> Arc<TierStore> {
+        let affinities = Arc::new(Affinities::default());
+        affinities.set(aff.iter().map(|(j, a)| (j.to_string(), *a, 1.0)), 0.2);
+        let cache = CacheConfig { policy: Policy::Cava, window, affinities };
+        TierStore::open(Tier::Mem, dir, capacity, true, cache).unwrap()
+    }
+
+    /// A read's fill of `block` for `job`, as the worker does it: counted,
+    /// then room asked for; returns the evicted blocks, or the refusal.
+    fn fill(t: &Arc<TierStore>, block: u64, len: u64, job: &str) -> std::result::Result<Vec<u64>, ThawError> {
+        t.note_request(block, job);
+        let (r, evicted) = t.reserve_for(len, &|_| false, Need::Cache { block, job });
+        let r = r?;
+        let tmp = t.temp_path(block);
+        std::fs::write(&tmp, vec![7u8; len as usize]).unwrap();
+        t.commit_for(block, &tmp, len, r, false, Some(job)).unwrap();
+        t.access(block, job); // the read served from the fill: not counted twice
+        Ok(evicted.into_iter().map(|(b, _)| b).collect())
+    }
+
+    fn blk(file: u64, index: u64) -> u64 {
+        thaw_common::ids::block_id(file, index)
+    }
+
+    #[test]
+    fn cava_keeps_a_hot_file_and_drops_a_cold_read_not_worth_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = cava(dir.path(), 40 * MB, DEFAULT_WINDOW, &[("grep", 0.4), ("sort", 0.2), ("rank", 0.05)]);
+        // File 1 (two blocks) read three times by sort (0.2 x 3 = 0.6); file 2
+        // once by rank (0.05).
+        for round in 0..3 {
+            for i in 0..2 {
+                if round == 0 {
+                    fill(&t, blk(1, i), 10 * MB, "sort").unwrap();
+                } else {
+                    assert!(t.access(blk(1, i), &format!("sort{round}")), "a hit");
+                }
+            }
+        }
+        fill(&t, blk(2, 0), 10 * MB, "rank").unwrap();
+        fill(&t, blk(2, 1), 10 * MB, "rank").unwrap();
+        // grep reads file 3 (benefit 0.4): evicts rank's file (0.05), not the hot one.
+        assert_eq!(fill(&t, blk(3, 0), 10 * MB, "grep").unwrap(), vec![blk(2, 0)]);
+        assert_eq!(fill(&t, blk(3, 1), 10 * MB, "grep2").unwrap(), vec![blk(2, 1)]);
+        // Another cold file read by rank (0.05) is worth less than every victim: dropped.
+        let e = fill(&t, blk(4, 0), 10 * MB, "rank").unwrap_err();
+        assert_eq!(e.kind, thaw_common::ErrorKind::ResourceExhausted);
+        assert!(e.message.contains("not cached") && e.message.contains("cava"), "{e}");
+        assert_eq!(t.cache_counters().2, 1, "one drop counted");
+        // The same under LRU would have evicted the hot file's first block.
+        let lru = open_with(&dir.path().join("lru"), 20 * MB, Tier::Mem, Policy::Lru);
+        put(&lru, blk(1, 0), 10 * MB, false, &|_| false);
+        put(&lru, blk(2, 0), 10 * MB, false, &|_| false);
+        lru.touch(blk(2, 0));
+        assert_eq!(put(&lru, blk(4, 0), 10 * MB, false, &|_| false), vec![blk(1, 0)]);
+        // Frequencies and benefits as the worker reports them.
+        let stats = t.file_stats(10);
+        assert_eq!(stats[0].file_id, 1);
+        assert!((stats[0].frequency - 3.0).abs() < 1e-9 && (stats[0].benefit - 0.6).abs() < 1e-6, "{stats:?}");
+        assert_eq!(stats[0].cached_bytes, 20 * MB);
+    }
+
+    #[test]
+    fn an_application_never_evicts_its_own_blocks_so_a_scan_larger_than_memory_does_not_thrash() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = cava(dir.path(), 30 * MB, DEFAULT_WINDOW, &[("scan", 0.4)]);
+        let mut refused = 0;
+        for i in 0..6 {
+            match fill(&t, blk(9, i), 10 * MB, "scan") {
+                Ok(evicted) => assert!(evicted.is_empty(), "evicted its own block"),
+                Err(e) => {
+                    assert!(e.message.contains("reading application's own"), "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!(refused, 3);
+        // The first three blocks stay and serve the next scan from memory.
+        assert!((0..3).all(|i| t.get(blk(9, i)).is_some()));
+    }
+
+    #[test]
+    fn reads_leave_the_window_and_their_blocks_fall_to_benefit_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let low = [("a", 0.4), ("b", 0.05), ("b2", 0.05), ("b3", 0.05)];
+        let t = cava(dir.path(), 20 * MB, Duration::from_millis(300), &low);
+        fill(&t, blk(1, 0), 10 * MB, "a").unwrap();
+        t.access(blk(1, 0), "a2");
+        fill(&t, blk(2, 0), 10 * MB, "b").unwrap();
+        // Now: file 1 worth 0.8, file 2 0.05; a low-affinity read is dropped.
+        assert!(fill(&t, blk(3, 0), 10 * MB, "b2").is_err());
+        std::thread::sleep(Duration::from_millis(400));
+        // Both fell out of the window (benefit 0): the new read evicts the LRU one.
+        assert_eq!(fill(&t, blk(3, 0), 10 * MB, "b3").unwrap(), vec![blk(1, 0)]);
+        assert!(t.file_stats(10).iter().all(|f| f.file_id == 3 || f.benefit == 0.0));
+    }
+
+    #[test]
+    fn a_new_affinity_table_reranks_what_is_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = cava(dir.path(), 20 * MB, DEFAULT_WINDOW, &[("x", 0.4), ("y", 0.2)]);
+        fill(&t, blk(1, 0), 10 * MB, "x").unwrap();
+        fill(&t, blk(2, 0), 10 * MB, "y").unwrap();
+        let victim = |t: &Arc<TierStore>| t.plan(10 * MB, &|_| false, Need::Required);
+        assert_eq!(victim(&t), Decision::Evict(vec![blk(2, 0)]));
+        // The master reclassifies x as low.
+        t.cache.affinities.set([("x".to_string(), 0.05, 1.0), ("y".to_string(), 0.2, 1.0)], 0.2);
+        assert_eq!(victim(&t), Decision::Evict(vec![blk(1, 0)]));
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
         /// Write a block (pinned or not) of this many bytes.
@@ -461,8 +1021,140 @@ mod tests {
         ]
     }
 
+    #[derive(Debug, Clone)]
+    enum CacheOp {
+        /// A read of (file, index) by application j: a hit, or a fill of `len`.
+        Read(u64, u64, usize, u64),
+        /// A migration or write of a block of `len`.
+        Put(u64, u64),
+        /// Toggle a stored block's protection.
+        Protect(usize),
+        /// Open a stored block as a short-circuit reader does (shared lock),
+        /// or close it.
+        Open(usize),
+    }
+
+    fn cache_op() -> impl Strategy<Value = CacheOp> {
+        prop_oneof![
+            5 => (1u64..6, 0u64..4, 0usize..4, 1u64..30).prop_map(|(f, i, j, n)| CacheOp::Read(f, i, j, n)),
+            1 => (100u64..200, 1u64..30).prop_map(|(f, n)| CacheOp::Put(f, n)),
+            1 => any::<prop::sample::Index>().prop_map(|i| CacheOp::Protect(i.index(1 << 16))),
+            1 => any::<prop::sample::Index>().prop_map(|i| CacheOp::Open(i.index(1 << 16))),
+        ]
+    }
+
+    fn any_policy() -> impl Strategy<Value = Policy> {
+        prop_oneof![Just(Policy::Lru), Just(Policy::Lfu), Just(Policy::Affinity), Just(Policy::Cava)]
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// Under every policy, with reads by several applications: the ordered
+        /// index decides exactly what the pure policy decides over the same
+        /// candidates; protected blocks are never evicted; used bytes never
+        /// pass the capacity.
+        #[test]
+        fn the_index_decides_as_the_policy_and_keeps_the_promises(
+            ops in prop::collection::vec(cache_op(), 1..60),
+            policy in any_policy(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let jobs = ["a", "b", "c", "d"];
+            let affinities = Arc::new(Affinities::default());
+            affinities.set([("a".to_string(), 0.4, 1.0), ("b".to_string(), 0.2, 1.0), ("c".to_string(), 0.05, 1.0)], 0.2);
+            let cache = CacheConfig { policy, window: DEFAULT_WINDOW, affinities };
+            let cap = 100;
+            let t = TierStore::open(Tier::Mem, dir.path(), cap, true, cache).unwrap();
+            let mut protected: HashSet<u64> = HashSet::new();
+            let mut open: HashMap<u64, std::fs::File> = HashMap::new();
+            for op in ops {
+                let prot = protected.clone();
+                // As the worker asks: held for a job, or open by a reader.
+                let is_prot = |b: u64| prot.contains(&b) || t.in_use(b);
+                match op {
+                    CacheOp::Read(f, i, j, n) => {
+                        let b = blk(f, i);
+                        if t.get(b).is_some() {
+                            t.access(b, jobs[j]);
+                        } else {
+                            t.note_request(b, jobs[j]);
+                            let need = Need::Cache { block: b, job: jobs[j] };
+                            let expected = {
+                                let st = t.lock();
+                                let short = (st.used + n).saturating_sub(cap);
+                                drop(st);
+                                let cands = t.candidates(&is_prot);
+                                let request = { let st = t.lock(); t.request(&st, need) };
+                                policy.choose(&cands, short, request)
+                            };
+                            prop_assert_eq!(t.plan(n, &is_prot, need), expected.clone());
+                            let (r, evicted) = t.reserve_for(n, &is_prot, need);
+                            for (b, _) in &evicted {
+                                prop_assert!(!protected.contains(b), "evicted protected block {}", b);
+                                prop_assert!(!open.contains_key(b), "evicted block {} a reader holds open", b);
+                            }
+                            match (r, expected) {
+                                (Ok(r), Decision::Evict(v)) => {
+                                    prop_assert_eq!(evicted.iter().map(|e| e.0).collect::<Vec<_>>(), v);
+                                    let tmp = t.temp_path(b);
+                                    std::fs::write(&tmp, vec![1u8; n as usize]).unwrap();
+                                    t.commit_for(b, &tmp, n, r, false, Some(jobs[j])).unwrap();
+                                    t.access(b, jobs[j]);
+                                }
+                                (Err(_), Decision::Evict(_)) => prop_assert!(n > cap),
+                                (Ok(_), d) => prop_assert!(false, "reserved though the policy said {:?}", d),
+                                (Err(_), _) => prop_assert!(evicted.is_empty()),
+                            }
+                        }
+                    }
+                    CacheOp::Put(f, n) => {
+                        let b = blk(f, 0);
+                        if t.get(b).is_none() {
+                            let (r, evicted) = t.reserve_for(n, &is_prot, Need::Required);
+                            for (e, _) in &evicted {
+                                prop_assert!(!protected.contains(e));
+                            }
+                            if let Ok(r) = r {
+                                let tmp = t.temp_path(b);
+                                std::fs::write(&tmp, vec![1u8; n as usize]).unwrap();
+                                t.commit(b, &tmp, n, r, false).unwrap();
+                            }
+                        }
+                    }
+                    CacheOp::Protect(i) => {
+                        let mut stored: Vec<u64> = t.report().iter().map(|r| r.block_id).collect();
+                        stored.sort();
+                        if !stored.is_empty() {
+                            let b = stored[i % stored.len()];
+                            if !protected.remove(&b) { protected.insert(b); }
+                        }
+                    }
+                    CacheOp::Open(i) => {
+                        let mut stored: Vec<u64> = t.report().iter().map(|r| r.block_id).collect();
+                        stored.sort();
+                        if !stored.is_empty() {
+                            let b = stored[i % stored.len()];
+                            if open.remove(&b).is_none() {
+                                use std::os::fd::AsRawFd;
+                                let f = std::fs::File::open(t.block_path(b)).unwrap();
+                                // SAFETY: a valid descriptor.
+                                prop_assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH) }, 0);
+                                open.insert(b, f);
+                            }
+                        }
+                    }
+                }
+                for b in open.keys() {
+                    prop_assert!(t.get(*b).is_some(), "block {} open by a reader is gone", b);
+                }
+                let u = t.usage(&|b| protected.contains(&b));
+                prop_assert!(u.used <= cap);
+                for b in &protected {
+                    prop_assert!(t.get(*b).is_some(), "protected block {} is gone", b);
+                }
+            }
+        }
 
         /// Used bytes never pass the capacity; no protected or pinned block is
         /// ever evicted; a new block is refused only when the blocks the policy

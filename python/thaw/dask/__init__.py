@@ -29,6 +29,14 @@ the job-driven migration of ignem.txt / dyrs.txt behind it:
   level first, with delay scheduling bounded per task;
   ``placement=False`` leaves placement to Dask. The master learns each job's
   origin and task counters, which ``thaw jobs`` shows.
+- **Cache affinity at runtime** (cava.txt IV-A). Each submission's job is an
+  application to the master's cache manager: the plugin tells it the job's
+  name (``thaw_app`` annotation, else the graph's) and inputs, and a worker
+  plugin (:class:`thaw.dask.usage.ThawUsage`) measures each job's tasks (CPU
+  time and storage writes of the Dask worker process, split among the tasks
+  running together) and reports them every second, from which the master
+  classifies the job for the ``cava`` cache policy.
+  ``dask.annotate(thaw_cache_affinity=0.3)`` names the affinity instead.
 
 Nothing here can fail a computation: a Thaw master that is down, a path that
 does not exist or a restart is logged as a warning and the graph runs as it would
@@ -67,6 +75,7 @@ from .scheduling import (
     ThawWorkerPlace,
     launch_summary,
 )
+from .usage import ThawUsage
 
 __all__ = [
     "HOLD",
@@ -77,6 +86,7 @@ __all__ = [
     "DaskJob",
     "Held",
     "ThawSchedulerPlugin",
+    "ThawUsage",
     "ThawWorkerPlace",
     "dask_setup",
     "install",
@@ -95,6 +105,15 @@ JOB_ANNOTATION = "thaw_job"
 #: URLs, or ``(path, offset, length)`` for a task that reads only that range
 #: (placement then looks at those blocks alone).
 INPUTS_ANNOTATION = "thaw_inputs"
+
+
+#: Cache affinity (cava.txt IV): ``dask.annotate(thaw_cache_affinity=0.3)``
+#: names the job's affinity (taken at its word, cava.txt's Static-CA) instead of
+#: the one measured at runtime; ``thaw_app="grep"`` names the application, so
+#: its runs start from the class the last one was given (default: the graph's
+#: name).
+AFFINITY_ANNOTATION = "thaw_cache_affinity"
+APP_ANNOTATION = "thaw_app"
 
 
 #: An annotation holding a task until a time (seconds since the epoch): a job's
@@ -336,6 +355,12 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
             self.jobs[job.id] = job
             _log.info("graph of %s: job %s reads %d files", client, job.id, len(job.readers))
             self._actions.put(("migrate", job, job.files()))
+            notes = [scheduler.tasks[k].annotations or {} for k in task_files]
+            declared = {n.get(AFFINITY_ANNOTATION) for n in notes} - {None}
+            apps = {n.get(APP_ANNOTATION) for n in notes} - {None}
+            job.app = str(apps.pop()) if len(apps) == 1 else graph
+            job.affinity = float(declared.pop()) if len(declared) == 1 else None  # type: ignore[arg-type]
+            self._actions.put(("app", job, job.files()))
             if self.placement:
                 self._to_locate.put(job)
 
@@ -543,7 +568,17 @@ class ThawSchedulerPlugin(Placement, SchedulerPlugin):
             elif what == "release":
                 if not job.ended:
                     c.evict(job.id, files)
+            elif what == "app":
+                # Name, inputs (for the caching probability) and a declared
+                # affinity; the workers' ThawUsage plugins report the figures.
+                c.report_app_usage(
+                    job.id, name=job.app, inputs=files, cache_affinity=job.affinity, reporter="scheduler"
+                )
             elif what == "end":
+                try:
+                    c.report_app_usage(job.id, ended=True, reporter="scheduler")
+                except Exception as e:
+                    _log.debug("job %s: end of usage not reported: %s", job.id, e)
                 c.evict(job.id)
         except NotFound:
             pass  # the job is already gone (lease ran out, master restarted)
@@ -635,6 +670,7 @@ def install(client: Any, master: str | None = None, **options: Any) -> None:
     see :class:`ThawSchedulerPlugin`.
     """
     client.register_plugin(ThawSchedulerPlugin(master or default_master(), **options))
+    client.register_plugin(ThawUsage(master or default_master()))
     if options.get("placement", True):
         client.register_plugin(ThawWorkerPlace())
 
@@ -670,6 +706,7 @@ async def dask_setup(server: Any) -> None:
 
     if not isinstance(server, Scheduler):
         await server.plugin_add(ThawWorkerPlace(), name=ThawWorkerPlace.name)
+        await server.plugin_add(ThawUsage(os.environ.get("THAW_MASTER") or None), name=ThawUsage.name)
         return
     server.add_plugin(
         ThawSchedulerPlugin(

@@ -12,6 +12,20 @@ pub const MIN_LEASE_MS: u64 = 100;
 /// Longest job origin accepted (free text: who submitted the job).
 pub const MAX_ORIGIN: usize = 200;
 
+/// A job id as every call that names one takes it.
+pub(super) fn check_job_id(job: &str) -> Result<()> {
+    if job.is_empty() {
+        return Err(ThawError::invalid("a job id is needed"));
+    }
+    if job.len() > MAX_JOB_ID {
+        return Err(ThawError::invalid(format!("job id is longer than {MAX_JOB_ID} bytes")));
+    }
+    if job.chars().any(char::is_control) {
+        return Err(ThawError::invalid("a job id may not contain control characters"));
+    }
+    Ok(())
+}
+
 impl Master {
     /// The blocks of the complete files at or under `paths` (directories expand
     /// recursively; files still being written inside them are skipped).
@@ -63,12 +77,7 @@ impl Master {
         if req.job_id.is_empty() {
             return Err(ThawError::invalid("migrate needs a job id"));
         }
-        if req.job_id.len() > MAX_JOB_ID {
-            return Err(ThawError::invalid(format!("job id is longer than {MAX_JOB_ID} bytes")));
-        }
-        if req.job_id.chars().any(char::is_control) {
-            return Err(ThawError::invalid("a job id may not contain control characters"));
-        }
+        check_job_id(&req.job_id)?;
         if req.origin.len() > MAX_ORIGIN {
             return Err(ThawError::invalid(format!(
                 "a job origin is at most {MAX_ORIGIN} bytes (this one is {})",
