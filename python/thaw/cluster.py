@@ -74,7 +74,8 @@ class LocalCluster:
     (CA-Only: by affinity alone); blocks a job still expects and blocks with
     no other copy stay. Affinities are classified from measured figures
     (``ca_cpu_threshold`` in cores, ``ca_write_threshold`` in bytes per
-    second; "auto": the mean of the live applications).
+    second; "auto": the mean of the applications measured in the last ten
+    minutes).
 
     Checkpoints (``async-through`` writes, persisted in the background,
     tachyon.txt 2.7): ``checkpoint_order`` "newest" (the most recently written

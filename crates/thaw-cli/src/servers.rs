@@ -127,11 +127,13 @@ fn recompute_mode_arg(s: &str) -> Result<RecomputeMode, String> {
 pub struct AffinityArgs {
     /// CPU use (cores busy per task, e.g. 0.5) above which an application
     /// whose inputs are mostly not in memory counts as CPU-heavy; auto: the
-    /// mean of the live applications (cava.txt's "more than average").
+    /// mean of the applications measured in the last ten minutes (cava.txt's
+    /// "more than average").
     #[arg(long, default_value = "auto", value_parser = threshold_arg)]
     pub ca_cpu_threshold: Threshold,
     /// Write rate per task (bytes per second, e.g. 4MiB) above which an
-    /// application counts as write-heavy; auto: the live applications' mean.
+    /// application counts as write-heavy; auto: the mean of the applications
+    /// measured in the last ten minutes.
     #[arg(long, default_value = "auto", value_parser = rate_arg)]
     pub ca_write_threshold: Threshold,
     /// Cache affinity of the high, medium and low classes.

@@ -504,6 +504,17 @@ impl FileReader {
                             cache = !matches!(e.kind, ErrorKind::ResourceExhausted | ErrorKind::FailedPrecondition);
                         }
                     }
+                    if !cache {
+                        // Streamed by the worker that turned the fill down: the
+                        // same spread over the host's workers (and their
+                        // under-store streams) as fills, not all on the first.
+                        let (at, kind) = ((offset, 0, false), StreamKind::UnderStore);
+                        match open_stream(&self.client, &addr, &block, index, at, Some(ufs.clone()), kind).await {
+                            Ok(src) => return Ok(src),
+                            Err(e) if e.kind == ErrorKind::DataLost => return Err(e),
+                            Err(e) => tracing::debug!(worker = %addr, error = %e, "local stream failed"),
+                        }
+                    }
                 }
                 for w in self.ufs_workers.clone() {
                     if self.failed.contains(&w.data_address) {

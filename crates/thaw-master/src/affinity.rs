@@ -15,10 +15,14 @@
 //!   no longer waits for disks always looks busy): write rate above the
 //!   threshold: **low**, else **high**.
 //!
-//! Thresholds are the mean of the live applications' figures (the paper's
-//! "more than average": so the same application can change class when the
-//! mix of running applications changes, and it is reclassified whenever the
-//! figures are looked at), or fixed values from the command line. A declared
+//! Thresholds are the mean of the figures of the applications measured in the
+//! last ten minutes, running or lately ended (the paper's "more than average":
+//! its Table I averages seven applications run one after the other; so the
+//! same application can change class as the mix changes, and a live one is
+//! reclassified whenever the figures are looked at), or fixed values from the
+//! command line. (The mean of the live applications alone, tried first, left
+//! an application running by itself never above average: a CPU-bound job
+//! alone was "high".) A declared
 //! affinity (`thaw.job(..., cache_affinity=0.3)`, cava.txt's Static-CA) is taken
 //! at its word; an application not measured yet starts from the class the
 //! last application of its name was given, else the medium class.
@@ -119,6 +123,8 @@ const WRITE_FLOOR: f64 = 64.0 * 1024.0;
 /// An application not reported for this long is no longer live (reporters
 /// report every second or so while they run).
 const LIVE_FOR: Duration = Duration::from_secs(30);
+/// The automatic thresholds average the applications measured this recently.
+const RECENT: Duration = Duration::from_secs(600);
 /// Applications kept after they stop being live (their affinity still ranks
 /// the files they read within the workers' windows).
 const KEEP_FOR: Duration = Duration::from_secs(3600);
@@ -390,9 +396,14 @@ impl Apps {
                 cached_fraction: if read == 0 { 0.0 } else { app.bytes_from_memory as f64 / read as f64 },
             };
         }
-        let live: Vec<&App> = self.apps.values().filter(|a| a.live(now) && a.measured(&cfg)).collect();
+        let recent: Vec<&App> = self
+            .apps
+            .values()
+            .filter(|a| a.measured(&cfg) && a.usage.declared.is_none())
+            .filter(|a| now.saturating_duration_since(a.reported) < RECENT)
+            .collect();
         let mean = |f: &dyn Fn(&App) -> f64| {
-            if live.is_empty() { 0.0 } else { live.iter().map(|a| f(a)).sum::<f64>() / live.len() as f64 }
+            if recent.is_empty() { 0.0 } else { recent.iter().map(|a| f(a)).sum::<f64>() / recent.len() as f64 }
         };
         let thresholds = Thresholds {
             cpu: cfg.cpu_threshold.unwrap_or_else(|| mean(&|a| a.figures.cpu_util).max(CPU_FLOOR)),
@@ -567,6 +578,14 @@ mod tests {
         apps.report("x1", usage("etl", 10.0, 9.5, 900 * MB), now).unwrap();
         refresh(&mut apps, now);
         assert_eq!(class(&apps, "s1"), Class::High, "below the new means on both");
+        // The ended grep still counts in the averages (measured lately): a
+        // CPU hog running alone later is not "average" by itself.
+        apps.report("p1", Usage { ended: true, ..usage("pagerank", 10.0, 9.0, 150 * MB) }, now).unwrap();
+        apps.report("s1", Usage { ended: true, ..usage("sort", 10.0, 3.0, 200 * MB) }, now).unwrap();
+        apps.report("x1", Usage { ended: true, ..usage("etl", 10.0, 9.5, 900 * MB) }, now).unwrap();
+        apps.report("p2", usage("pagerank", 10.0, 9.0, 150 * MB), now).unwrap();
+        refresh(&mut apps, now);
+        assert_eq!(class(&apps, "p2"), Class::Medium, "CPU above the recent mean, writes below");
         // A new run of grep starts from grep's last class before it is measured.
         apps.report("g2", Usage { tasks: 0, ..usage("grep", 0.0, 0.0, 0) }, now).unwrap();
         refresh(&mut apps, now);

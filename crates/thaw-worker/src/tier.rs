@@ -95,8 +95,15 @@ struct TierState {
     misses: u64,
     drops: u64,
     skipped: u64,
-    /// Unpinned blocks in eviction order.
+    /// LRU and LFU: unpinned blocks in eviction order.
     order: BTreeSet<(u64, u64, u64)>,
+    /// The benefit policies: files by (benefit, least recent access of their
+    /// unpinned blocks), and each file's unpinned blocks by last access. A
+    /// file's benefit changes with every read of it; this way the change moves
+    /// one entry, not every block of the file.
+    files_order: BTreeSet<(u64, u64, u64)>,
+    file_key: HashMap<u64, (u64, u64)>,
+    file_lru: HashMap<u64, BTreeSet<(u64, u64)>>,
     /// File -> its stored blocks (a file's benefit change re-ranks them all).
     by_file: HashMap<u64, HashSet<u64>>,
     /// Reads in the window, oldest first: (ms since open, file, block, job).
@@ -187,32 +194,79 @@ impl TierState {
         let Some(e) = self.blocks.get(&block) else { return };
         let c =
             Candidate { block, length: e.length, last_access: e.last_access, hits: e.hits, benefit, owner: e.owner };
-        let key = (!e.pinned).then(|| policy.key(&c));
+        // Under the benefit policies a block's key is (0, last access, block):
+        // its place in its file's list; the benefit lives in the file's key.
+        let key = (!e.pinned).then(|| if policy.uses_benefit() { (0, c.last_access, block) } else { policy.key(&c) });
         let old = std::mem::replace(&mut self.blocks.get_mut(&block).expect("just seen").key, key);
         if old != key {
-            if let Some(k) = old {
-                self.order.remove(&k);
+            if policy.uses_benefit() {
+                let file = file_of_block(block);
+                let list = self.file_lru.entry(file).or_default();
+                if let Some((_, la, b)) = old {
+                    list.remove(&(la, b));
+                }
+                if let Some((_, la, b)) = key {
+                    list.insert((la, b));
+                }
+            } else {
+                if let Some(k) = old {
+                    self.order.remove(&k);
+                }
+                if let Some(k) = key {
+                    self.order.insert(k);
+                }
             }
-            if let Some(k) = key {
-                self.order.insert(k);
+        }
+        if policy.uses_benefit() {
+            self.refile(file_of_block(block), benefit);
+        }
+    }
+
+    /// Puts `file` at its place among files (benefit, then its least recently
+    /// read unpinned block), or out of the order if it has none.
+    fn refile(&mut self, file: u64, benefit: u64) {
+        let first = self.file_lru.get(&file).and_then(|l| l.first().copied());
+        if first.is_none() {
+            self.file_lru.remove(&file);
+        }
+        let key = first.map(|(la, _)| (benefit, la));
+        let old = match key {
+            Some(k) => self.file_key.insert(file, k),
+            None => self.file_key.remove(&file),
+        };
+        if old != key {
+            if let Some((b, la)) = old {
+                self.files_order.remove(&(b, la, file));
+            }
+            if let Some((b, la)) = key {
+                self.files_order.insert((b, la, file));
             }
         }
     }
 
     fn rank_file(&mut self, file: u64, policy: Policy, aff: &Affinities) {
-        let benefit = if policy.uses_benefit() { self.file_benefit(file, policy, aff) } else { 0 };
+        if policy.uses_benefit() {
+            let benefit = self.file_benefit(file, policy, aff);
+            self.refile(file, benefit);
+            return;
+        }
         let blocks: Vec<u64> = self.by_file.get(&file).map(|s| s.iter().copied().collect()).unwrap_or_default();
         for b in blocks {
-            self.rank_at(b, policy, benefit);
+            self.rank_at(b, policy, 0);
         }
     }
 
     fn unrank(&mut self, block: u64) -> Option<Entry> {
         let e = self.blocks.remove(&block)?;
+        let file = file_of_block(block);
         if let Some(k) = e.key {
             self.order.remove(&k);
+            if let Some(list) = self.file_lru.get_mut(&file) {
+                list.remove(&(k.1, k.2));
+                let benefit = self.file_key.get(&file).map_or(0, |k| k.0);
+                self.refile(file, benefit);
+            }
         }
-        let file = file_of_block(block);
         if let Some(s) = self.by_file.get_mut(&file) {
             s.remove(&block);
             if s.is_empty() {
@@ -465,7 +519,12 @@ impl TierStore {
         let policy = self.cache.policy;
         let mut freed = 0;
         let mut out = Vec::new();
-        for &(benefit, _, block) in &st.order {
+        let order: Box<dyn Iterator<Item = (u64, u64)> + '_> = if policy.uses_benefit() {
+            Box::new(by_benefit(st))
+        } else {
+            Box::new(st.order.iter().map(|&(k, _, b)| (k, b)))
+        };
+        for (benefit, block) in order {
             if protected(block) {
                 continue;
             }
@@ -521,7 +580,11 @@ impl TierStore {
                 st.record(at, block, job);
             }
             self.refresh(&mut st);
-            st.rank_file(file_of_block(block), policy, &self.cache.affinities);
+            if stored {
+                st.rank(block, policy, &self.cache.affinities);
+            } else {
+                st.rank_file(file_of_block(block), policy, &self.cache.affinities);
+            }
         } else if stored {
             st.rank(block, policy, &self.cache.affinities);
         }
@@ -747,6 +810,35 @@ impl TierStore {
     pub fn destroy(&self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The benefit policies' eviction order, (benefit, block) by (benefit, last
+/// access): the files' order merged with each file's own, lazily (a file
+/// joins the merge only when its first block could come next).
+fn by_benefit(st: &TierState) -> impl Iterator<Item = (u64, u64)> + '_ {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    use std::ops::Bound::{Excluded, Unbounded};
+    let mut files = st.files_order.iter().peekable();
+    let mut heap: BinaryHeap<Reverse<(u64, u64, u64, u64)>> = BinaryHeap::new();
+    std::iter::from_fn(move || {
+        while let Some(&&(benefit, la, file)) = files.peek() {
+            if heap.peek().is_some_and(|Reverse(top)| (top.0, top.1) < (benefit, la)) {
+                break;
+            }
+            files.next();
+            if let Some(&(la, block)) = st.file_lru.get(&file).and_then(|l| l.first()) {
+                heap.push(Reverse((benefit, la, block, file)));
+            }
+        }
+        let Reverse((benefit, la, block, file)) = heap.pop()?;
+        if let Some(&(la2, b2)) =
+            st.file_lru.get(&file).and_then(|l| l.range((Excluded((la, block)), Unbounded)).next())
+        {
+            heap.push(Reverse((benefit, la2, b2, file)));
+        }
+        Some((benefit, block))
+    })
 }
 
 fn split(st: &TierState, protected: &dyn Fn(u64) -> bool) -> Split {
@@ -1032,6 +1124,8 @@ mod tests {
         /// Open a stored block as a short-circuit reader does (shared lock),
         /// or close it.
         Open(usize),
+        /// The master sends a new affinity table (rotated by this much).
+        Reclassify(usize),
     }
 
     fn cache_op() -> impl Strategy<Value = CacheOp> {
@@ -1040,6 +1134,7 @@ mod tests {
             1 => (100u64..200, 1u64..30).prop_map(|(f, n)| CacheOp::Put(f, n)),
             1 => any::<prop::sample::Index>().prop_map(|i| CacheOp::Protect(i.index(1 << 16))),
             1 => any::<prop::sample::Index>().prop_map(|i| CacheOp::Open(i.index(1 << 16))),
+            1 => (1usize..3).prop_map(CacheOp::Reclassify),
         ]
     }
 
@@ -1063,7 +1158,7 @@ mod tests {
             let jobs = ["a", "b", "c", "d"];
             let affinities = Arc::new(Affinities::default());
             affinities.set([("a".to_string(), 0.4, 1.0), ("b".to_string(), 0.2, 1.0), ("c".to_string(), 0.05, 1.0)], 0.2);
-            let cache = CacheConfig { policy, window: DEFAULT_WINDOW, affinities };
+            let cache = CacheConfig { policy, window: DEFAULT_WINDOW, affinities: affinities.clone() };
             let cap = 100;
             let t = TierStore::open(Tier::Mem, dir.path(), cap, true, cache).unwrap();
             let mut protected: HashSet<u64> = HashSet::new();
@@ -1129,6 +1224,10 @@ mod tests {
                             let b = stored[i % stored.len()];
                             if !protected.remove(&b) { protected.insert(b); }
                         }
+                    }
+                    CacheOp::Reclassify(k) => {
+                        let values = [0.4, 0.2, 0.05];
+                        affinities.set((0..3).map(|j| (jobs[j].to_string(), values[(j + k) % 3], 1.0)), 0.2);
                     }
                     CacheOp::Open(i) => {
                         let mut stored: Vec<u64> = t.report().iter().map(|r| r.block_id).collect();

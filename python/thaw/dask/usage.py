@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -23,6 +24,8 @@ from ..usage import REPORT_EVERY, UsageMeter
 _log = logging.getLogger("thaw.dask")
 
 JOB_ANNOTATION = "thaw_job"
+#: Seconds a report waits after a task's end for others ending with it.
+SETTLE = 0.05
 
 
 class ThawUsage(WorkerPlugin):
@@ -36,6 +39,9 @@ class ThawUsage(WorkerPlugin):
         self.every = every
         self.meter: UsageMeter | None = None
         self._stop = threading.Event()
+        # Set when a task ends: its job's figures go out soon, not a second later
+        # (a short application would otherwise end before it was classified).
+        self._ended = threading.Event()
         self._thread: threading.Thread | None = None
         self._worker: Any = None
         self._sent: dict[str, tuple[float, int]] = {}
@@ -54,6 +60,7 @@ class ThawUsage(WorkerPlugin):
 
     def teardown(self, worker: Any) -> None:
         self._stop.set()
+        self._ended.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
 
@@ -68,13 +75,19 @@ class ThawUsage(WorkerPlugin):
                 meter.start(key, job)
         elif start == "executing":
             meter.stop(key)
+            self._ended.set()
 
     def _run(self) -> None:
         from ..client import Client
 
         client: Client | None = None
         warned = False
-        while not self._stop.wait(self.every):
+        while not self._stop.is_set():
+            self._ended.wait(self.every)
+            self._ended.clear()
+            if self._stop.is_set():
+                break
+            time.sleep(SETTLE)  # tasks ending together: one report
             if self.meter is None:
                 continue
             try:
