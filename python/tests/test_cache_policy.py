@@ -195,3 +195,50 @@ def test_dask_tasks_are_measured_per_job_and_an_annotation_declares_an_affinity(
         assert crunchy["input_bytes"] == 2 * BLOCK
         skimmer = _report(client, "skimmer")
         assert (skimmer["source"], skimmer["affinity"]) == ("declared", 0.3)
+
+
+def test_inputs_larger_than_memory_are_cached_with_the_probability_that_fits(tmp_path: Path) -> None:
+    ufs = tmp_path / "ufs"
+    ufs.mkdir()
+    (ufs / "big").write_bytes(os.urandom(16 * BLOCK))
+    with thaw.LocalCluster(
+        ufs=ufs, workers=1, block_size=BLOCK, mem_capacity=8 * BLOCK, cache_policy="cava", heartbeat_ms=100
+    ) as c:
+        client = thaw.Client(c.master)
+        # The application says what it will read: 16 MiB for 8 MiB of memory.
+        app = client.report_app_usage("big-scan", name="scan", inputs=["/big"], cache_affinity=0.4)
+        assert app["probability"] == pytest.approx(0.5) and app["input_bytes"] == 16 * BLOCK, app
+        # The worker learns it with the next heartbeat answer.
+        time.sleep(0.4)
+        with thaw.job("big-scan", measure=False):
+            assert thaw.Client(c.master, read_cache="mem").cat("/big") == (ufs / "big").read_bytes()
+        time.sleep(0.4)
+        w = client.cache_report()["workers"][0]
+        # About half the blocks drawn (a fixed draw per block), the rest not
+        # asked for: memory is not filled by arrival order and then churned.
+        assert 3 <= w["skipped"] <= 13 and w["skipped"] + w["cached_bytes"] // BLOCK + w["drops"] == 16, w
+        cached = client.stat("/big")["in_memory_bytes"] // BLOCK
+        # The same blocks again on the next read: its hits are exactly those.
+        with thaw.job("big-scan-2", measure=False):
+            thaw.Client(c.master, read_cache="mem").cat("/big")
+        time.sleep(0.4)
+        w2 = client.cache_report()["workers"][0]
+        assert w2["hits"] - w["hits"] == cached, (w, w2)
+
+
+def test_the_usage_meter_splits_a_process_among_the_tasks_running_together() -> None:
+    from thaw.usage import UsageMeter
+
+    now, cpu, wrote = [0.0], [0.0], [0]
+    m = UsageMeter(clock=lambda: now[0], cpu=lambda: cpu[0], writes=lambda: wrote[0])
+    m.start("a1", "A")
+    now[0], cpu[0] = 1.0, 1.0  # A alone for a second, one core busy
+    m.start("b1", "B")
+    now[0], cpu[0], wrote[0] = 2.0, 2.0, 100  # both: a core and 100 bytes shared
+    m.stop("a1")
+    now[0], cpu[0] = 3.0, 2.0  # B alone, idle (waiting on a read)
+    m.stop("b1")
+    cpu[0] = 5.0  # the process between tasks: nobody's
+    f = m.snapshot()
+    assert (f["A"].wall, f["A"].cpu, f["A"].writes, f["A"].tasks) == (2.0, 1.5, 50, 1)
+    assert (f["B"].wall, f["B"].cpu, f["B"].writes, f["B"].tasks) == (2.0, 0.5, 50, 1)

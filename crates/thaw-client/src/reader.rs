@@ -78,6 +78,10 @@ pub struct FileReader {
     /// (their disk is an emulated device, read through the worker): their DISK
     /// replicas are streamed without asking again.
     stream_disk: HashSet<String>,
+    /// Blocks whose fill a worker of this host turned down (its cache policy
+    /// dropped it, or the job's caching probability left it out): read
+    /// without asking again, so one read meets one decision.
+    refused: HashSet<usize>,
     stats: ReadStats,
     /// The next block's stream, opened while the current one is read (read-ahead),
     /// so block boundaries cost no round trip and the worker never idles.
@@ -119,6 +123,7 @@ impl FileReader {
             source: None,
             failed: HashSet::new(),
             stream_disk: HashSet::new(),
+            refused: HashSet::new(),
             stats: ReadStats::default(),
             ahead: None,
             range_end: None,
@@ -381,6 +386,10 @@ impl FileReader {
         }
         match task.await {
             Ok(Ok(src)) => Some(src),
+            Ok(Err(e)) if refused(&e) => {
+                self.refused.insert(index);
+                None
+            }
             _ => None, // the normal path, with fail-over, takes it from here
         }
     }
@@ -495,13 +504,15 @@ impl FileReader {
                 // A local fill the worker turned down (the cache policy
                 // dropped it, or the job's caching probability left it out)
                 // is not asked for again by the stream: one read, one decision.
-                let mut cache = true;
+                let mut cache = !self.refused.contains(&index);
                 if let Some((addr, tier)) = self.local_filler(index) {
-                    match cache_then_open(&self.client, &addr, &block, index, ufs.clone(), tier).await {
-                        Ok(src) => return Ok(src),
-                        Err(e) => {
-                            tracing::debug!(worker = %addr, error = %e, "local fill failed; streaming");
-                            cache = !matches!(e.kind, ErrorKind::ResourceExhausted | ErrorKind::FailedPrecondition);
+                    if cache {
+                        match cache_then_open(&self.client, &addr, &block, index, ufs.clone(), tier).await {
+                            Ok(src) => return Ok(src),
+                            Err(e) => {
+                                tracing::debug!(worker = %addr, error = %e, "local fill failed; streaming");
+                                cache = !refused(&e);
+                            }
                         }
                     }
                     if !cache {
@@ -599,6 +610,11 @@ async fn open_local(client: &Client, addr: &str, block: &BlockInfo, index: usize
     }
     let tier = Tier::try_from(resp.source_tier).unwrap_or(Tier::Disk);
     Ok(Source::Local { index, file, len, tier, filled: false })
+}
+
+/// A worker turned a fill down on purpose (not a failure to retry elsewhere).
+fn refused(e: &ThawError) -> bool {
+    matches!(e.kind, ErrorKind::ResourceExhausted | ErrorKind::FailedPrecondition)
 }
 
 /// Marks a block file as in use while this reader holds it (a shared

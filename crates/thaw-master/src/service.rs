@@ -66,7 +66,7 @@ impl MasterService for MasterRpc {
         reply(self.master.list_jobs(r.into_inner()))
     }
     async fn report_app_usage(&self, r: Request<ReportAppUsageRequest>) -> Reply<ReportAppUsageResponse> {
-        reply(self.master.report_app_usage(r.into_inner()))
+        reply(self.master.report_app_usage(r.into_inner()).await)
     }
     async fn get_cache_report(&self, r: Request<GetCacheReportRequest>) -> Reply<GetCacheReportResponse> {
         reply(Ok(self.master.cache_report(r.into_inner())))

@@ -876,7 +876,7 @@ mod tests {
 
     /// Any policy, for the property tests.
     fn policy() -> impl Strategy<Value = Policy> {
-        prop_oneof![Just(Policy::Lru), Just(Policy::Lfu)]
+        prop_oneof![Just(Policy::Lru), Just(Policy::Lfu), Just(Policy::Affinity), Just(Policy::Cava)]
     }
 
     fn reserve(t: &Arc<TierStore>, bytes: u64) -> Result<Reservation> {

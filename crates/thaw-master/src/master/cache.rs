@@ -14,6 +14,9 @@ use super::*;
 /// workers would otherwise each redo it).
 const REFRESH_EVERY: Duration = Duration::from_millis(200);
 
+/// Input paths of one report looked up in the under-store at most.
+const RESOLVE_INPUTS: usize = 1000;
+
 /// Files a cache report lists by default.
 const DEFAULT_FILES: usize = 100;
 
@@ -30,9 +33,15 @@ fn namespace_path(p: &str) -> Option<String> {
 impl Master {
     /// Takes an application's figures (absolute so far) and answers with how
     /// the cache manager sees it now.
-    pub fn report_app_usage(&self, req: ReportAppUsageRequest) -> Result<ReportAppUsageResponse> {
+    pub async fn report_app_usage(&self, req: ReportAppUsageRequest) -> Result<ReportAppUsageResponse> {
         jobs::check_job_id(&req.job_id)?;
-        let inputs = req.inputs.iter().filter_map(|p| namespace_path(p)).collect();
+        let inputs: Vec<String> = req.inputs.iter().filter_map(|p| namespace_path(p)).collect();
+        // Inputs the namespace has not loaded from the under-store yet are
+        // looked up now, so the caching probability knows their sizes (a path
+        // that does not exist counts as empty; the job's read will say so).
+        for p in inputs.iter().take(RESOLVE_INPUTS) {
+            let _ = self.resolve(p).await;
+        }
         let usage = Usage {
             name: req.name,
             wall_seconds: req.wall_seconds,
