@@ -100,7 +100,8 @@ pub struct AffinityConfig {
     /// profiled values range 0.04-0.38: grep 0.377, sort 0.146, pagerank 0.041).
     pub values: [f64; 3],
     /// Task time an application needs before it is classified (a short
-    /// sample of its tasks, as the paper's first 50 map tasks).
+    /// sample of its tasks, as the paper's first 50 map tasks; short, since
+    /// an application whose reads hit memory is short).
     pub min_wall: f64,
 }
 
@@ -111,7 +112,7 @@ impl Default for AffinityConfig {
             write_threshold: None,
             mostly_cached: 0.5,
             values: [0.4, 0.2, 0.05],
-            min_wall: 0.5,
+            min_wall: 0.2,
         }
     }
 }
@@ -123,6 +124,12 @@ const WRITE_FLOOR: f64 = 64.0 * 1024.0;
 /// An application not reported for this long is no longer live (reporters
 /// report every second or so while they run).
 const LIVE_FOR: Duration = Duration::from_secs(30);
+/// An application that ended is still reclassified while figures keep
+/// arriving this long after (its last tasks' CPU comes a moment after their
+/// end, the bytes it wrote through Thaw with the workers' next heartbeats):
+/// otherwise a job that writes at its end would be classified without its
+/// writes, and its name remembered so.
+const SETTLE: Duration = Duration::from_secs(10);
 /// The automatic thresholds average the applications measured this recently.
 const RECENT: Duration = Duration::from_secs(600);
 /// Applications kept after they stop being live (their affinity still ranks
@@ -369,7 +376,7 @@ impl Apps {
 
     /// Reclassifies every application with the workers' counters (`access`
     /// by job id) and recomputes caching probabilities: `capacity` is the
-    /// cluster's memory for cache (MEM not held for jobs or unpersisted),
+    /// cluster's memory for cache (MEM less unpersisted blocks),
     /// `files` the workers' view of files by path (inputs not found there are
     /// looked up with `length_of`).
     pub fn refresh(
@@ -413,7 +420,11 @@ impl Apps {
         for app in self.apps.values_mut() {
             if let Some(d) = app.usage.declared {
                 (app.class, app.affinity, app.source) = (Some(cfg.nearest(d)), d, Source::Declared);
-            } else if app.measured(&cfg) && (app.live(now) || app.source != Source::Measured) {
+            } else if app.measured(&cfg)
+                && (app.live(now)
+                    || app.source != Source::Measured
+                    || now.saturating_duration_since(app.reported) < SETTLE)
+            {
                 let c = classify(&app.figures, &thresholds);
                 (app.class, app.affinity, app.source) = (Some(c), cfg.value(c), Source::Measured);
                 app.thresholds = Some(thresholds);
@@ -614,6 +625,28 @@ mod tests {
         apps.report("j", Usage { ended: true, ..Usage::default() }, now).unwrap();
         let a = apps.get("j").unwrap();
         assert!(!a.live(now) && a.usage.wall_seconds == 11.0);
+    }
+
+    #[test]
+    fn figures_arriving_just_after_the_end_still_count() {
+        let now = Instant::now();
+        let mut apps =
+            Apps::new(AffinityConfig { write_threshold: Some(1e6), cpu_threshold: Some(0.5), ..Default::default() });
+        apps.report("w", usage("writer", 10.0, 1.0, 0), now).unwrap();
+        apps.report("w", Usage { ended: true, ..Usage::default() }, now).unwrap();
+        refresh(&mut apps, now);
+        assert_eq!(apps.get("w").unwrap().class, Some(Class::High));
+        // Its writes through Thaw reach the master with the workers' next heartbeat.
+        let later = now + Duration::from_secs(1);
+        let access: HashMap<String, Access> =
+            [("w".to_string(), Access { bytes_written: 100 << 20, ..Default::default() })].into();
+        apps.refresh(later, &access, 0, &HashMap::new(), &|_| None);
+        assert_eq!(apps.get("w").unwrap().class, Some(Class::Medium), "reclassified with its writes");
+        // Long after, the class stays what it was.
+        let access: HashMap<String, Access> = HashMap::new();
+        apps.refresh(now + Duration::from_secs(60), &access, 0, &HashMap::new(), &|_| None);
+        assert_eq!(apps.get("w").unwrap().class, Some(Class::Medium));
+        assert_eq!(apps.history.get("writer"), Some(&Class::Medium));
     }
 
     #[test]

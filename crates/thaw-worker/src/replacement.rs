@@ -19,6 +19,16 @@
 //! Migrations and memory writes are never dropped (a job or a writer asked for
 //! them), but they too evict in the policy's order.
 //!
+//! Where Thaw differs from the paper, and why: cava.txt's NameNode decides
+//! every caching request centrally; here each worker decides for its own
+//! memory, synchronously on the read path, with the master supplying what only
+//! it knows (the applications' affinities and caching probabilities, with each
+//! heartbeat answer, and whether another worker already caches the block, at
+//! commit). FREQ(file) is counted per worker as reads per block of the file in
+//! the window (a whole-file read counts once however its blocks spread over
+//! workers). The caching probability is a fixed draw per block, not a coin
+//! per request, so repeated reads keep the same blocks instead of churning.
+//!
 //! [`Policy::choose`] is the decision as a pure function of the candidates; the
 //! tier ([`crate::tier::TierStore`]) keeps the history and an ordered index that
 //! makes the same decision without sorting every cached block (a property test

@@ -80,7 +80,10 @@ impl Master {
                 a.bytes_cold += j.bytes_cold;
             }
             if let Some(m) = w.tier(Tier::Mem) {
-                capacity += m.capacity.saturating_sub(m.held + m.pinned);
+                // Memory held for jobs is the live applications' own inputs
+                // (counted in their needs), so only unpersisted blocks are
+                // out of every application's reach.
+                capacity += m.capacity.saturating_sub(m.pinned);
             }
             for f in &w.cache_files {
                 let Some(ino) = st.ns.get(f.file_id) else { continue };
