@@ -3,8 +3,9 @@ experiments on an emulated cluster on this machine and writes
 ``OUT/EXPERIMENT/results.json`` and ``report.md`` with figures.
 
 Experiments: ``swim``, ``sort``, ``wordcount``, ``interference``, ``sql``,
-``pipeline`` (tachyon.txt 3), and ``paper`` (a reduced set of all of them but
-the pipeline, under 30 minutes here). Every
+``pipeline`` (tachyon.txt 3), ``cava`` (cava.txt V's cache policies, with
+options and ``--out`` of its own: :mod:`thaw.bench.cava`), and ``paper`` (a
+reduced set of all of them but the pipeline, under 30 minutes here). Every
 configuration of a table runs in one invocation, on the same placed data.
 """
 
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 from ..dask.placement import Delays
+from . import cava as cava_mod
 from . import experiments as ex
 from . import pipeline as pipeline_mod
 from .cluster import ClusterSpec
@@ -145,12 +147,16 @@ def _parser() -> argparse.ArgumentParser:
     pp.add_argument("--ufs", default="40MiB/s", help="each node's emulated under-store bandwidth")
     pp.add_argument("--pipeline-configs", type=_list(str), default=list(pipeline_mod.CONFIGS))
 
+    cava_mod.add_parser(sub)
+
     sub.add_parser("paper", parents=[common], help="the reduced set of every experiment (under 30 min)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
+    if a.experiment == "cava":
+        return cava_mod.main_args(a, argv)
     spec = ClusterSpec(
         nodes=a.nodes, racks=a.racks, slots=a.slots, disk=a.disk, penalty=a.penalty,
         block_size=a.block_size, mem_capacity=a.mem, heartbeat_ms=a.heartbeat_ms, migration_io=a.migration_io,
