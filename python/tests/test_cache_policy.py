@@ -242,3 +242,7 @@ def test_the_usage_meter_splits_a_process_among_the_tasks_running_together() -> 
     f = m.snapshot()
     assert (f["A"].wall, f["A"].cpu, f["A"].writes, f["A"].tasks) == (2.0, 1.5, 50, 1)
     assert (f["B"].wall, f["B"].cpu, f["B"].writes, f["B"].tasks) == (2.0, 0.5, 50, 1)
+    # A long-lived worker forgets jobs idle long enough, never one still running.
+    m.start("c1", "C")
+    now[0] = 100.0
+    assert m.forget_idle(50.0) == ["A", "B"] and set(m.snapshot()) == {"C"}

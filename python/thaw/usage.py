@@ -31,6 +31,10 @@ _log = logging.getLogger("thaw.usage")
 
 #: Seconds between reports of a running application.
 REPORT_EVERY = 1.0
+#: A job with no task for this long is forgotten by the meter (the master
+#: averages the applications of the last ten minutes; after that a job's
+#: figures are its last report's).
+FORGET_AFTER = 600.0
 
 
 def process_cpu() -> float:
@@ -76,6 +80,8 @@ class UsageMeter:
         self._lock = threading.Lock()
         self._running: dict[Any, tuple[str, float]] = {}
         self.jobs: dict[str, Figures] = {}
+        # Job -> when a task of it last started or ended (for forget_idle).
+        self._active_at: dict[str, float] = {}
         self._last = (cpu(), writes())
 
     def _split(self) -> None:
@@ -95,6 +101,7 @@ class UsageMeter:
             self._split()
             self._running[key] = (job, self._clock())
             self.jobs.setdefault(job, Figures())
+            self._active_at[job] = self._clock()
 
     def stop(self, key: Any) -> None:
         with self._lock:
@@ -105,6 +112,19 @@ class UsageMeter:
             f = self.jobs.setdefault(job, Figures())
             f.wall += self._clock() - began
             f.tasks += 1
+            self._active_at[job] = self._clock()
+
+    def forget_idle(self, idle_for: float) -> list[str]:
+        """Drops the jobs none of whose tasks ran for ``idle_for`` seconds (a
+        long-lived worker sees jobs without end); returns them."""
+        with self._lock:
+            busy = {job for job, _ in self._running.values()}
+            now = self._clock()
+            gone = [j for j, t in self._active_at.items() if j not in busy and now - t >= idle_for]
+            for j in gone:
+                self.jobs.pop(j, None)
+                del self._active_at[j]
+            return gone
 
     def snapshot(self) -> dict[str, Figures]:
         """Each job's figures, with running tasks counted up to now."""

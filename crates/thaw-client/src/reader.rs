@@ -603,7 +603,8 @@ async fn open_local(client: &Client, addr: &str, block: &BlockInfo, index: usize
     let (sock, resp) = client.pool().call(addr, &req).await?;
     client.pool().put(addr, sock);
     let file = std::fs::File::open(&resp.local_path)?;
-    share_lock(&file);
+    // In use while this reader holds it: the worker does not evict it.
+    thaw_common::filelock::share(&file, true);
     let len = file.metadata()?.len();
     if len != block.length {
         return Err(ThawError::internal(format!("local block file has {len} bytes, expected {}", block.length)));
@@ -615,16 +616,6 @@ async fn open_local(client: &Client, addr: &str, block: &BlockInfo, index: usize
 /// A worker turned a fill down on purpose (not a failure to retry elsewhere).
 fn refused(e: &ThawError) -> bool {
     matches!(e.kind, ErrorKind::ResourceExhausted | ErrorKind::FailedPrecondition)
-}
-
-/// Marks a block file as in use while this reader holds it (a shared
-/// `flock`): the worker does not evict a block a reader has open (see
-/// `TierStore::in_use`). Released when the file is closed, or the process dies.
-pub(crate) fn share_lock(file: &std::fs::File) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a valid descriptor for the call. A failure (a file system
-    // without locks) only leaves the block unmarked.
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) };
 }
 
 /// A cold block read by a client on a worker's host: the worker fills the block

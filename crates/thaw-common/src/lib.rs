@@ -2,6 +2,7 @@
 //! ordering, and the error type.
 
 pub mod error;
+pub mod filelock;
 pub mod frame;
 pub mod ids;
 pub mod locality;

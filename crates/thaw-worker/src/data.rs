@@ -200,9 +200,8 @@ async fn serve_stored(
         let Ok(file) = std::fs::File::open(store.block_path(block)) else {
             continue;
         };
-        // In use while it is sent: not evicted under the read (see `TierStore::in_use`).
-        // SAFETY: a valid descriptor; the lock goes with the file.
-        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_SH | libc::LOCK_NB) };
+        // In use while it is sent: not evicted under the read.
+        thaw_common::filelock::share(&file, false);
         let (off, n) = range(req.offset, req.length, len)?;
         let header = DataResponse { length: n, source_tier: store.tier as i32, from_ufs: filled, ..Default::default() };
         *sent = true;

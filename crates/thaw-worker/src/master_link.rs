@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Worker;
 
-/// An idle worker's light asks are at least this far apart.
 /// Files a full heartbeat reports of the memory policy's ranking (highest
 /// benefit first): enough for `thaw cache`, bounded for large caches.
 const FILE_STATS: usize = 256;
+/// An idle worker's light asks are at least this far apart.
 const IDLE_ASK_GAP: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Clone, Copy, Default)]

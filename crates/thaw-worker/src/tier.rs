@@ -627,11 +627,7 @@ impl TierStore {
     /// nothing has to tell the worker. An evicted file a reader still held
     /// would keep its memory until closed while the tier counted it free.
     pub fn in_use(&self, block: u64) -> bool {
-        use std::os::fd::AsRawFd;
-        let Ok(f) = std::fs::File::open(self.block_path(block)) else { return false };
-        // SAFETY: a valid descriptor for the call; the lock goes with the file.
-        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+        thaw_common::filelock::in_use(&self.block_path(block))
     }
 
     /// A read of `block` (LRU and LFU history; tests).

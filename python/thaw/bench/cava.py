@@ -88,6 +88,7 @@ import thaw.dask as td
 
 from ..client import Client
 from ..cluster import LocalCluster
+from .runner import stop_dask
 
 MiB = 1 << 20
 
@@ -1287,12 +1288,7 @@ def _environment(scale: Scale, root: str | None) -> Iterator[tuple[Path, Any]]:
         dask_cluster, dask_client = _dask_cluster(scale)
         yield ufs, dask_client
     finally:
-        if dask_client is not None:
-            with contextlib.suppress(Exception):
-                dask_client.close()
-        if dask_cluster is not None:
-            with contextlib.suppress(Exception):
-                dask_cluster.close()
+        stop_dask(dask_cluster, dask_client)
         shutil.rmtree(base, ignore_errors=True)
 
 

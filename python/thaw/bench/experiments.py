@@ -35,7 +35,16 @@ from typing import Any
 
 from ..dask.placement import Delays
 from .cluster import ClusterSpec, EmulatedCluster
-from .runner import CONFIGS, SCENARIOS, InputsExceedMemory, Runner, Scenario, start_dask, write_json
+from .runner import (
+    CONFIGS,
+    SCENARIOS,
+    InputsExceedMemory,
+    Runner,
+    Scenario,
+    start_dask,
+    stop_dask,
+    write_json,
+)
 from .workloads import JobSpec, place_inputs, single_job, swim_jobs
 
 MiB = 1 << 20
@@ -91,12 +100,7 @@ def emulated(bench: Bench, results_dir: Path) -> Iterator[tuple[EmulatedCluster,
         dask_cluster, dask_client = start_dask([(n.name, n.rack) for n in cluster.nodes], bench.spec.slots)
         yield cluster, Runner(cluster, dask_client, results_dir, bench.delays)
     finally:
-        if dask_client is not None:
-            with contextlib.suppress(Exception):
-                dask_client.close()
-        if dask_cluster is not None:
-            with contextlib.suppress(Exception):
-                dask_cluster.close()
+        stop_dask(dask_cluster, dask_client)
         cluster.close()
 
 

@@ -636,6 +636,15 @@ def _read_task_log(log_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def stop_dask(cluster: Any, client: Any) -> None:
+    """Closes a Dask client and its cluster (either may be None), whatever
+    state they are in: a bench's teardown must not fail over a dead worker."""
+    for thing in (client, cluster):
+        if thing is not None:
+            with contextlib.suppress(Exception):
+                thing.close()
+
+
 def start_dask(nodes: list[tuple[str, str]], slots: int) -> tuple[Any, Any]:
     """A Dask cluster on loopback of one worker process per (node, rack), named
     after the node, with ``slots`` threads (task slots) each, and its scheduler

@@ -19,7 +19,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from ..usage import REPORT_EVERY, UsageMeter
+from ..usage import FORGET_AFTER, REPORT_EVERY, UsageMeter
 
 _log = logging.getLogger("thaw.dask")
 
@@ -119,3 +119,5 @@ class ThawUsage(WorkerPlugin):
                 reporter=reporter,
             )
             self._sent[job] = mark
+        for job in self.meter.forget_idle(FORGET_AFTER):
+            self._sent.pop(job, None)

@@ -114,6 +114,25 @@ impl Master {
         (table, st.apps.default_affinity())
     }
 
+    /// cava.txt IV-B: "only one copy of a data block is allowed to be cached".
+    /// A read's fill into memory, on a worker whose memory runs a benefit
+    /// policy, of a block another live worker holds in memory: that worker's
+    /// address. (Readers are sent to the copy the master lists; a second copy
+    /// comes only from two reads racing, or a reader's stale block list.)
+    pub(super) fn cached_elsewhere(st: &State, req: &CommitBlockRequest, tier: Tier) -> Option<String> {
+        if !req.read_fill || tier != Tier::Mem {
+            return None;
+        }
+        let policy = st.cluster.worker(req.worker_id)?.tier(Tier::Mem)?.replacement.as_str();
+        if !matches!(policy, "cava" | "ca") {
+            return None;
+        }
+        let other = st.cluster.block(req.block_id)?.replicas.iter().find(|r| {
+            r.tier == Tier::Mem && r.worker != req.worker_id && st.cluster.worker(r.worker).is_some_and(|w| w.alive)
+        })?;
+        st.cluster.worker(other.worker).map(|w| w.data_address.clone())
+    }
+
     /// Workers' memory, applications and files as the cache manager sees them.
     pub fn cache_report(&self, req: GetCacheReportRequest) -> GetCacheReportResponse {
         let now = Instant::now();
