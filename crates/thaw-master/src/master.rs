@@ -627,6 +627,11 @@ impl Master {
         Ok(CompleteFileResponse { info: Some(Self::file_info(&st, req.file_id, false, &Position::default())) })
     }
 
+    /// One request to the under-store (see `UnderStore::check`).
+    pub async fn check_under_store(&self) -> Result<()> {
+        self.ufs.check().await
+    }
+
     pub async fn delete(&self, req: DeleteRequest) -> Result<DeleteResponse> {
         let p = path::normalize(&req.path)?;
         if p == "/" {

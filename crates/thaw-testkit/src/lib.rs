@@ -11,6 +11,8 @@ use anyhow::{Context, Result, bail};
 use thaw_client::{Client, ClientConfig};
 use thaw_common::proto::Position;
 
+pub mod s3;
+
 #[derive(Debug, Clone)]
 pub struct WorkerSpec {
     pub host: String,
@@ -46,6 +48,10 @@ pub struct ClusterOptions {
     pub worker_timeout_ms: u64,
     /// More `thaw master` flags (migration policy, priority, lease, ...).
     pub master_args: Vec<String>,
+    /// The master's `--ufs` (e.g. an `s3://` URI); default a local directory.
+    pub ufs_uri: Option<String>,
+    /// Environment of every process (e.g. the S3 credentials).
+    pub env: Vec<(String, String)>,
 }
 
 impl ClusterOptions {
@@ -57,6 +63,8 @@ impl ClusterOptions {
             heartbeat_ms: 200,
             worker_timeout_ms: 1500,
             master_args: Vec::new(),
+            ufs_uri: None,
+            env: Vec::new(),
         }
     }
 }
@@ -88,10 +96,11 @@ pub struct Cluster {
 }
 
 /// Starts a process and waits for its "listening on ADDR" line.
-fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<Proc> {
+fn spawn(bin: &Path, args: &[String], env: &[(String, String)], log: &Path) -> Result<Proc> {
     let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
     let mut child = Command::new(bin)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("THAW_LOG", "info,thaw_worker=debug")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -157,10 +166,11 @@ impl Cluster {
 
     fn spawn_master(&self, port: u16) -> Result<Proc> {
         let o = &self.options;
+        let ufs = o.ufs_uri.clone().unwrap_or_else(|| self.ufs.display().to_string());
         let mut args: Vec<String> = [
             "master",
             "--ufs",
-            &self.ufs.display().to_string(),
+            &ufs,
             "--journal-dir",
             &self.root.path().join("journal").display().to_string(),
             "--port",
@@ -175,7 +185,7 @@ impl Cluster {
         .map(String::from)
         .to_vec();
         args.extend(o.master_args.iter().cloned());
-        spawn(&self.bin, &args, &self.root.path().join("master.log"))
+        spawn(&self.bin, &args, &o.env, &self.root.path().join("master.log"))
     }
 
     fn spawn_worker(&self, i: usize, port: u16) -> Result<Proc> {
@@ -207,7 +217,7 @@ impl Cluster {
         if let Some(model) = &spec.device_model {
             args.extend(["--device-model".to_string(), model.clone()]);
         }
-        spawn(&self.bin, &args, &self.root.path().join(format!("worker-{i}.log")))
+        spawn(&self.bin, &args, &self.options.env, &self.root.path().join(format!("worker-{i}.log")))
     }
 
     /// A client placed at (host, rack); short-circuit reads happen when the host

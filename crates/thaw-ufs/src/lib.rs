@@ -1,6 +1,12 @@
 //! The under-store (UFS): the durable home of cold data, mounted at the namespace
-//! root (tachyon.txt 2.7). Reached through OpenDAL so that object stores and HDFS
-//! plug in as OpenDAL services; a local directory (`fs://`) is the default.
+//! root (tachyon.txt 2.7). Reached through OpenDAL: a local directory (`fs://`,
+//! the default) or an S3 bucket (`s3://`, see [`s3`]).
+//!
+//! Object stores have no directories and no rename. Here a directory is a key
+//! prefix (an empty `dir/` marker object is made by `create_dir`, and any key
+//! under the prefix makes it exist), and a rename is a copy of every object
+//! followed by the deletion of the sources: never atomic, but never a moment
+//! with no copy either (a crash in between leaves both).
 //!
 //! Every path given here is a namespace path ("/a/b"), checked by
 //! `thaw_common::path` before it is turned into an OpenDAL key, so nothing outside
@@ -12,6 +18,8 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use opendal::{ErrorKind as DalKind, Operator};
 use thaw_common::{Result, ThawError, path};
+
+pub mod s3;
 
 /// Chunk size of under-store reads; reads are pipelined `READ_CONCURRENCY` deep.
 const READ_CHUNK: usize = 4 << 20;
@@ -32,7 +40,13 @@ pub struct UnderStore {
     uri: String,
     /// The root directory, for under-stores that are a local file system.
     local_root: Option<std::path::PathBuf>,
+    /// Set for an S3 bucket.
+    s3: Option<s3::S3Location>,
 }
+
+/// Part size of multipart uploads to object stores (S3 wants >= 5 MiB parts).
+const UPLOAD_PART: usize = 8 << 20;
+const UPLOAD_CONCURRENCY: usize = 2;
 
 fn dal_err(e: opendal::Error, what: &str, path: &str) -> ThawError {
     let msg = format!("under-store {what} {path}: {e}");
@@ -53,7 +67,7 @@ fn dal_err(e: opendal::Error, what: &str, path: &str) -> ThawError {
         DalKind::IsADirectory => ThawError::is_dir(msg),
         DalKind::NotADirectory => ThawError::not_dir(msg),
         DalKind::RateLimited => ThawError::unavailable(msg),
-        _ if e.is_temporary() => ThawError::unavailable(msg),
+        _ if e.is_temporary() || e.is_persistent() => ThawError::unavailable(msg),
         _ => ThawError::internal(msg),
     }
 }
@@ -87,10 +101,21 @@ fn dir_key(p: &str) -> Result<String> {
 }
 
 impl UnderStore {
-    /// Opens an under-store from a URI: `fs:///abs/dir`, `file:///abs/dir`, or a
-    /// plain directory path (relative to the current directory). The directory
-    /// is created if missing.
+    /// Opens an under-store from a URI: `s3://bucket/prefix?endpoint=..&region=..`,
+    /// `fs:///abs/dir`, `file:///abs/dir`, or a plain directory path (relative to
+    /// the current directory). A directory is created if missing; nothing is asked
+    /// of an S3 store until [`UnderStore::check`].
     pub fn open(uri: &str) -> Result<Self> {
+        if uri.starts_with("s3://") {
+            return Self::open_s3(uri, None);
+        }
+        if let Some((scheme, _)) = uri.split_once("://")
+            && !matches!(scheme, "fs" | "file")
+        {
+            return Err(ThawError::invalid(format!(
+                "under-store {uri:?}: unknown scheme {scheme:?} (s3://, fs:// or a directory)"
+            )));
+        }
         let dir = uri.strip_prefix("fs://").or_else(|| uri.strip_prefix("file://")).unwrap_or(uri);
         // A plain relative directory is taken from the current one.
         let relative = (!uri.contains("://") && !dir.is_empty() && !dir.starts_with('/'))
@@ -108,7 +133,30 @@ impl UnderStore {
         let staging = format!("{dir}/{STAGING_DIR}");
         let builder = opendal::services::Fs::default().root(&dir).atomic_write_dir(&staging);
         let op = Operator::new(builder).map_err(|e| dal_err(e, "open", &dir))?;
-        Ok(UnderStore { op, uri: format!("fs://{dir}"), local_root: Some(dir.into()) })
+        Ok(UnderStore { op, uri: format!("fs://{dir}"), local_root: Some(dir.into()), s3: None })
+    }
+
+    /// An S3 under-store with the keys given here instead of the environment's.
+    pub fn open_s3(uri: &str, creds: Option<&s3::Credentials>) -> Result<Self> {
+        let loc = s3::S3Location::parse(uri)?;
+        let op = loc.operator(creds)?;
+        Ok(UnderStore { op, uri: loc.uri(), local_root: None, s3: Some(loc) })
+    }
+
+    /// Asks the store once, so a wrong bucket, endpoint or credentials are an
+    /// error at start-up that says which, not a failure of the first read.
+    pub async fn check(&self) -> Result<()> {
+        let probe = self.op.list_with("/").limit(1).await;
+        match (probe, &self.s3) {
+            (Ok(_), _) => Ok(()),
+            (Err(e), Some(loc)) => Err(s3::explain(loc, e)),
+            (Err(e), None) => Err(dal_err(e, "list", "/")),
+        }
+    }
+
+    /// `true` for an object store (no rename, no local files).
+    pub fn is_object_store(&self) -> bool {
+        self.s3.is_some()
     }
 
     /// The canonical URI (what workers are told at registration).
@@ -130,7 +178,17 @@ impl UnderStore {
             return Ok(Some(UfsStatus { is_dir: true, length: 0, mtime_ms: 0 }));
         }
         // A directory answers to its key with a trailing '/'; try the file first.
-        match self.op.stat(&comps.join("/")).await {
+        // (An object store's directory is a prefix: only the '/' key finds it.)
+        let key = comps.join("/");
+        match self.op.stat(&key).await {
+            Ok(m) => return Ok(Some(status(&m))),
+            Err(e) if e.kind() == DalKind::NotFound => {}
+            Err(e) => return Err(dal_err(e, "stat", p)),
+        }
+        if self.s3.is_none() {
+            return Ok(None);
+        }
+        match self.op.stat(&format!("{key}/")).await {
             Ok(m) => Ok(Some(status(&m))),
             Err(e) if e.kind() == DalKind::NotFound => Ok(None),
             Err(e) => Err(dal_err(e, "stat", p)),
@@ -186,8 +244,16 @@ impl UnderStore {
     /// A writer for file `p`; nothing is visible at `p` until `close`.
     pub async fn writer(&self, p: &str) -> Result<UfsWriter> {
         let key = file_key(p)?;
-        let w = self.op.writer(&key).await.map_err(|e| dal_err(e, "create", p))?;
-        Ok(UfsWriter { inner: w, path: p.to_string() })
+        Ok(UfsWriter { inner: self.writer_at(&key).await.map_err(|e| dal_err(e, "create", p))?, path: p.to_string() })
+    }
+
+    /// Object stores upload in parts, two at a time; nothing shows until `close`.
+    async fn writer_at(&self, key: &str) -> opendal::Result<opendal::Writer> {
+        if self.s3.is_some() {
+            self.op.writer_with(key).chunk(UPLOAD_PART).concurrent(UPLOAD_CONCURRENCY).await
+        } else {
+            self.op.writer(key).await
+        }
     }
 
     pub async fn create_dir(&self, p: &str) -> Result<()> {
@@ -214,16 +280,45 @@ impl UnderStore {
         }
     }
 
-    /// Renames a file or directory (a directory only if the service can rename).
+    /// Renames a file or directory. A local directory renames atomically; on an
+    /// object store every object under `src` is copied, then the sources deleted.
     pub async fn rename(&self, src: &str, dst: &str) -> Result<()> {
-        if self.stat(src).await?.is_none() {
+        let Some(st) = self.stat(src).await? else {
             return Ok(());
-        }
+        };
         if let Some(parent) = parent_of(dst) {
             self.create_dir(&parent).await?;
         }
-        // The fs service renames directories as well as files.
-        self.op.rename(&file_key(src)?, &file_key(dst)?).await.map_err(|e| dal_err(e, "rename", src))
+        if self.s3.is_none() {
+            // The fs service renames directories as well as files.
+            return self.op.rename(&file_key(src)?, &file_key(dst)?).await.map_err(|e| dal_err(e, "rename", src));
+        }
+        if !st.is_dir {
+            return self.move_object(&file_key(src)?, &file_key(dst)?, src).await;
+        }
+        let (from, to) = (dir_key(src)?, dir_key(dst)?);
+        let entries = self.op.list_with(&from).recursive(true).await.map_err(|e| dal_err(e, "list", src))?;
+        for entry in entries {
+            let rel = &entry.path()[from.len().min(entry.path().len())..];
+            let target = format!("{to}{rel}");
+            if entry.metadata().is_dir() {
+                self.op.create_dir(&target).await.map_err(|e| dal_err(e, "mkdir", dst))?;
+            } else {
+                self.op.copy(entry.path(), &target).await.map_err(|e| dal_err(e, "copy", src))?;
+            }
+        }
+        self.op.create_dir(&to).await.map_err(|e| dal_err(e, "mkdir", dst))?;
+        // Every copy is in place before any source goes.
+        self.op.delete_with(&from).recursive(true).await.map_err(|e| dal_err(e, "delete", src))
+    }
+
+    /// Moves one object: a rename where the service has it, else copy then delete.
+    async fn move_object(&self, from: &str, to: &str, what: &str) -> Result<()> {
+        if self.s3.is_none() {
+            return self.op.rename(from, to).await.map_err(|e| dal_err(e, "rename", what));
+        }
+        self.op.copy(from, to).await.map_err(|e| dal_err(e, "copy", what))?;
+        self.op.delete(from).await.map_err(|e| dal_err(e, "delete", what))
     }
 }
 
@@ -245,7 +340,7 @@ impl UnderStore {
     /// A writer for file `file_id`'s checkpoint.
     pub async fn checkpoint_writer(&self, file_id: u64) -> Result<UfsWriter> {
         let key = checkpoint_key(file_id);
-        let w = self.op.writer(&key).await.map_err(|e| dal_err(e, "create", &key))?;
+        let w = self.writer_at(&key).await.map_err(|e| dal_err(e, "create", &key))?;
         Ok(UfsWriter { inner: w, path: key })
     }
 
@@ -266,7 +361,7 @@ impl UnderStore {
         if let Some(parent) = parent_of(dst) {
             self.create_dir(&parent).await?;
         }
-        self.op.rename(&key, &file_key(dst)?).await.map_err(|e| dal_err(e, "rename", &key))?;
+        self.move_object(&key, &file_key(dst)?, &key).await?;
         self.stat(dst)
             .await?
             .ok_or_else(|| ThawError::internal(format!("{dst} is missing after its checkpoint moved there")))

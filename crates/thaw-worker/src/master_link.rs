@@ -50,6 +50,8 @@ impl Worker {
         let resp = self.master.clone().register_worker(req).await.map_err(ThawError::from)?.into_inner();
         if self.ufs.get().is_none() {
             let ufs = thaw_ufs::UnderStore::open(&resp.ufs_uri)?;
+            // This worker's own credentials may differ from the master's: say so now.
+            ufs.check().await.map_err(|e| e.context("the master's under-store, as this worker reaches it"))?;
             let _ = self.ufs.set(ufs);
         }
         for b in &resp.remove_blocks {

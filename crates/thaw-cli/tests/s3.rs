@@ -1,0 +1,206 @@
+//! The under-store as an S3 bucket on a real S3 server (SeaweedFS on loopback):
+//! read-through, writes that persist, migrations, checkpoints, renames and
+//! deletes with S3's semantics, paged listings, and the errors of a wrong bucket,
+//! wrong keys and an endpoint that is down.
+
+mod common;
+use common::*;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use thaw_common::proto::{EvictionMode, JobInfo};
+use thaw_testkit::s3::SeaweedS3;
+use thaw_ufs::UnderStore;
+
+fn s3_cluster(s3: &SeaweedS3, prefix: &str, n: usize) -> ClusterOptions {
+    ClusterOptions { ufs_uri: Some(s3.uri("thaw", prefix)), env: SeaweedS3::env(), ..ClusterOptions::workers(n) }
+}
+
+async fn put(ufs: &UnderStore, path: &str, bytes: &[u8]) {
+    let mut w = ufs.writer(path).await.unwrap();
+    w.write(Bytes::copy_from_slice(bytes)).await.unwrap();
+    w.close().await.unwrap();
+}
+
+async fn get(ufs: &UnderStore, path: &str) -> Vec<u8> {
+    let len = ufs.stat(path).await.unwrap().unwrap_or_else(|| panic!("{path} not in the bucket")).length;
+    let parts: Vec<Bytes> = ufs.read_range(path, 0..len).await.unwrap().try_collect().await.unwrap();
+    parts.concat()
+}
+
+async fn job(client: &Client, id: &str) -> JobInfo {
+    client.jobs(Some(id)).await.unwrap().jobs.into_iter().next().expect("job exists")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_bucket_serves_reads_writes_migrations_and_checkpoints() {
+    let s3 = SeaweedS3::start(&["thaw"]).await.unwrap();
+    let bucket = s3.under_store("thaw", "warehouse").unwrap();
+    let c = start(s3_cluster(&s3, "warehouse", 2)).await;
+    let bs = c.options.block_size as usize;
+    let client = c.client("h0", "r0");
+
+    // Cold objects put there by another tool are files in the namespace.
+    let cold = data(3 * bs + 4321, 1);
+    put(&bucket, "/events/day1.bin", &cold).await;
+    let listed: Vec<String> = client.list("/events").await.unwrap().into_iter().map(|f| f.path).collect();
+    assert_eq!(listed, vec!["/events/day1.bin"]);
+    assert_eq!(client.stat("/events/day1.bin").await.unwrap().length, cold.len() as u64);
+    let mut r = client.open("/events/day1.bin").await.unwrap();
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.unwrap();
+    assert_eq!(sha(&got), sha(&cold), "{}", c.logs());
+    assert_eq!(r.stats().under_store, cold.len() as u64, "{:?}", r.stats());
+    // Read again: from worker memory, where the first read cached it.
+    let mut r = client.open("/events/day1.bin").await.unwrap();
+    got.clear();
+    r.read_to_end(&mut got).await.unwrap();
+    assert_eq!(sha(&got), sha(&cold));
+    assert_eq!(r.stats().under_store, 0, "second read went to S3: {:?}", r.stats());
+
+    // A job's inputs migrate from the bucket into memory before it reads.
+    let input = data(2 * bs + 10, 2);
+    put(&bucket, "/in/part-0", &input).await;
+    let reader = c.remote_client().with_job("q1");
+    let j = reader.migrate("q1", &["/in".to_string()], EvictionMode::Explicit, None).await.unwrap();
+    assert_eq!(j.blocks, 3);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while job(&reader, "q1").await.blocks_in_memory < 3 {
+        assert!(Instant::now() < deadline, "migration from S3 did not finish\n{}", c.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut r = reader.open("/in/part-0").await.unwrap();
+    got.clear();
+    r.read_to_end(&mut got).await.unwrap();
+    assert_eq!(sha(&got), sha(&input));
+    assert_eq!((r.stats().remote_mem, r.stats().under_store), (input.len() as u64, 0), "{:?}", r.stats());
+
+    // Writes that persist land in the bucket, whole, only when complete.
+    for (i, wt) in [WriteType::Through, WriteType::CacheThrough].into_iter().enumerate() {
+        let path = format!("/out/{}", wt.as_str_name());
+        let bytes = data(2 * bs + 99, 10 + i as u64);
+        let info = client.write_all(&path, &bytes, opts(wt)).await.unwrap();
+        assert!(info.persisted);
+        assert_eq!(sha(&get(&bucket, &path).await), sha(&bytes), "{path}");
+    }
+    // A memory write is persisted by a checkpoint (copied into the staging
+    // area, then moved to its path: a copy and a delete on S3).
+    let fast = data(bs + 5, 20);
+    client
+        .write_all("/out/async", &fast, WriteOptions { write_type: WriteType::AsyncThrough, ..Default::default() })
+        .await
+        .unwrap();
+    let info = client.persist_wait("/out/async", Duration::from_secs(30)).await.unwrap();
+    assert!(info.persisted, "{info:?}");
+    assert_eq!(sha(&get(&bucket, "/out/async").await), sha(&fast));
+    assert!(bucket.list("/").await.unwrap().iter().all(|(n, _)| !n.starts_with(".thaw")), "staging shows");
+
+    // Rename: no rename in S3, so objects are copied, then the sources deleted.
+    client.mkdir("/moved", false, false).await.unwrap();
+    client.rename("/out/WRITE_TYPE_THROUGH", "/moved/one").await.unwrap();
+    assert!(bucket.stat("/out/WRITE_TYPE_THROUGH").await.unwrap().is_none());
+    assert_eq!(sha(&get(&bucket, "/moved/one").await), sha(&data(2 * bs + 99, 10)));
+    client.rename("/out", "/out2").await.unwrap();
+    assert!(bucket.stat("/out").await.unwrap().is_none(), "old prefix left behind");
+    assert_eq!(sha(&get(&bucket, "/out2/async").await), sha(&fast));
+    assert_eq!(sha(&client.read_all("/out2/WRITE_TYPE_CACHE_THROUGH").await.unwrap()), sha(&data(2 * bs + 99, 11)));
+    // Delete: the objects go too.
+    client.delete("/out2", true).await.unwrap();
+    assert!(bucket.stat("/out2/async").await.unwrap().is_none());
+    assert!(bucket.stat("/out2").await.unwrap().is_none());
+    assert!(client.stat("/out2").await.is_err());
+    // Path traversal never reaches a key outside the prefix.
+    let e = client.read_all("/../escape").await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefix_with_more_keys_than_one_s3_page_lists_whole() {
+    let s3 = SeaweedS3::start(&["thaw"]).await.unwrap();
+    let bucket = s3.under_store("thaw", "many").unwrap();
+    // SeaweedFS answers at most 1,000 keys a page.
+    const N: usize = 1_100;
+    let puts = (0..N).map(|i| {
+        let bucket = bucket.clone();
+        async move { put(&bucket, &format!("/logs/k{i:05}"), format!("{i}").as_bytes()).await }
+    });
+    futures::stream::iter(puts).buffer_unordered(16).collect::<Vec<()>>().await;
+    let c = start(s3_cluster(&s3, "many", 1)).await;
+    let client = c.remote_client();
+    let files = client.list("/logs").await.unwrap();
+    assert_eq!(files.len(), N);
+    assert_eq!(files.iter().filter(|f| f.length == format!("{}", N - 1).len() as u64).count(), 100);
+    assert_eq!(client.read_all("/logs/k01099").await.unwrap(), b"1099");
+}
+
+/// `thaw master` on `uri`: its exit status and what it printed.
+fn master_on(uri: &str, env: &[(String, String)]) -> (bool, String) {
+    let journal = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["master", "--ufs", uri, "--port", "0", "--journal-dir"])
+        .arg(journal.path())
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("thaw master --ufs {uri} neither failed nor served in 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_bucket_wrong_keys_or_a_dead_endpoint_stop_the_master_saying_which() {
+    let mut s3 = SeaweedS3::start(&["thaw"]).await.unwrap();
+    let (ok, out) = master_on(&s3.uri("nosuchbucket", "x"), &SeaweedS3::env());
+    assert!(!ok);
+    assert!(out.contains("bucket \"nosuchbucket\" does not exist"), "{out}");
+    let wrong = vec![
+        ("AWS_ACCESS_KEY_ID".to_string(), "thaw-test-key".to_string()),
+        ("AWS_SECRET_ACCESS_KEY".to_string(), "not-the-secret".to_string()),
+    ];
+    let (ok, out) = master_on(&s3.uri("thaw", "x"), &wrong);
+    assert!(!ok);
+    assert!(out.contains("access refused"), "{out}");
+    let (ok, out) = master_on("s3://thaw/x?endpoint=127.0.0.1:1", &SeaweedS3::env());
+    assert!(!ok);
+    assert!(out.contains("http://"), "{out}");
+    let uri = s3.uri("thaw", "x");
+    s3.kill();
+    let (ok, out) = master_on(&uri, &SeaweedS3::env());
+    assert!(!ok);
+    assert!(out.contains("does not answer"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_fail_clearly_while_the_s3_endpoint_is_down_and_memory_still_serves() {
+    let mut s3 = SeaweedS3::start(&["thaw"]).await.unwrap();
+    let bucket = s3.under_store("thaw", "down").unwrap();
+    let hot = data(1 << 20, 3);
+    let cold = data(1 << 20, 4);
+    put(&bucket, "/hot", &hot).await;
+    put(&bucket, "/cold", &cold).await;
+    let c = start(s3_cluster(&s3, "down", 1)).await;
+    let client = c.remote_client();
+    assert_eq!(sha(&client.read_all("/hot").await.unwrap()), sha(&hot));
+    client.stat("/cold").await.unwrap();
+    s3.kill();
+    let started = Instant::now();
+    let e = client.read_all("/cold").await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(60), "a dead endpoint hung the read");
+    assert!(e.message.contains("under-store"), "{e}");
+    // What is in memory does not need the store.
+    assert_eq!(sha(&client.read_all("/hot").await.unwrap()), sha(&hot));
+}
