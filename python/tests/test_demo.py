@@ -10,12 +10,19 @@ import pytest
 from thaw import demo
 
 
-def test_the_demo_moves_the_queued_jobs_inputs_into_memory(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("under_store", ["directory", "s3"])
+def test_the_demo_moves_the_queued_jobs_inputs_into_memory(
+    capsys: pytest.CaptureFixture[str], under_store: str
+) -> None:
     # 8 files of ~2 MiB, one block each, at 64 MiB/s per worker: migrated within
     # a second or so of submission (the first heartbeats bind it), well inside
-    # the three seconds the job waits in the queue.
-    r = demo.main(["--size", "16MiB", "--block-size", "4MiB", "--ufs-speed", "64MiB/s", "--ahead", "3"])
+    # the three seconds the job waits in the queue. With "s3" the under-store
+    # is a bucket on a local SeaweedFS.
+    extra = ["--s3"] if under_store == "s3" else []
+    args = ["--size", "16MiB", "--block-size", "4MiB", "--ufs-speed", "64MiB/s", "--ahead", "3"]
+    r = demo.main(args + extra)
     out = capsys.readouterr().out
+    assert r["ufs"].startswith("s3://thaw-demo/") == (under_store == "s3")
     base, mig = r["runs"]
     assert (base.policy, mig.policy) == ("none", "dyrs")
     assert len(base.rows) == 3 and base.rows == mig.rows == r["local_rows"]

@@ -20,7 +20,12 @@ local files. The under-store is paced by the workers' emulated device model
 (this machine's disk is fast and page-cached; an object store or a hard disk is
 not). The runs must agree on the query's result (else it raises).
 
-    python -m thaw.demo [--size 512MiB] [--workers 2] [--ufs-speed 150MiB/s] [--ahead 4]
+With ``--s3`` the under-store is an S3 bucket instead of a directory: a local
+SeaweedFS server (``thaw.seaweed``) started for the run, the data set uploaded
+to it by pyarrow's S3 client, and the clusters mounted on
+``s3://thaw-demo/?endpoint=...``; everything else is the same.
+
+    python -m thaw.demo [--size 512MiB] [--workers 2] [--ufs-speed 150MiB/s] [--ahead 4] [--s3]
 """
 
 from __future__ import annotations
@@ -222,18 +227,32 @@ def demo(
     ufs_speed: str = "150MiB/s",
     ahead: float = 4.0,
     block_size: int = 16 * MIB,
+    s3: bool = False,
 ) -> dict[str, Any]:
     """Runs both scenarios; returns the data set size, the runs, and a local reference."""
     tmp = Path(tempfile.mkdtemp(prefix="thaw-pydemo-"))
+    server = None
     try:
         ufs = tmp / "ufs"
         ahead_rows = calibrate(ahead)  # first: writing the data set keeps the machine busy for a while
         nbytes = make_data(ufs, size)
+        mount: str | Path = ufs
+        env = None
+        if s3:
+            from thaw.seaweed import SeaweedS3
+
+            server = SeaweedS3(["thaw-demo"])
+            bucket = server.filesystem()
+            for f in sorted((ufs / "sales").iterdir()):
+                with open(f, "rb") as src, bucket.open_output_stream(f"thaw-demo/sales/{f.name}") as dst:
+                    shutil.copyfileobj(src, dst, 8 * MIB)
+            mount, env = server.uri("thaw-demo"), server.env
         runs = []
         for policy in ("none", "dyrs"):
             drop_pages(ufs)
             with thaw.LocalCluster(
-                ufs=ufs,
+                ufs=mount,
+                env=env,
                 workers=workers,
                 block_size=block_size,
                 mem_capacity=nbytes + 256 * MIB,
@@ -259,8 +278,11 @@ def demo(
             "local_rows": local_rows,
             "local_warm": local_warm,
             "ahead_rows": ahead_rows,
+            "ufs": str(mount),
         }
     finally:
+        if server is not None:
+            server.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -276,7 +298,7 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         (
             "data set",
             f"{mib(r['bytes'])} of parquet ({r['files']} files, {mig.blocks} blocks) in an under-store"
-            " directory",
+            + (f" S3 bucket (a local SeaweedFS: {r['ufs']})" if args.s3 else " directory"),
         ),
         (
             "under-store",
@@ -370,6 +392,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--ufs-speed", default="150MiB/s", help="emulated under-store bandwidth per worker")
     ap.add_argument("--ahead", type=float, default=4.0, help="seconds the job ahead holds the queue's slot")
     ap.add_argument("--block-size", default="16MiB")
+    ap.add_argument("--s3", action="store_true", help="the under-store is an S3 bucket (a local SeaweedFS)")
     args = ap.parse_args(argv)
     r = demo(
         size=parse_size(args.size),
@@ -377,6 +400,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ufs_speed=args.ufs_speed,
         ahead=args.ahead,
         block_size=parse_size(args.block_size),
+        s3=args.s3,
     )
     print_report(r, args)
     return r
