@@ -112,6 +112,11 @@ class SeaweedS3:
             time.sleep(0.1)
 
     @property
+    def data_dir(self) -> Path:
+        """Where SeaweedFS keeps the objects (to drop their pages before a cold read)."""
+        return Path(self._dir, "data")
+
+    @property
     def env(self) -> dict[str, str]:
         """What a Thaw process needs in its environment to reach this server."""
         return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
