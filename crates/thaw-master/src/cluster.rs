@@ -237,6 +237,18 @@ impl Cluster {
         (0..blocks).any(|i| !self.blocks.contains_key(&block_id(file_id, i)))
     }
 
+    /// Blocks with at least one replica: all, in MEM, on DISK.
+    pub fn block_counts(&self) -> [usize; 3] {
+        let has = |e: &BlockEntry, t| e.replicas.iter().any(|r| r.tier == t);
+        let mut n = [0; 3];
+        for e in self.blocks.values().filter(|e| !e.replicas.is_empty()) {
+            n[0] += 1;
+            n[1] += has(e, Tier::Mem) as usize;
+            n[2] += has(e, Tier::Disk) as usize;
+        }
+        n
+    }
+
     pub fn blocks_in_memory(&self) -> usize {
         self.blocks.values().filter(|e| e.replicas.iter().any(|r| r.tier == Tier::Mem)).count()
     }

@@ -22,8 +22,11 @@ mod cache;
 mod checkpoints;
 mod jobs;
 mod lineage;
+mod metrics;
 mod recompute;
+
 pub use jobs::{MAX_JOB_ID, MIN_LEASE_MS};
+pub use metrics::Gauges;
 pub use recompute::{Executor as RecomputeExecutor, Mode as RecomputeMode};
 
 #[derive(Debug, Clone)]
