@@ -110,6 +110,15 @@ impl Collector for WorkerCollector {
             Some(Unit::Bytes),
             reads.iter().map(|(l, (_, b))| (l.clone(), *b)),
         )?;
+        let (fills, fill_bytes) = w.stats.fills();
+        const FILLS: &str = "filled from the under-store into a tier for readers: a read through this worker, a local reader's request before its short-circuit open, a partial read's fill behind it (migrations count in thaw_worker_migrations_ended_total).";
+        s.counter("thaw_worker_read_fills", &format!("Blocks {FILLS}"), None, [(Labels::new(), fills)])?;
+        s.counter(
+            "thaw_worker_read_fill",
+            &format!("Bytes of blocks {FILLS}"),
+            Some(Unit::Bytes),
+            [(Labels::new(), fill_bytes)],
+        )?;
         let jobs = w.stats.snapshot();
         s.counter(
             "thaw_worker_writes",

@@ -13,6 +13,8 @@ pub struct JobStats {
     jobs: Mutex<HashMap<String, JobAccess>>,
     /// Reads and their bytes by [`ReadSource`], all jobs together.
     by_source: [(AtomicU64, AtomicU64); ReadSource::ALL.len()],
+    /// Blocks, and their bytes, filled from the under-store for readers.
+    fills: (AtomicU64, AtomicU64),
 }
 
 /// Where the bytes of a read this worker served came from.
@@ -90,6 +92,18 @@ impl JobStats {
         let (reads, b) = &self.by_source[source as usize];
         reads.fetch_add(1, Ordering::Relaxed);
         b.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts a block of `bytes` filled from the under-store into a tier for a
+    /// reader (not a migration: those count as migrations).
+    pub fn count_fill(&self, bytes: u64) {
+        self.fills.0.fetch_add(1, Ordering::Relaxed);
+        self.fills.1.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Blocks and bytes filled for readers since the worker started.
+    pub fn fills(&self) -> (u64, u64) {
+        (self.fills.0.load(Ordering::Relaxed), self.fills.1.load(Ordering::Relaxed))
     }
 
     /// Reads and bytes served from `source` since the worker started.
