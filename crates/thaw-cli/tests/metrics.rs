@@ -181,7 +181,9 @@ async fn master_and_worker_metrics_follow_reads_and_migrations() {
     assert_eq!(m.value("thaw_master_jobs", &[("eviction", "implicit")]), 0.0);
     assert_eq!(m.value("thaw_master_migrations", &[("state", "pending")]), 0.0);
     assert_eq!(m.value("thaw_master_files", &[]), 2.0);
-    assert_eq!(m.value("thaw_master_blocks", &[("tier", "mem")]), 6.0);
+    assert_eq!(m.value("thaw_master_blocks", &[]), 6.0);
+    assert_eq!(m.value("thaw_master_tier_blocks", &[("tier", "mem")]), 6.0);
+    assert_eq!(m.value("thaw_master_tier_blocks", &[("tier", "disk")]), 0.0);
     assert_eq!(m.value("thaw_master_tier_capacity_bytes", &[("tier", "mem")]), MEM as f64);
     assert_eq!(m.histogram("thaw_master_rpc_duration_seconds", &[("method", "Migrate")]).last().unwrap().1, 1.0);
     assert_eq!(m.value("thaw_master_rpc_duration_seconds_count", &[("method", "RegisterWorker")]), 1.0);

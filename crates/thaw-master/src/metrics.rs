@@ -40,11 +40,12 @@ impl Collector for MasterCollector {
             pairs("state", &["live", "dead"], &[g.workers_live, g.workers_dead]),
         )?;
         s.gauge("thaw_master_files", "Files in the namespace.", None, [(Labels::new(), g.files)])?;
+        s.gauge("thaw_master_blocks", "Blocks with a replica on some worker.", None, [(Labels::new(), g.blocks[0])])?;
         s.gauge(
-            "thaw_master_blocks",
-            "Blocks with at least one replica on a worker: all of them, and those with a replica in the tier.",
+            "thaw_master_tier_blocks",
+            "Blocks with a replica in the tier on some worker (a block may be in both tiers).",
             None,
-            pairs("tier", &["all", "mem", "disk"], &g.blocks),
+            pairs("tier", &["mem", "disk"], &g.blocks[1..]),
         )?;
         s.gauge(
             "thaw_master_jobs",
