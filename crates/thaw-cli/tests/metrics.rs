@@ -175,6 +175,14 @@ async fn master_and_worker_metrics_follow_reads_and_migrations() {
     read(&client, "/in/warm.bin", &warm).await;
 
     let m = scrape(master).await;
+    // thaw status --json names each worker's metrics address.
+    let out = std::process::Command::new(BIN)
+        .args(["status", "--json"])
+        .env("THAW_MASTER", c.master_addr())
+        .output()
+        .expect("thaw status runs");
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status is JSON");
+    assert_eq!(status["workers"][0]["metrics_address"], worker, "{status}");
     assert_eq!(m.value("thaw_master_workers", &[("state", "live")]), 1.0);
     assert_eq!(m.value("thaw_master_workers", &[("state", "dead")]), 0.0);
     assert_eq!(m.value("thaw_master_jobs", &[("eviction", "explicit")]), 1.0);

@@ -30,6 +30,8 @@ pub struct WorkerEntry {
     pub cache_files: Vec<FileCacheStat>,
     /// The worker's emulated devices (evaluation only), as of its last heartbeat.
     pub devices: Vec<DeviceState>,
+    /// Where it serves metrics (empty: it does not), for status.
+    pub metrics_address: String,
 }
 
 impl WorkerEntry {
@@ -57,6 +59,7 @@ impl WorkerEntry {
             jobs: self.jobs.clone(),
             migration: None,
             devices: self.devices.clone(),
+            metrics_address: self.metrics_address.clone(),
         }
     }
 }
@@ -124,6 +127,7 @@ impl Cluster {
                 jobs: Vec::new(),
                 cache_files: Vec::new(),
                 devices: Vec::new(),
+                metrics_address: String::new(),
             },
         );
         id

@@ -768,6 +768,9 @@ impl Master {
         let mut st = self.write();
         let st = &mut *st;
         let id = st.cluster.register(&req.data_address, &req.host, &req.rack, req.tiers, Instant::now());
+        if let Some(w) = st.cluster.live_worker_mut(id) {
+            w.metrics_address = req.metrics_address;
+        }
         let mut remove_blocks = Vec::new();
         let mut unpin_blocks = Vec::new();
         for b in req.blocks {

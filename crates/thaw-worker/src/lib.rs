@@ -101,6 +101,8 @@ pub struct Worker {
     pub affinities: Arc<affinity::Affinities>,
     /// Data service request durations by kind (served as metrics when asked).
     pub(crate) request_latency: thaw_common::metrics::Latencies,
+    /// Where metrics are served, if they are (told to the master for status).
+    pub metrics_address: Option<String>,
 }
 
 impl Worker {
@@ -140,6 +142,7 @@ impl Worker {
             copy_parallelism: Mutex::new(HashMap::new()),
             affinities,
             request_latency: thaw_common::metrics::Latencies::new("request"),
+            metrics_address: None,
         })
     }
 
@@ -372,7 +375,18 @@ pub async fn serve_with_metrics(
         Some(a) => a.clone(),
         None => listener.local_addr()?.to_string(),
     };
-    let worker = Arc::new(Worker::new(config, address.clone())?);
+    let mut worker = Worker::new(config, address.clone())?;
+    if let Some(l) = &metrics {
+        let at = l.local_addr()?;
+        worker.metrics_address = Some(if at.ip().is_unspecified() {
+            // On every interface: reachable where the data service is.
+            let host = address.rsplit_once(':').map_or(address.as_str(), |(h, _)| h);
+            format!("{host}:{}", at.port())
+        } else {
+            at.to_string()
+        });
+    }
+    let worker = Arc::new(worker);
     if let Some(l) = metrics {
         let registry = Arc::new(metrics::registry(&worker));
         let stop = shutdown.clone();
