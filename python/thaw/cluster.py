@@ -95,6 +95,10 @@ class LocalCluster:
     concurrent streams, as the papers' hard disks); ``worker_device_models``
     gives worker ``i`` (0-based) its own instead. :meth:`Client.interfere` adds
     synthetic load.
+
+    ``metrics_port``: serve Prometheus metrics at ``/metrics``, the master on
+    this port and worker ``i`` on the port + 1 + ``i`` (0: free ports); the
+    addresses are in :attr:`metrics` ("master", "worker 0", ...). Default none.
     """
 
     def __init__(
@@ -128,12 +132,16 @@ class LocalCluster:
         recompute: str = "proactive",
         recompute_attempts: int = 3,
         env: dict[str, str] | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
         binary = binary or find_binary()
         self.workers = workers
         self.master = ""
+        #: Where each part serves Prometheus metrics (host:port), by name.
+        self.metrics: dict[str, str] = {}
+        self._metrics_wanted = 0 if metrics_port is None else workers + 1
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
         # Only the process that started the cluster may stop it (a forked child
@@ -184,6 +192,8 @@ class LocalCluster:
             cmd += ["--migration-buffer", str(migration_buffer)]
         if device_model is not None:
             cmd += ["--device-model", device_model]
+        if metrics_port is not None:
+            cmd += ["--metrics-port", str(metrics_port)]
         for index, spec in sorted((worker_device_models or {}).items()):
             cmd += ["--worker-device-model", f"{index}:{spec}"]
         try:
@@ -220,9 +230,14 @@ class LocalCluster:
         c = _client.Client(self.master)
         while True:
             self._check_alive()
+            # "thaw local: worker 0 metrics listening on ADDR", after the master line.
+            for line in self._log_text().splitlines():
+                who, sep, addr = line.removeprefix("thaw local: ").partition(" metrics listening on ")
+                if sep and line.startswith("thaw local: "):
+                    self.metrics[who] = addr.strip()
             try:
                 alive = [w for w in c.status()["workers"] if w["alive"]]
-                if len(alive) >= self.workers:
+                if len(alive) >= self.workers and len(self.metrics) >= self._metrics_wanted:
                     return
             except ConnectionError:
                 pass

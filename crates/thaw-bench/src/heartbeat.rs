@@ -64,6 +64,7 @@ pub async fn run(cfg: &Config) -> Result<Comparison> {
         rack: "r0".into(),
         tiers: tiers.clone(),
         blocks: Vec::new(),
+        metrics_address: String::new(),
     })?;
     for j in 0..JOBS {
         let req = MigrateRequest { job_id: job_name(j), paths: vec![format!("/in-{j}.bin")], ..Default::default() };

@@ -168,6 +168,9 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
         for d in &w.devices {
             println!("     {}", device_line(d));
         }
+        if !w.metrics_address.is_empty() {
+            println!("     metrics at http://{}/metrics", w.metrics_address);
+        }
     }
 }
 

@@ -59,6 +59,11 @@ pub struct LocalArgs {
     /// the cluster stops, however it stops.
     #[arg(long, value_parser = dir_arg)]
     pub remove_on_exit: Option<PathBuf>,
+    /// Serve Prometheus metrics at /metrics: the master on this port, worker I
+    /// on the port + 1 + I (0: any free ports; every address is printed).
+    /// Default: no metrics.
+    #[arg(long)]
+    pub metrics_port: Option<u16>,
     /// Emulated devices of every worker (evaluation), e.g.
     /// disk=40MiB/s,ufs=20MiB/s,penalty=0.3: see `thaw worker --device-model`.
     #[arg(long, value_parser = device_model_arg)]
@@ -359,6 +364,10 @@ pub struct MasterArgs {
     port: u16,
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
+    /// Serve Prometheus metrics at /metrics on this port of --bind (0: any free
+    /// port; the chosen address is printed). Default: no metrics.
+    #[arg(long)]
+    metrics_port: Option<u16>,
     #[arg(long, value_parser = size_arg, default_value = "64MiB")]
     block_size: u64,
     #[command(flatten)]
@@ -394,6 +403,10 @@ pub struct WorkerArgs {
     /// Address clients should use, if not the listening one.
     #[arg(long)]
     advertise: Option<String>,
+    /// Serve Prometheus metrics at /metrics on this port of --bind (0: any free
+    /// port; the chosen address is printed). Default: no metrics.
+    #[arg(long)]
+    metrics_port: Option<u16>,
     /// Data connections served at once; past it clients are told the worker is busy.
     #[arg(long, default_value_t = thaw_worker::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
@@ -425,6 +438,15 @@ async fn listen(bind: &str, port: u16) -> anyhow::Result<TcpListener> {
     let addr: SocketAddr =
         format!("{bind}:{port}").parse().with_context(|| format!("bad listen address {bind}:{port}"))?;
     TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))
+}
+
+/// The metrics listener for `--metrics-port`, if given.
+async fn listen_metrics(bind: &str, port: Option<u16>) -> anyhow::Result<Option<TcpListener>> {
+    let Some(port) = port else {
+        return Ok(None);
+    };
+    let l = listen(bind, port).await.with_context(|| format!("--metrics-port {port}"))?;
+    Ok(Some(l))
 }
 
 /// Prints a line for whoever started the server; a closed stdout is no reason to
@@ -481,6 +503,7 @@ fn master_config(
 pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     let listener = listen(&args.bind, args.port).await?;
     let addr = listener.local_addr()?;
+    let metrics = listen_metrics(&args.bind, args.metrics_port).await?;
     let config = master_config(
         args.ufs,
         args.journal_dir,
@@ -491,8 +514,11 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
         &args.affinity,
     );
     say(format_args!("thaw master listening on {addr}"));
+    if let Some(m) = &metrics {
+        say(format_args!("thaw master metrics listening on {}", m.local_addr()?));
+    }
     let shutdown = stop_on_signal();
-    thaw_master::serve(config, listener, shutdown).await?;
+    thaw_master::serve_with_metrics(config, listener, metrics, shutdown).await?;
     Ok(())
 }
 
@@ -503,6 +529,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
     }
     let listener = listen(&args.bind, args.port).await?;
     let addr = listener.local_addr()?;
+    let metrics = listen_metrics(&args.bind, args.metrics_port).await?;
     let config = WorkerConfig {
         master,
         host: args.host.unwrap_or_else(thaw_common::hostname),
@@ -519,8 +546,11 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         checkpoint_bandwidth: args.checkpoint.checkpoint_bandwidth.unwrap_or(0),
     };
     say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
+    if let Some(m) = &metrics {
+        say(format_args!("thaw worker metrics listening on {}", m.local_addr()?));
+    }
     let shutdown = stop_on_signal();
-    thaw_worker::serve(config, listener, shutdown).await?;
+    thaw_worker::serve_with_metrics(config, listener, metrics, shutdown).await?;
     Ok(())
 }
 
@@ -540,6 +570,8 @@ fn local_ufs(ufs: &str) -> anyhow::Result<String> {
 /// A master and its workers running in this process.
 pub struct LocalCluster {
     pub master_addr: SocketAddr,
+    /// Where each part serves its metrics ("master", "worker 0", ...), if asked.
+    pub metrics_addrs: Vec<(String, SocketAddr)>,
     pub mem_root: PathBuf,
     /// The under-store's URI (a local one as its canonical directory).
     pub ufs: String,
@@ -576,8 +608,33 @@ impl LocalCluster {
             &args.recompute,
             &args.affinity,
         );
+        // Every listener is bound before anything starts: a taken port fails the start.
+        let mut metrics = Vec::new();
+        for i in 0..=args.workers {
+            // The master on the port, worker I on port + 1 + I (0: any free).
+            let port = match args.metrics_port {
+                None | Some(0) => args.metrics_port,
+                Some(p) => Some(u16::try_from(i).ok().and_then(|i| p.checked_add(i)).with_context(|| {
+                    format!("--metrics-port {p}: {} worker(s) need ports past 65535", args.workers)
+                })?),
+            };
+            metrics.push(listen_metrics(&args.bind, port).await?);
+        }
+        let mut metrics_addrs = Vec::new();
+        for (i, m) in metrics.iter().enumerate() {
+            if let Some(m) = m {
+                let who = if i == 0 { "master".to_string() } else { format!("worker {}", i - 1) };
+                metrics_addrs.push((who, m.local_addr()?));
+            }
+        }
+        let mut metrics = metrics.into_iter();
         let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(thaw_master::serve(config, master_listener, shutdown.clone()));
+        tasks.spawn(thaw_master::serve_with_metrics(
+            config,
+            master_listener,
+            metrics.next().flatten(),
+            shutdown.clone(),
+        ));
         let host = thaw_common::hostname();
         for i in 0..args.workers {
             let listener = listen(&args.bind, 0).await?;
@@ -604,9 +661,9 @@ impl LocalCluster {
                     .unwrap_or_default(),
                 checkpoint_bandwidth: args.checkpoint.checkpoint_bandwidth.unwrap_or(0),
             };
-            tasks.spawn(thaw_worker::serve(config, listener, shutdown.clone()));
+            tasks.spawn(thaw_worker::serve_with_metrics(config, listener, metrics.next().flatten(), shutdown.clone()));
         }
-        Ok(LocalCluster { master_addr, mem_root, ufs, shutdown, tasks })
+        Ok(LocalCluster { master_addr, metrics_addrs, mem_root, ufs, shutdown, tasks })
     }
 
     /// Waits until the cluster stops (shutdown, or one part failing, which stops
@@ -654,6 +711,9 @@ pub async fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         cluster.ufs,
         cluster.master_addr
     ));
+    for (who, addr) in &cluster.metrics_addrs {
+        say(format_args!("thaw local: {who} metrics listening on {addr}"));
+    }
     let result = cluster.wait().await;
     if let Some(dir) = &args.remove_on_exit {
         let _ = std::fs::remove_dir_all(dir);

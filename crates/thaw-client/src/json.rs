@@ -228,6 +228,7 @@ pub fn worker_json(w: &WorkerInfo) -> Value {
         "jobs": w.jobs.iter().map(job_json).collect::<Vec<_>>(),
         "devices": w.devices.iter().map(device_json).collect::<Vec<_>>(),
         "migration": w.migration.as_ref().map(worker_migration_json),
+        "metrics_address": (!w.metrics_address.is_empty()).then_some(&w.metrics_address),
     })
 }
 

@@ -6,6 +6,8 @@ pub mod filelock;
 pub mod frame;
 pub mod ids;
 pub mod locality;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod path;
 pub mod size;
 

@@ -30,6 +30,8 @@ pub struct WorkerEntry {
     pub cache_files: Vec<FileCacheStat>,
     /// The worker's emulated devices (evaluation only), as of its last heartbeat.
     pub devices: Vec<DeviceState>,
+    /// Where it serves metrics (empty: it does not), for status.
+    pub metrics_address: String,
 }
 
 impl WorkerEntry {
@@ -57,6 +59,7 @@ impl WorkerEntry {
             jobs: self.jobs.clone(),
             migration: None,
             devices: self.devices.clone(),
+            metrics_address: self.metrics_address.clone(),
         }
     }
 }
@@ -124,6 +127,7 @@ impl Cluster {
                 jobs: Vec::new(),
                 cache_files: Vec::new(),
                 devices: Vec::new(),
+                metrics_address: String::new(),
             },
         );
         id
@@ -235,6 +239,18 @@ impl Cluster {
     /// Whether some block of the file (of `blocks`) has no replica left.
     pub fn missing_block(&self, file_id: u64, blocks: u64) -> bool {
         (0..blocks).any(|i| !self.blocks.contains_key(&block_id(file_id, i)))
+    }
+
+    /// Blocks with at least one replica: all, in MEM, on DISK.
+    pub fn block_counts(&self) -> [usize; 3] {
+        let has = |e: &BlockEntry, t| e.replicas.iter().any(|r| r.tier == t);
+        let mut n = [0; 3];
+        for e in self.blocks.values().filter(|e| !e.replicas.is_empty()) {
+            n[0] += 1;
+            n[1] += has(e, Tier::Mem) as usize;
+            n[2] += has(e, Tier::Disk) as usize;
+        }
+        n
     }
 
     pub fn blocks_in_memory(&self) -> usize {

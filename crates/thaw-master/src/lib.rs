@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod journal;
 pub mod lineage;
 pub mod master;
+pub mod metrics;
 pub mod migration;
 pub mod namespace;
 pub mod recompute;
@@ -27,7 +28,17 @@ pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 
 /// Serves the master on `listener` until `shutdown` is cancelled. The liveness
 /// checker runs as an owned task and stops with the server.
-pub async fn serve(mut config: MasterConfig, listener: TcpListener, shutdown: CancellationToken) -> Result<()> {
+pub async fn serve(config: MasterConfig, listener: TcpListener, shutdown: CancellationToken) -> Result<()> {
+    serve_with_metrics(config, listener, None, shutdown).await
+}
+
+/// [`serve`], and Prometheus metrics at `/metrics` on `metrics` if given.
+pub async fn serve_with_metrics(
+    mut config: MasterConfig,
+    listener: TcpListener,
+    metrics: Option<TcpListener>,
+    shutdown: CancellationToken,
+) -> Result<()> {
     if config.address.is_empty() {
         // The commands the master runs (recomputations) reach it here.
         let mut addr = listener.local_addr()?;
@@ -86,11 +97,17 @@ pub async fn serve(mut config: MasterConfig, listener: TcpListener, shutdown: Ca
             }
         })
     };
+    let rpc = thaw_common::metrics::Latencies::new("method");
+    let metrics = metrics.map(|l| {
+        let registry = Arc::new(metrics::registry(&master, &rpc));
+        tokio::spawn(thaw_common::metrics::serve(l, registry, shutdown.clone().cancelled_owned()))
+    });
     let svc = MasterServiceServer::new(service::MasterRpc { master })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = tonic::transport::Server::builder()
+        .layer(metrics::TimeRpcs(rpc))
         .add_service(svc)
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
         .await;
@@ -98,5 +115,10 @@ pub async fn serve(mut config: MasterConfig, listener: TcpListener, shutdown: Ca
     let _ = checker.await;
     let _ = planner.await;
     let _ = workflow.await;
+    if let Some(m) = metrics
+        && let Ok(Err(e)) = m.await
+    {
+        tracing::warn!(error = %e, "metrics server stopped");
+    }
     result.map_err(|e| ThawError::internal(format!("master server: {e}")))
 }

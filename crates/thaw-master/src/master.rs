@@ -22,8 +22,11 @@ mod cache;
 mod checkpoints;
 mod jobs;
 mod lineage;
+mod metrics;
 mod recompute;
+
 pub use jobs::{MAX_JOB_ID, MIN_LEASE_MS};
+pub use metrics::Gauges;
 pub use recompute::{Executor as RecomputeExecutor, Mode as RecomputeMode};
 
 #[derive(Debug, Clone)]
@@ -770,6 +773,9 @@ impl Master {
         let mut st = self.write();
         let st = &mut *st;
         let id = st.cluster.register(&req.data_address, &req.host, &req.rack, req.tiers, Instant::now());
+        if let Some(w) = st.cluster.live_worker_mut(id) {
+            w.metrics_address = req.metrics_address;
+        }
         let mut remove_blocks = Vec::new();
         let mut unpin_blocks = Vec::new();
         for b in req.blocks {

@@ -291,6 +291,14 @@ impl Migrations {
         self.dirty = true;
     }
 
+    /// Live jobs (explicit, implicit eviction) and migrations (pending at the
+    /// master, bound to a worker), for the metrics.
+    pub fn counts(&self) -> ([usize; 2], [usize; 2]) {
+        let implicit = self.jobs.values().filter(|j| j.implicit).count();
+        let pending = self.pending();
+        ([self.jobs.len() - implicit, implicit], [pending, self.migrations.len() - pending])
+    }
+
     pub fn pending(&self) -> usize {
         self.migrations.values().filter(|m| matches!(m.state, State::Pending { .. })).count()
     }

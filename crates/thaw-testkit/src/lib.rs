@@ -73,6 +73,9 @@ struct Proc {
     child: Option<Child>,
     /// Address the process printed (`... listening on ADDR`).
     addr: String,
+    /// Its metrics address (`... metrics listening on ADDR`), if started with
+    /// `--metrics-port`.
+    metrics_addr: Option<String>,
 }
 
 impl Proc {
@@ -108,13 +111,27 @@ fn spawn(bin: &Path, args: &[String], env: &[(String, String)], log: &Path) -> R
         .spawn()
         .with_context(|| format!("spawning {}", bin.display()))?;
     let stdout = child.stdout.take().context("stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    let Some(addr) = line.trim().rsplit(' ').next().filter(|_| line.contains("listening on")) else {
-        let _ = child.kill();
-        bail!("{} {:?} did not start: {line:?}; see {}", bin.display(), args, log.display());
+    let mut stdout = BufReader::new(stdout);
+    let mut listening = |what: &str| -> Result<String> {
+        let mut line = String::new();
+        stdout.read_line(&mut line)?;
+        match line.trim().rsplit(' ').next().filter(|_| line.contains(what)) {
+            Some(addr) => Ok(addr.to_string()),
+            None => bail!("{} {:?} did not start: {line:?}; see {}", bin.display(), args, log.display()),
+        }
     };
-    Ok(Proc { child: Some(child), addr: addr.to_string() })
+    let addrs = listening("listening on").and_then(|addr| {
+        let metrics = args.iter().any(|a| a == "--metrics-port");
+        Ok((addr, if metrics { Some(listening("metrics listening on")?) } else { None }))
+    });
+    match addrs {
+        Ok((addr, metrics_addr)) => Ok(Proc { child: Some(child), addr, metrics_addr }),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e)
+        }
+    }
 }
 
 impl Cluster {
@@ -134,7 +151,7 @@ impl Cluster {
             bin,
             ufs,
             mem_root,
-            master: Proc { child: None, addr: String::new() },
+            master: Proc { child: None, addr: String::new(), metrics_addr: None },
             workers: Vec::new(),
             options,
             root,
@@ -158,6 +175,16 @@ impl Cluster {
 
     pub fn worker_addr(&self, i: usize) -> &str {
         &self.workers[i].addr
+    }
+
+    /// The master's metrics address (given `--metrics-port` in `master_args`).
+    pub fn master_metrics_addr(&self) -> Option<&str> {
+        self.master.metrics_addr.as_deref()
+    }
+
+    /// Worker `i`'s metrics address (given `--metrics-port` in its `extra_args`).
+    pub fn worker_metrics_addr(&self, i: usize) -> Option<&str> {
+        self.workers[i].metrics_addr.as_deref()
     }
 
     pub fn mem_dir(&self, i: usize) -> PathBuf {

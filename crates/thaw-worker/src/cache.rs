@@ -375,7 +375,12 @@ impl Worker {
             )));
         }
         tracing::debug!(block, bytes = file.written, tier = tier.name(), "filled from the under-store");
-        file.commit(self, Some(ufs.clone())).await
+        let bytes = file.written;
+        file.commit(self, Some(ufs.clone())).await?;
+        if !migration {
+            self.stats.count_fill(bytes);
+        }
+        Ok(())
     }
 }
 

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::Worker;
 use crate::cache::{BlockFile, gone_is_lost};
 use crate::device::DeviceKind;
-use crate::stats::Access;
+use crate::stats::{Access, ReadSource};
 use crate::tier::TierStore;
 
 /// Bytes per socket write and per disk read of the read path.
@@ -110,7 +110,30 @@ async fn dispatch(w: &Arc<Worker>, sock: &mut TcpStream, req: DataRequest, sent:
         )));
     }
     let job = req.job_id;
-    match req.request {
+    let kind = match &req.request {
+        Some(data_request::Request::ReadBlock(_)) => "read_block",
+        Some(data_request::Request::WriteFile(_)) => "write_file",
+        Some(data_request::Request::WriteLocal(_)) => "write_local",
+        Some(data_request::Request::OpenLocal(_)) => "open_local",
+        Some(data_request::Request::CacheBlock(_)) => "cache_block",
+        Some(data_request::Request::Stats(_)) => "stats",
+        Some(data_request::Request::DeviceControl(_)) => "device_control",
+        None => "empty",
+    };
+    let started = std::time::Instant::now();
+    let r = serve_request(w, sock, job, req.request, sent).await;
+    w.request_latency.observe(kind, started.elapsed());
+    r
+}
+
+async fn serve_request(
+    w: &Arc<Worker>,
+    sock: &mut TcpStream,
+    job: String,
+    request: Option<data_request::Request>,
+    sent: &mut bool,
+) -> Result<()> {
+    match request {
         Some(data_request::Request::ReadBlock(r)) => read_block(w, sock, &job, r, sent).await,
         Some(data_request::Request::WriteFile(r)) => write_file(w, sock, &job, r, sent).await,
         Some(data_request::Request::WriteLocal(r)) => crate::local_write::write_local(w, sock, &job, r, sent).await,
@@ -228,6 +251,12 @@ async fn serve_stored(
         }
         w.stats.record(job, Access::Read(n));
         w.stats.record_source(job, n, hit && store.tier == Tier::Mem);
+        let source = match store.tier {
+            _ if filled => ReadSource::UnderStore,
+            Tier::Mem => ReadSource::RemoteMem,
+            _ => ReadSource::Disk,
+        };
+        w.stats.count_read(source, n);
         w.note_read(job, block, n);
         tracing::debug!(job, block, bytes = n, tier = store.name(), "read");
         return Ok(true);
@@ -335,6 +364,7 @@ async fn read_through(
     }
     w.stats.record(job, Access::Read(n));
     w.stats.record_source(job, n, false);
+    w.stats.count_read(ReadSource::UnderStore, n);
     w.note_read(job, block, n);
     tracing::debug!(job, block, bytes = n, "read through from under-store");
     Ok(())
@@ -553,6 +583,7 @@ async fn open_local(
             let hit = store.access(req.block_id, job);
             w.stats.record(job, Access::ShortCircuit(len));
             w.stats.record_source(job, len, hit && store.tier == Tier::Mem);
+            w.stats.count_read(ReadSource::ShortCircuit, len);
             w.note_read(job, req.block_id, 0);
             tracing::debug!(job, block = req.block_id, bytes = len, tier = store.name(), "short-circuit open");
             let resp = DataResponse {

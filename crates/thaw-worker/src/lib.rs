@@ -10,6 +10,7 @@ pub mod device;
 pub mod ioprio;
 mod local_write;
 pub mod master_link;
+pub mod metrics;
 pub mod migration;
 pub mod replacement;
 pub mod stats;
@@ -98,6 +99,10 @@ pub struct Worker {
     pub checkpoints: checkpoint::Checkpointer,
     /// Applications' cache affinities and caching probabilities (the master's).
     pub affinities: Arc<affinity::Affinities>,
+    /// Data service request durations by kind (served as metrics when asked).
+    pub(crate) request_latency: thaw_common::metrics::Latencies,
+    /// Where metrics are served, if they are (told to the master for status).
+    pub metrics_address: Option<String>,
 }
 
 impl Worker {
@@ -136,6 +141,8 @@ impl Worker {
             ufs_device,
             copy_parallelism: Mutex::new(HashMap::new()),
             affinities,
+            request_latency: thaw_common::metrics::Latencies::new("request"),
+            metrics_address: None,
         })
     }
 
@@ -354,11 +361,41 @@ impl Worker {
 /// Runs a worker on `listener` until `shutdown`: the data service and the master
 /// link, both owned tasks that stop with it.
 pub async fn serve(config: WorkerConfig, listener: TcpListener, shutdown: CancellationToken) -> Result<()> {
+    serve_with_metrics(config, listener, None, shutdown).await
+}
+
+/// [`serve`], and Prometheus metrics at `/metrics` on `metrics` if given.
+pub async fn serve_with_metrics(
+    config: WorkerConfig,
+    listener: TcpListener,
+    metrics: Option<TcpListener>,
+    shutdown: CancellationToken,
+) -> Result<()> {
     let address = match &config.advertise {
         Some(a) => a.clone(),
         None => listener.local_addr()?.to_string(),
     };
-    let worker = Arc::new(Worker::new(config, address.clone())?);
+    let mut worker = Worker::new(config, address.clone())?;
+    if let Some(l) = &metrics {
+        let at = l.local_addr()?;
+        worker.metrics_address = Some(if at.ip().is_unspecified() {
+            // On every interface: reachable where the data service is.
+            let host = address.rsplit_once(':').map_or(address.as_str(), |(h, _)| h);
+            format!("{host}:{}", at.port())
+        } else {
+            at.to_string()
+        });
+    }
+    let worker = Arc::new(worker);
+    if let Some(l) = metrics {
+        let registry = Arc::new(metrics::registry(&worker));
+        let stop = shutdown.clone();
+        worker.tasks.spawn(async move {
+            if let Err(e) = thaw_common::metrics::serve(l, registry, stop.cancelled_owned()).await {
+                tracing::warn!(error = %e, "metrics server stopped");
+            }
+        });
+    }
     tracing::info!(%address, host = %worker.config.host, rack = %worker.config.rack, "worker data service listening");
     if !worker.config.device_models.is_empty() {
         tracing::info!(models = ?worker.config.device_models, "emulated devices: reads are throttled");

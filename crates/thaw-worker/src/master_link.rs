@@ -46,6 +46,7 @@ impl Worker {
             rack: self.config.rack.clone(),
             tiers,
             blocks,
+            metrics_address: self.metrics_address.clone().unwrap_or_default(),
         };
         let resp = self.master.clone().register_worker(req).await.map_err(ThawError::from)?.into_inner();
         if self.ufs.get().is_none() {

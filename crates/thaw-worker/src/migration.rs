@@ -101,6 +101,14 @@ pub enum Source {
 impl Source {
     pub const ALL: [Source; 2] = [Source::Disk, Source::Ufs];
 
+    /// Its name in metrics and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Disk => "disk",
+            Source::Ufs => "ufs",
+        }
+    }
+
     fn from_proto(s: i32) -> Option<Source> {
         match MigrationSource::try_from(s).ok()? {
             MigrationSource::Disk => Some(Source::Disk),
@@ -185,6 +193,44 @@ struct State {
     /// Per device whose queue head does not fit in the buffer: since when, and
     /// the buffer use then (any release resets the wait).
     room_wait: HashMap<Source, (Instant, u64)>,
+    /// Migrations ended since the worker started, by device and [`Outcome`]
+    /// (the events go to the master; these stay, for the metrics).
+    ended: HashMap<(i32, Outcome), u64>,
+}
+
+/// How a migration ended, as its event's outcome says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Outcome {
+    /// The block is in memory (moved, or found there).
+    Done,
+    Failed,
+    /// No job wanted it any more (read first, evicted, released).
+    Dropped,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 3] = [Outcome::Done, Outcome::Failed, Outcome::Dropped];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Done => "done",
+            Outcome::Failed => "failed",
+            Outcome::Dropped => "dropped",
+        }
+    }
+}
+
+impl State {
+    /// Records a migration's end: its event for the master, its count here.
+    fn ended(&mut self, e: MigrationEvent) {
+        let outcome = match e.outcome.as_str() {
+            "done" => Outcome::Done,
+            o if o.starts_with("failed") => Outcome::Failed,
+            _ => Outcome::Dropped,
+        };
+        *self.ended.entry((e.source, outcome)).or_default() += 1;
+        self.events.push(e);
+    }
 }
 
 /// What the executor and the reference lists decided; the worker carries it out.
@@ -293,7 +339,7 @@ impl Migrator {
             let mut cmd = cmd.clone();
             cmd.jobs.retain(|j| !read_recently(&st, &j.job_id, cmd.block_id));
             if cmd.jobs.is_empty() {
-                st.events.push(event(cmd.block_id, cmd.source, cmd.length, "read-first"));
+                st.ended(event(cmd.block_id, cmd.source, cmd.length, "read-first"));
                 continue;
             }
             self.enqueue(&mut st, &cmd, &in_mem);
@@ -339,7 +385,7 @@ impl Migrator {
             Ok(MigrationSource::Disk) => Source::Disk,
             Ok(MigrationSource::Ufs) if cmd.ufs.is_some() => Source::Ufs,
             _ => {
-                st.events.push(event(block, cmd.source, cmd.length, "failed: bad migration command"));
+                st.ended(event(block, cmd.source, cmd.length, "failed: bad migration command"));
                 return;
             }
         };
@@ -364,7 +410,7 @@ impl Migrator {
             if st.held.contains_key(&block) {
                 // Migrated here before: this migration is done (the running or
                 // queued one reports for itself).
-                st.events.push(event(block, cmd.source, 0, "done"));
+                st.ended(event(block, cmd.source, 0, "done"));
             }
             return;
         }
@@ -374,7 +420,7 @@ impl Migrator {
             for j in &cmd.jobs {
                 hold_cached(st, block, cmd.length, j);
             }
-            st.events.push(event(block, cmd.source, 0, "done"));
+            st.ended(event(block, cmd.source, 0, "done"));
             return;
         }
         let k = key(cmd);
@@ -446,7 +492,7 @@ impl Migrator {
             let task = st.queues.get_mut(&source).expect("present").remove(&k).expect("present");
             st.queued.remove(&task.block);
             tracing::info!(block = task.block, why, "migration fails");
-            st.events.push(event(task.block, source.proto() as i32, task.length, &why));
+            st.ended(event(task.block, source.proto() as i32, task.length, &why));
         }
         let k = *st.queues[&source].keys().next().expect("the head fits");
         let task = st.queues.get_mut(&source).expect("present").remove(&k).expect("present");
@@ -495,14 +541,14 @@ impl Migrator {
             Err((_, why)) => {
                 let mut e = event(task.block, source.proto() as i32, task.length, &format!("failed: {why}"));
                 e.start_ms = start_ms;
-                st.events.push(e);
+                st.ended(e);
             }
             Ok(false) => {
                 // In memory already (a read cached it meanwhile): held for the
                 // jobs, as cache.
                 let mut e = event(task.block, source.proto() as i32, task.length, "done");
                 e.start_ms = start_ms;
-                st.events.push(e);
+                st.ended(e);
                 if task.generation == st.generation {
                     for j in task.jobs.iter().filter(|j| !task.read_by.contains(&j.job_id)) {
                         hold_cached(&mut st, task.block, task.length, j);
@@ -517,7 +563,7 @@ impl Migrator {
                 }
                 let mut e = event(task.block, source.proto() as i32, task.length, "done");
                 e.start_ms = start_ms;
-                st.events.push(e);
+                st.ended(e);
                 if migrated {
                     let current = task.generation == st.generation;
                     let refs: HashMap<String, Ref> = task

@@ -66,7 +66,7 @@ pub(super) fn unqueue(st: &mut State, block: u64, job: &str, outcome: &str) {
     if task.jobs.is_empty() {
         let task = q.remove(&k).expect("indexed");
         st.queued.remove(&block);
-        st.events.push(event(block, source.proto() as i32, task.length, outcome));
+        st.ended(event(block, source.proto() as i32, task.length, outcome));
     }
 }
 

@@ -6,7 +6,28 @@ use std::time::Instant;
 
 use thaw_common::proto::{JobBlockRead, SourceEstimate, WorkerMigrationReport};
 
-use super::{Migrator, Source};
+use super::{Migrator, Outcome, Source, State};
+
+/// A device's estimates (raised for a migration running past its estimate,
+/// dyrs.txt IV-A) and queue.
+fn source_estimate(st: &State, s: Source, now: Instant) -> SourceEstimate {
+    let q = st.queues.get(&s);
+    let a = st.active.get(&s);
+    let est = st.estimates.get(&s).map(|e| match a {
+        Some(a) => e.raised(a.task.length, now.saturating_duration_since(a.started).as_nanos() as f64),
+        None => *e,
+    });
+    SourceEstimate {
+        source: s.proto() as i32,
+        ns_per_byte: est.and_then(|e| e.per_byte).unwrap_or(0.0),
+        ns_per_migration: est.and_then(|e| e.per_migration).unwrap_or(0.0),
+        queued: q.map(|q| q.len() as u32).unwrap_or(0),
+        active: a.is_some() as u32,
+        active_ms: a.map(|a| now.saturating_duration_since(a.started).as_millis() as u64).unwrap_or(0),
+        queued_bytes: q.map(|q| q.values().map(|t| t.length).sum()).unwrap_or(0)
+            + a.map(|a| a.task.length).unwrap_or(0),
+    }
+}
 
 impl Migrator {
     /// What goes to the master with a heartbeat: estimates (raised for a migration
@@ -15,27 +36,7 @@ impl Migrator {
     pub fn report(&self) -> (WorkerMigrationReport, Vec<JobBlockRead>) {
         let mut st = self.lock();
         let now = Instant::now();
-        let sources = Source::ALL
-            .iter()
-            .map(|s| {
-                let q = st.queues.get(s);
-                let a = st.active.get(s);
-                let est = st.estimates.get(s).map(|e| match a {
-                    Some(a) => e.raised(a.task.length, now.saturating_duration_since(a.started).as_nanos() as f64),
-                    None => *e,
-                });
-                SourceEstimate {
-                    source: s.proto() as i32,
-                    ns_per_byte: est.and_then(|e| e.per_byte).unwrap_or(0.0),
-                    ns_per_migration: est.and_then(|e| e.per_migration).unwrap_or(0.0),
-                    queued: q.map(|q| q.len() as u32).unwrap_or(0),
-                    active: a.is_some() as u32,
-                    active_ms: a.map(|a| now.saturating_duration_since(a.started).as_millis() as u64).unwrap_or(0),
-                    queued_bytes: q.map(|q| q.values().map(|t| t.length).sum()).unwrap_or(0)
-                        + a.map(|a| a.task.length).unwrap_or(0),
-                }
-            })
-            .collect();
+        let sources = Source::ALL.iter().map(|&s| source_estimate(&st, s, now)).collect();
         let over = self.limit > 0 && st.used as f64 >= self.config.dead_job_threshold * self.limit as f64;
         let referenced_jobs = if over {
             let jobs: HashSet<&String> = st.held.values().flat_map(|h| h.refs.keys()).collect();
@@ -74,6 +75,28 @@ impl Migrator {
         events.append(&mut st.events);
         st.events = events;
         st.reads.extend(reads.into_iter().map(|r| (r.job_id, r.block_id)));
+    }
+
+    /// Each device's estimates and queue as the next report would tell them,
+    /// without taking anything from it (for the metrics).
+    pub fn devices(&self) -> Vec<(Source, SourceEstimate)> {
+        let st = self.lock();
+        let now = Instant::now();
+        Source::ALL.iter().map(|&s| (s, source_estimate(&st, s, now))).collect()
+    }
+
+    /// Migrations ended since the worker started, by device (`None`: a bad
+    /// command's) and outcome.
+    pub fn ended(&self) -> Vec<(Option<Source>, Outcome, u64)> {
+        let st = self.lock();
+        let mut v: Vec<_> = st.ended.iter().map(|(&(s, o), &n)| (Source::from_proto(s), o, n)).collect();
+        v.sort();
+        v
+    }
+
+    /// The file system's default block size (0 until registration).
+    pub fn block_size(&self) -> u64 {
+        self.lock().block_size
     }
 
     /// Held migrated blocks and the jobs referencing each (for tests and status).

@@ -707,3 +707,24 @@ fn a_command_for_a_block_already_held_is_reported_done_at_once() {
     assert_eq!((r.events[0].block_id, r.events[0].outcome.as_str()), (1, "done"));
     assert_eq!(m.held()[&1], vec!["a".to_string(), "b".to_string()]);
 }
+
+#[test]
+fn ended_migrations_are_counted_by_device_and_outcome_and_outlive_the_report() {
+    let m = migrator(10 * LEN);
+    let a = job("a", 300, 1, false);
+    let mut too_big = cmd(3, 2, vec![a.clone()], false);
+    too_big.length = 11 * LEN;
+    m.apply(&known(orders(vec![cmd(1, 0, vec![a.clone()], false), cmd(2, 1, vec![a], false), too_big])), none_in_mem);
+    assert_eq!(m.devices()[0].1.queued, 3);
+    run_one(&m).expect("block 1 runs");
+    let t = m.next(Source::Disk).expect("block 2 runs");
+    assert_eq!((t.block, m.devices()[0].1.active), (2, 1));
+    m.finish(Source::Disk, Err((false, "disk gone".into())));
+    // Block 3 can never fit the buffer: it fails when it comes up.
+    assert!(m.next(Source::Disk).is_none());
+    let (report, _) = m.report();
+    assert_eq!(report.events.len(), 3);
+    let want = vec![(Some(Source::Disk), Outcome::Done, 1), (Some(Source::Disk), Outcome::Failed, 2)];
+    assert_eq!(m.ended(), want, "the counts stay after the events went to the master");
+    assert_eq!(m.devices()[0].1.queued + m.devices()[0].1.active, 0);
+}
