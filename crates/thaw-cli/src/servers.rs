@@ -21,9 +21,10 @@ use crate::{dir_arg, size_arg};
 
 #[derive(Args, Clone)]
 pub struct LocalArgs {
-    /// Under-store mounted at '/': a directory (made if missing), or
+    /// Under-store mounted at '/': a directory (made if missing),
     /// s3://BUCKET/PREFIX?endpoint=URL&region=NAME (credentials from
-    /// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY). Files already there are readable.
+    /// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) or hdfs://NAMENODE:PORT/PATH.
+    /// Files already there are readable.
     #[arg(long)]
     pub ufs: String,
     /// Number of workers.
@@ -349,7 +350,8 @@ pub struct Timing {
 
 #[derive(Args)]
 pub struct MasterArgs {
-    /// Under-store mounted at '/': fs:///dir, an absolute directory, or
+    /// Under-store mounted at '/': fs:///dir, an absolute directory,
+    /// hdfs://NAMENODE:PORT/PATH, or
     /// s3://BUCKET/PREFIX?endpoint=URL&region=NAME (endpoint and region may come
     /// from AWS_ENDPOINT_URL and AWS_REGION; credentials from AWS_ACCESS_KEY_ID and
     /// AWS_SECRET_ACCESS_KEY, never the URI). Workers are told the same URI and

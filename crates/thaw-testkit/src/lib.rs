@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use thaw_client::{Client, ClientConfig};
 use thaw_common::proto::Position;
 
+pub mod hdfs;
 pub mod s3;
 
 #[derive(Debug, Clone)]

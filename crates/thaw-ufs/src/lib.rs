@@ -1,6 +1,7 @@
 //! The under-store (UFS): the durable home of cold data, mounted at the namespace
 //! root (tachyon.txt 2.7). Reached through OpenDAL: a local directory (`fs://`,
-//! the default) or an S3 bucket (`s3://`, see [`s3`]).
+//! the default), an S3 bucket (`s3://`, see [`s3`]) or HDFS (`hdfs://`, see
+//! [`hdfs`]).
 //!
 //! Object stores have no directories and no rename. Here a directory is a key
 //! prefix (an empty `dir/` marker object is made by `create_dir`, and any key
@@ -19,6 +20,7 @@ use futures::{Stream, StreamExt};
 use opendal::{ErrorKind as DalKind, Operator};
 use thaw_common::{Result, ThawError, path};
 
+pub mod hdfs;
 pub mod s3;
 
 /// Chunk size of under-store reads; reads are pipelined `READ_CONCURRENCY` deep.
@@ -42,6 +44,8 @@ pub struct UnderStore {
     local_root: Option<std::path::PathBuf>,
     /// Set for an S3 bucket.
     s3: Option<s3::S3Location>,
+    /// Set for HDFS.
+    hdfs: Option<hdfs::HdfsTarget>,
 }
 
 /// Part size of multipart uploads to object stores (S3 wants >= 5 MiB parts).
@@ -109,11 +113,15 @@ impl UnderStore {
         if uri.starts_with("s3://") {
             return Self::open_s3(uri, None);
         }
+        if uri.starts_with("hdfs://") {
+            let (target, op) = hdfs::HdfsTarget::parse(uri)?;
+            return Ok(UnderStore { op, uri: target.uri(), local_root: None, s3: None, hdfs: Some(target) });
+        }
         if let Some((scheme, _)) = uri.split_once("://")
             && !matches!(scheme, "fs" | "file")
         {
             return Err(ThawError::invalid(format!(
-                "under-store {uri:?}: unknown scheme {scheme:?} (s3://, fs:// or a directory)"
+                "under-store {uri:?}: unknown scheme {scheme:?} (s3://, hdfs://, fs:// or a directory)"
             )));
         }
         let dir = uri.strip_prefix("fs://").or_else(|| uri.strip_prefix("file://")).unwrap_or(uri);
@@ -133,25 +141,28 @@ impl UnderStore {
         let staging = format!("{dir}/{STAGING_DIR}");
         let builder = opendal::services::Fs::default().root(&dir).atomic_write_dir(&staging);
         let op = Operator::new(builder).map_err(|e| dal_err(e, "open", &dir))?;
-        Ok(UnderStore { op, uri: format!("fs://{dir}"), local_root: Some(dir.into()), s3: None })
+        Ok(UnderStore { op, uri: format!("fs://{dir}"), local_root: Some(dir.into()), s3: None, hdfs: None })
     }
 
     /// An S3 under-store with the keys given here instead of the environment's.
     pub fn open_s3(uri: &str, creds: Option<&s3::Credentials>) -> Result<Self> {
         let loc = s3::S3Location::parse(uri)?;
         let op = loc.operator(creds)?;
-        Ok(UnderStore { op, uri: loc.uri(), local_root: None, s3: Some(loc) })
+        Ok(UnderStore { op, uri: loc.uri(), local_root: None, s3: Some(loc), hdfs: None })
     }
 
     /// Asks the store once, so a wrong bucket, endpoint or credentials are an
     /// error at start-up that says which, not a failure of the first read.
     pub async fn check(&self) -> Result<()> {
         let probe = self.op.list_with("/").limit(1).await;
-        match (probe, &self.s3) {
-            (Ok(_), _) => Ok(()),
-            (Err(e), Some(loc)) => Err(s3::explain(loc, e)),
-            (Err(e), None) => Err(dal_err(e, "list", "/")),
-        }
+        let Err(e) = probe else {
+            return Ok(());
+        };
+        Err(match (&self.s3, &self.hdfs) {
+            (Some(loc), _) => s3::explain(loc, e),
+            (_, Some(target)) => target.explain(e),
+            _ => dal_err(e, "list", "/"),
+        })
     }
 
     /// `true` for an object store (no rename, no local files).
@@ -244,7 +255,18 @@ impl UnderStore {
     /// A writer for file `p`; nothing is visible at `p` until `close`.
     pub async fn writer(&self, p: &str) -> Result<UfsWriter> {
         let key = file_key(p)?;
-        Ok(UfsWriter { inner: self.writer_at(&key).await.map_err(|e| dal_err(e, "create", p))?, path: p.to_string() })
+        let Some(target) = &self.hdfs else {
+            let inner = self.writer_at(&key).await.map_err(|e| dal_err(e, "create", p))?;
+            return Ok(UfsWriter { inner, path: p.to_string(), publish: None });
+        };
+        // An HDFS file shows at its path while it is written: write it in the
+        // staging directory, then rename it into place (atomic) at close.
+        let dir = format!("{STAGING_DIR}/writes/");
+        self.op.create_dir(&dir).await.map_err(|e| dal_err(e, "mkdir", &dir))?;
+        let staged = format!("{dir}{}", unique_name());
+        let inner = self.op.writer(&staged).await.map_err(|e| dal_err(e, "create", p))?;
+        let publish = Some(Publish { target: target.clone(), op: self.op.clone(), staged, key });
+        Ok(UfsWriter { inner, path: p.to_string(), publish })
     }
 
     /// Object stores upload in parts, two at a time; nothing shows until `close`.
@@ -289,6 +311,9 @@ impl UnderStore {
         if let Some(parent) = parent_of(dst) {
             self.create_dir(&parent).await?;
         }
+        if let Some(target) = &self.hdfs {
+            return target.rename(&file_key(src)?, &file_key(dst)?, false).await;
+        }
         if self.s3.is_none() {
             // The fs service renames directories as well as files.
             return self.op.rename(&file_key(src)?, &file_key(dst)?).await.map_err(|e| dal_err(e, "rename", src));
@@ -314,6 +339,9 @@ impl UnderStore {
 
     /// Moves one object: a rename where the service has it, else copy then delete.
     async fn move_object(&self, from: &str, to: &str, what: &str) -> Result<()> {
+        if let Some(target) = &self.hdfs {
+            return target.rename(from, to, true).await;
+        }
         if self.s3.is_none() {
             return self.op.rename(from, to).await.map_err(|e| dal_err(e, "rename", what));
         }
@@ -341,7 +369,7 @@ impl UnderStore {
     pub async fn checkpoint_writer(&self, file_id: u64) -> Result<UfsWriter> {
         let key = checkpoint_key(file_id);
         let w = self.writer_at(&key).await.map_err(|e| dal_err(e, "create", &key))?;
-        Ok(UfsWriter { inner: w, path: key })
+        Ok(UfsWriter { inner: w, path: key, publish: None })
     }
 
     /// The length of file `file_id`'s checkpoint, if one is written.
@@ -395,6 +423,23 @@ fn status(m: &opendal::Metadata) -> UfsStatus {
 pub struct UfsWriter {
     inner: opendal::Writer,
     path: String,
+    /// Where a staged write goes at close (HDFS).
+    publish: Option<Publish>,
+}
+
+struct Publish {
+    target: hdfs::HdfsTarget,
+    op: Operator,
+    staged: String,
+    key: String,
+}
+
+/// A name no other writer of this or another process picks.
+fn unique_name() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{}-{}-{nanos}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 impl UfsWriter {
@@ -404,12 +449,26 @@ impl UfsWriter {
 
     /// Makes the file visible at its path.
     pub async fn close(mut self) -> Result<()> {
-        self.inner.close().await.map(|_| ()).map_err(|e| dal_err(e, "close", &self.path))
+        self.inner.close().await.map(|_| ()).map_err(|e| dal_err(e, "close", &self.path))?;
+        let Some(p) = self.publish.take() else {
+            return Ok(());
+        };
+        if let Some(parent) = p.key.rsplit_once('/').map(|(d, _)| format!("{d}/")) {
+            p.op.create_dir(&parent).await.map_err(|e| dal_err(e, "mkdir", &self.path))?;
+        }
+        let moved = p.target.rename(&p.staged, &p.key, true).await;
+        if moved.is_err() {
+            let _ = p.op.delete(&p.staged).await;
+        }
+        moved
     }
 
     /// Drops what was written; the path keeps its previous state.
     pub async fn abort(mut self) {
         let _ = self.inner.abort().await;
+        if let Some(p) = self.publish.take() {
+            let _ = p.op.delete(&p.staged).await;
+        }
     }
 }
 

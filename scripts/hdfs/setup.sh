@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Makes a real HDFS available to the tests: Hadoop's MiniDFSCluster (the shaded
+# hadoop-client-minicluster 3.4.1 jars from Maven Central) and MiniHdfs.java, our
+# launcher, compiled into $THAW_HDFS_HOME (default ~/.cache/thaw/hdfs-3.4.1).
+# Installs a JDK and Maven with apt when they are missing and we are root; when
+# they cannot be had, says so and exits 0 (the HDFS tests then skip, saying why).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+home="${THAW_HDFS_HOME:-$HOME/.cache/thaw/hdfs-3.4.1}"
+if [ -f "$home/classes/MiniHdfs.class" ] && [ "$home/classes/MiniHdfs.class" -nt "$here/MiniHdfs.java" ]; then
+  exit 0
+fi
+if ! command -v javac >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "hdfs: installing a JDK and Maven (apt)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless maven >/dev/null
+  else
+    echo "hdfs: no JDK/Maven and no way to install them: the HDFS tests will skip" >&2
+    exit 0
+  fi
+fi
+mkdir -p "$home/lib" "$home/classes"
+cat > "$home/pom.xml" <<'POM'
+<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+<groupId>thaw</groupId><artifactId>minihdfs</artifactId><version>1</version><packaging>pom</packaging>
+<dependencies>
+<dependency><groupId>org.apache.hadoop</groupId><artifactId>hadoop-client-minicluster</artifactId><version>3.4.1</version></dependency>
+<dependency><groupId>org.apache.hadoop</groupId><artifactId>hadoop-client-api</artifactId><version>3.4.1</version></dependency>
+<dependency><groupId>org.apache.hadoop</groupId><artifactId>hadoop-client-runtime</artifactId><version>3.4.1</version></dependency>
+<dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>1.7.36</version></dependency>
+</dependencies></project>
+POM
+echo "hdfs: resolving hadoop-client-minicluster 3.4.1 (Maven Central, ~90 MB once)" >&2
+(cd "$home" && mvn -B -q -Dstyle.color=never dependency:copy-dependencies -DoutputDirectory="$home/lib")
+javac -d "$home/classes" -cp "$home/lib/*" "$here/MiniHdfs.java"
+echo "hdfs: MiniHdfs ready in $home" >&2
