@@ -5,6 +5,7 @@ mod fs;
 mod interfere;
 mod jobs;
 mod lineage;
+mod mount;
 mod output;
 mod servers;
 
@@ -48,6 +49,12 @@ enum Command {
     /// so files lost before their checkpoint can be rebuilt.
     #[command(subcommand)]
     Lineage(lineage::LineageCommand),
+    /// Mount the namespace as a read-only file system (FUSE) at MOUNTPOINT and
+    /// serve it until Ctrl-C, SIGTERM or `thaw umount`; blocks on this host are
+    /// read from their files. Reads carry --job.
+    Mount(mount::MountArgs),
+    /// Unmount a `thaw mount` (works with the master or the mount process gone).
+    Umount(mount::UmountArgs),
     /// Workers, their tiers and liveness.
     Status(StatusArgs),
     /// The memory cache (cava.txt IV): per worker its policy, bytes cached,
@@ -161,6 +168,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Fs(cmd) => fs::run(client()?, cmd).await,
         Command::Lineage(cmd) => lineage::run(client()?, cmd).await,
         Command::Demo(args) => demo::run(args).await,
+        Command::Mount(args) => {
+            let mut cfg = thaw_client::ClientConfig::from_env(cli.master.clone());
+            if let Some(job) = &cli.job {
+                cfg.job_id = job.clone();
+            }
+            mount::mount(cfg, args).await
+        }
+        Command::Umount(args) => mount::umount(args),
         Command::Migrate(args) => jobs::migrate(client()?, args).await,
         Command::Evict(args) => jobs::evict(client()?, args).await,
         Command::Jobs(args) => jobs::jobs(client()?, args).await,
