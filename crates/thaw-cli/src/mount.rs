@@ -74,8 +74,9 @@ pub async fn mount(mut cfg: thaw_client::ClientConfig, args: MountArgs) -> anyho
     };
     let job = client.config().job_id.clone();
     let mountpoint = args.mountpoint.clone();
-    let session = thaw_fuse::mount(client, tokio::runtime::Handle::current(), &mountpoint, opts)
-        .with_context(|| format!("cannot mount on {}", mountpoint.display()))?;
+    let thaw_fuse::Mounted { session, stats } =
+        thaw_fuse::mount(client, tokio::runtime::Handle::current(), &mountpoint, opts)
+            .with_context(|| format!("cannot mount on {}", mountpoint.display()))?;
     // The line scripts and tests wait for.
     println!(
         "thaw mounted on {}{}",
@@ -91,6 +92,7 @@ pub async fn mount(mut cfg: thaw_client::ClientConfig, args: MountArgs) -> anyho
             _ = tick.tick() => if session.guard.is_finished() { break false },
         }
     };
+    let _served = scopeguard(stats);
     if !signal {
         // Unmounted from outside: the session ended on its own.
         return tokio::task::spawn_blocking(move || session.join()).await?.context("serving the mount");
@@ -104,6 +106,17 @@ pub async fn mount(mut cfg: thaw_client::ClientConfig, args: MountArgs) -> anyho
         return Ok(());
     }
     tokio::task::spawn_blocking(move || session.join()).await?.context("serving the mount")
+}
+
+/// Says what the mount served when the command ends, however it ends.
+fn scopeguard(stats: std::sync::Arc<thaw_fuse::ServeStats>) -> impl Drop {
+    struct Say(std::sync::Arc<thaw_fuse::ServeStats>);
+    impl Drop for Say {
+        fn drop(&mut self) {
+            eprintln!("thaw mount: served {}", self.0);
+        }
+    }
+    Say(stats)
 }
 
 pub fn umount(args: UmountArgs) -> anyhow::Result<()> {

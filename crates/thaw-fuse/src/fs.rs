@@ -18,8 +18,8 @@ use thaw_common::proto::FileInfo;
 use thaw_common::{ErrorKind, ThawError};
 use tokio::runtime::Handle;
 
-use crate::MountOptions;
 use crate::inodes::{Attr, Inodes, ROOT};
+use crate::{MountOptions, ServeStats};
 
 /// Local block files an open handle keeps open (each holds the worker's
 /// in-use lock on its block): the one being read and the next ones the
@@ -44,6 +44,7 @@ pub(crate) struct ThawFs {
     passthrough: bool,
     uid: u32,
     gid: u32,
+    stats: Arc<ServeStats>,
 }
 
 /// One `open` of a file: the client's reader (its block map fetched once),
@@ -63,7 +64,7 @@ struct OpenFile {
 }
 
 impl ThawFs {
-    pub(crate) fn new(client: Client, rt: Handle, opts: MountOptions) -> Self {
+    pub(crate) fn new(client: Client, rt: Handle, opts: MountOptions, stats: Arc<ServeStats>) -> Self {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         ThawFs {
@@ -78,6 +79,7 @@ impl ThawFs {
             passthrough: false,
             uid,
             gid,
+            stats,
         }
     }
 
@@ -173,6 +175,7 @@ impl ThawFs {
             out.resize(at + want, 0);
             if let Some(file) = f.local_file(index) {
                 pread_full(&file, &mut out[at..], pos - start)?;
+                self.stats.local_bytes.fetch_add(want as u64, Ordering::Relaxed);
                 pos = upto;
                 continue;
             }
@@ -196,7 +199,10 @@ impl ThawFs {
                     out.truncate(at);
                     f.keep_local(index, lb.file);
                 }
-                None => pos = upto,
+                None => {
+                    self.stats.streamed_bytes.fetch_add(want as u64, Ordering::Relaxed);
+                    pos = upto;
+                }
             }
         }
         Ok(())
@@ -360,6 +366,10 @@ impl Filesystem for ThawFs {
         });
         self.files.lock().unwrap().insert(fh, open);
         let flags = if self.opts.page_cache { FopenFlags::empty() } else { FopenFlags::FOPEN_DIRECT_IO };
+        self.stats.opens.fetch_add(1, Ordering::Relaxed);
+        if backing.is_some() {
+            self.stats.passthrough_opens.fetch_add(1, Ordering::Relaxed);
+        }
         match backing {
             Some(id) => reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id),
             None => reply.opened(FileHandle(fh), flags),

@@ -35,6 +35,8 @@ pub mod inodes;
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use fuser::BackgroundSession;
@@ -71,15 +73,42 @@ impl Default for MountOptions {
     }
 }
 
+/// What a mount served, counted as it serves.
+#[derive(Debug, Default)]
+pub struct ServeStats {
+    pub opens: AtomicU64,
+    /// Opens the kernel serves itself from the block file (passthrough).
+    pub passthrough_opens: AtomicU64,
+    /// Bytes this process read from block files on this host (pread).
+    pub local_bytes: AtomicU64,
+    /// Bytes read through the client's stream from a worker.
+    pub streamed_bytes: AtomicU64,
+}
+
+impl std::fmt::Display for ServeStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        write!(
+            f,
+            "{} opens ({} in passthrough), {} bytes read from local block files, {} bytes streamed from workers",
+            get(&self.opens),
+            get(&self.passthrough_opens),
+            get(&self.local_bytes),
+            get(&self.streamed_bytes)
+        )
+    }
+}
+
+/// A mount being served.
+pub struct Mounted {
+    pub session: BackgroundSession,
+    pub stats: Arc<ServeStats>,
+}
+
 /// Mounts the namespace read-only at `mountpoint`, served by threads of its
 /// own that run client calls on `rt`. Unmounted when the returned session is
 /// dropped or [`BackgroundSession::umount_and_join`]ed, or from outside.
-pub fn mount(
-    client: Client,
-    rt: tokio::runtime::Handle,
-    mountpoint: &Path,
-    opts: MountOptions,
-) -> io::Result<BackgroundSession> {
+pub fn mount(client: Client, rt: tokio::runtime::Handle, mountpoint: &Path, opts: MountOptions) -> io::Result<Mounted> {
     if !Path::new("/dev/fuse").exists() {
         return Err(io::Error::new(io::ErrorKind::NotFound, "/dev/fuse is missing: the kernel has no FUSE here"));
     }
@@ -104,11 +133,13 @@ pub fn mount(
     }
     config.n_threads = Some(opts.threads.max(1));
     let page_cache = opts.page_cache;
-    let session = fuser::Session::new(fs::ThawFs::new(client, rt, opts), mountpoint, &config)?.spawn()?;
+    let stats = Arc::new(ServeStats::default());
+    let fs = fs::ThawFs::new(client, rt, opts, stats.clone());
+    let session = fuser::Session::new(fs, mountpoint, &config)?.spawn()?;
     if page_cache {
         raise_readahead(mountpoint, 4096);
     }
-    Ok(session)
+    Ok(Mounted { session, stats })
 }
 
 /// Sets the mount's read-ahead (the kernel offers FUSE at most its default,
