@@ -130,12 +130,14 @@ fn main() {
         }
     };
     let server = matches!(cli.command, Command::Local(_) | Command::Master(_) | Command::Worker(_));
-    let quiet_servers = matches!(cli.command, Command::Demo(_));
+    // Long-running commands that talk to servers must see a dead peer's socket
+    // as EPIPE, not be killed by SIGPIPE: `thaw demo` (workers in this
+    // process) and `thaw mount` (a master killed mid-call must turn into EIO
+    // for the mount's readers, not abort the mount).
+    let quiet_servers = matches!(cli.command, Command::Demo(_) | Command::Mount(_));
     init_logging(cli.log.as_deref(), if server && !quiet_servers { "info" } else { "warn" });
     if !server && !quiet_servers {
         // Client commands end quietly when their output pipe closes (`thaw fs cat | head`).
-        // Not `thaw demo`: it runs workers in this process, whose sendfile to a
-        // client's closed socket must fail with EPIPE, not kill the process.
         // SAFETY: setting a signal disposition before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }

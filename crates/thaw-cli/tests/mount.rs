@@ -261,17 +261,28 @@ async fn a_mount_whose_master_died_fails_reads_with_eio_in_bounded_time_and_unmo
     h0.write_all("/d/b.bin", &bytes, opts(WriteType::CacheThrough)).await.unwrap();
     let m = Mount::start(&c, &["--timeout", "2"]);
     assert_eq!(std::fs::read(m.path("/d/a.bin")).unwrap(), bytes);
+    let open_before = std::fs::File::open(m.path("/d/a.bin")).unwrap();
 
     c.kill_master();
     // A path never looked up: its lookup needs the master.
     let b = m.path("/d/b.bin");
     let (r, took) = bounded(Duration::from_secs(20), move || std::fs::read(b));
-    assert_eq!(raw_err(r), libc::EIO);
+    let log = || std::fs::read_to_string(c.root().join("mount.log")).unwrap_or_default();
+    assert_eq!(r.as_ref().err().and_then(|e| e.raw_os_error()), Some(libc::EIO), "{r:?}\n{}", log());
     assert!(took < Duration::from_secs(10), "{took:?}");
     let nope = m.path("/d/never-seen");
     let (r, took) = bounded(Duration::from_secs(20), move || std::fs::metadata(nope));
     assert_eq!(raw_err(r), libc::EIO);
     assert!(took < Duration::from_secs(10), "{took:?}");
+    // A file opened before needs no master: its blocks come from the worker's files.
+    let (got, _) = bounded(Duration::from_secs(20), move || {
+        let mut v = Vec::new();
+        (&open_before).read_to_end(&mut v).map(|_| v)
+    });
+    assert!(got.unwrap() == bytes);
+    // The mount process lives on (a dead master's socket is no SIGPIPE).
+    let mut m = m;
+    assert!(m.child.as_mut().unwrap().try_wait().unwrap().is_none(), "thaw mount died:\n{}", log());
 
     // Unmounting needs no master; the mount process then ends on its own.
     let dir = m.dir.path().to_path_buf();
@@ -279,7 +290,6 @@ async fn a_mount_whose_master_died_fails_reads_with_eio_in_bounded_time_and_unmo
         bounded(Duration::from_secs(20), move || Command::new(BIN).arg("umount").arg(&dir).output().unwrap());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!is_mounted(m.dir.path()));
-    let mut m = m;
     let mut child = m.child.take().unwrap();
     let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("thaw mount ends when unmounted");
     assert!(status.success(), "{status:?}");

@@ -158,12 +158,17 @@ impl ThawFs {
         self.opts.attr_ttl
     }
 
-    /// Reads `size` bytes at `offset` of an open file: blocks on this host from
-    /// their files (pread), the others through the client's stream.
-    fn read_file(&self, f: &OpenFile, offset: u64, size: u32, out: &mut Vec<u8>) -> Result<(), Errno> {
+    /// Reads `size` bytes at `offset` of an open file into `buf` (grown as
+    /// needed, never cleared: zeroing a MiB per request would cost as much as
+    /// the copy); returns how many. Blocks on this host come from their files
+    /// (pread), the others through the client's stream.
+    fn read_file(&self, f: &OpenFile, offset: u64, size: u32, buf: &mut Vec<u8>) -> Result<usize, Errno> {
         let end = f.length.min(offset.saturating_add(size as u64));
+        let total = end.saturating_sub(offset) as usize;
+        if buf.len() < total {
+            buf.resize(total, 0);
+        }
         let mut pos = offset;
-        out.clear();
         while pos < end {
             let index = (pos / f.block_size.max(1)) as usize;
             let Some(&(start, len)) = f.blocks.get(index) else {
@@ -171,10 +176,9 @@ impl ThawFs {
             };
             let upto = end.min(start + len);
             let want = (upto - pos) as usize;
-            let at = out.len();
-            out.resize(at + want, 0);
+            let dst = &mut buf[(pos - offset) as usize..][..want];
             if let Some(file) = f.local_file(index) {
-                pread_full(&file, &mut out[at..], pos - start)?;
+                pread_full(&file, dst, pos - start)?;
                 self.stats.local_bytes.fetch_add(want as u64, Ordering::Relaxed);
                 pos = upto;
                 continue;
@@ -188,24 +192,21 @@ impl ThawFs {
                         None => f.remote.lock().unwrap().push(index),
                     }
                 }
-                let n = r.read_at(pos, &mut out[at..]).await?;
+                let n = r.read_at(pos, dst).await?;
                 if n < want {
                     return Err(ThawError::internal(format!("read {n} of {want} bytes at {pos}")));
                 }
                 Ok(None)
             })?;
             match got {
-                Some(lb) => {
-                    out.truncate(at);
-                    f.keep_local(index, lb.file);
-                }
+                Some(lb) => f.keep_local(index, lb.file),
                 None => {
                     self.stats.streamed_bytes.fetch_add(want as u64, Ordering::Relaxed);
                     pos = upto;
                 }
             }
         }
-        Ok(())
+        Ok(total)
     }
 
     fn refuse_write(&self, reply: ReplyEmpty) {
@@ -394,7 +395,7 @@ impl Filesystem for ThawFs {
             static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         BUF.with_borrow_mut(|buf| match self.read_file(&f, offset, size, buf) {
-            Ok(()) => reply.data(buf),
+            Ok(n) => reply.data(&buf[..n]),
             Err(e) => reply.error(e),
         });
     }

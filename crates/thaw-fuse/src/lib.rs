@@ -17,12 +17,17 @@
 //!   A block on another host goes through the client's stream (with its
 //!   fail-over), as `thaw fs cat` would.
 //! - **Page cache**: non-passthrough files are opened with `direct_io` by
-//!   default (`page_cache: false`): the kernel's page cache on top of a MEM
-//!   tier would hold a second copy of every byte read (memory the tier
-//!   exists to spend on data), and on this machine it did not make a single
-//!   read faster (BENCHMARKS.md, "thaw mount"). Shared mmap still works
-//!   (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6+). `page_cache: true` keeps the
-//!   kernel's cache and raises the mount's read-ahead to 4 MiB.
+//!   default (`page_cache: false`), for two measured reasons: the kernel's page
+//!   cache on top of a MEM tier holds a second copy of every byte read (memory
+//!   the tier exists to spend on data), and it was slower: `cat` of a 1 GiB
+//!   file of 64 MiB blocks ran at 0.26-0.30x of a tmpfs file with the page
+//!   cache (4 MiB read-ahead), 0.89-0.97x with direct_io (BENCHMARKS.md,
+//!   "thaw mount"): each 1 MiB request is one pread into a reused buffer and
+//!   one writev to the kernel, straight into the reader's buffer. Shared mmap
+//!   of direct_io files still works (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6+).
+//!   `page_cache: true` keeps the kernel's cache, for remote-heavy rereads.
+//!   Files report a 1 MiB `st_blksize`, so `cat`/`cp` read a request's worth
+//!   per system call.
 //! - **Threads**: `threads` event loops serve requests (fuser's `n_threads`),
 //!   so one slow remote read does not hold back the readers of local blocks.
 //! - **Failure**: every client call is bounded by `timeout`: a master or
