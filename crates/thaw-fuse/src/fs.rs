@@ -26,6 +26,11 @@ use crate::{MountOptions, ServeStats};
 /// kernel's read-ahead asks for.
 const LOCAL_FILES_KEPT: usize = 4;
 
+/// `st_blksize`: programs that size their reads by it (cat, cp) ask for
+/// 4 MiB at a time, which the kernel splits into 1 MiB requests served in
+/// parallel (FUSE_ASYNC_DIO).
+const BLKSIZE: u32 = 4 << 20;
+
 /// A directory as listed at its `opendir`: (inode, kind, name) per entry.
 type Listing = Vec<(u64, FileType, String)>;
 
@@ -120,9 +125,8 @@ impl ThawFs {
             uid: self.uid,
             gid: self.gid,
             rdev: 0,
-            // Tools size their buffers by it (cat, cp: max(128 KiB, st_blksize)):
-            // one FUSE request's worth per read system call.
-            blksize: 1 << 20,
+            // Tools size their buffers by it (cat, cp: max(128 KiB, st_blksize)).
+            blksize: BLKSIZE,
             flags: 0,
         }
     }
@@ -276,6 +280,11 @@ impl Filesystem for ThawFs {
         if !self.opts.page_cache && caps.contains(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
             // Shared mmap of direct_io files (polars maps parquet files).
             let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        }
+        if caps.contains(InitFlags::FUSE_ASYNC_DIO) {
+            // A direct_io read larger than one request (1 MiB) goes out as
+            // requests served in parallel by the event-loop threads.
+            let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
         }
         if self.opts.passthrough && caps.contains(InitFlags::FUSE_PASSTHROUGH) {
             // Backing files are tmpfs or disk files (stack depth 0), so 1 suffices.
