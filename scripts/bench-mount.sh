@@ -2,8 +2,8 @@
 # `cat` of a 1 GiB file in worker MEM through `thaw mount`, beside `cat` of the
 # same bytes in a tmpfs file, interleaved, medians of N runs (BENCHMARKS.md,
 # "thaw mount"). Three mounts side by side: the default (passthrough for
-# single-block files, direct_io pread otherwise), --page-cache, and
-# --no-passthrough. Two Thaw files: 64 MiB blocks (16 block files: pread) and
+# single-block files, direct_io with the block file spliced into each reply
+# otherwise), --page-cache, and --no-passthrough --no-splice (pread + copy). Two Thaw files: 64 MiB blocks (16 block files: pread) and
 # one 1 GiB block (passthrough where the kernel has it).
 # Usage: scripts/bench-mount.sh [SIZE_MIB] [RUNS]   (needs root or fusermount3)
 set -euo pipefail
@@ -49,7 +49,7 @@ mount_one() { # NAME ARGS...
 }
 mount_one default
 mount_one pagecache --page-cache
-mount_one pread --no-passthrough
+mount_one pread --no-passthrough --no-splice
 
 secs() { # FILE [dd]: seconds for `cat FILE > /dev/null` (or dd with 1 MiB reads)
   local t0 t1
@@ -64,10 +64,10 @@ cases=(
   "tmpfs file (baseline)|$SHM/tmpfs.bin"
   "tmpfs file, dd bs=1M (cat's buffer on the mount)|$SHM/tmpfs.bin|dd"
   "the worker's block file itself (tmpfs)|$BLOCKFILE"
-  "mount, 64 MiB blocks (pread, direct_io)|$WORK/mnt-default/bench/blocks64.bin"
+  "mount, 64 MiB blocks (splice, direct_io)|$WORK/mnt-default/bench/blocks64.bin"
   "mount, one block (passthrough)|$WORK/mnt-default/bench/oneblock.bin"
-  "mount --page-cache, 64 MiB blocks (pread)|$WORK/mnt-pagecache/bench/blocks64.bin"
-  "mount --no-passthrough, one block (pread, direct_io)|$WORK/mnt-pread/bench/oneblock.bin"
+  "mount --no-splice, 64 MiB blocks (pread, direct_io)|$WORK/mnt-pread/bench/blocks64.bin"
+  "mount --page-cache, 64 MiB blocks (splice)|$WORK/mnt-pagecache/bench/blocks64.bin"
 )
 declare -A times
 for r in $(seq "$RUNS"); do

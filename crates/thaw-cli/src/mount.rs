@@ -25,6 +25,10 @@ pub struct MountArgs {
     /// Never open files in kernel passthrough; read every local block with pread.
     #[arg(long)]
     no_passthrough: bool,
+    /// Answer reads of local blocks with pread and a copy, not by splicing
+    /// the block file into the reply.
+    #[arg(long)]
+    no_splice: bool,
     /// Keep the kernel's page cache for files read through this process (a
     /// second copy of MEM data; off by default: direct_io).
     #[arg(long)]
@@ -71,6 +75,7 @@ pub async fn mount(mut cfg: thaw_client::ClientConfig, args: MountArgs) -> anyho
         passthrough: !args.no_passthrough,
         page_cache: args.page_cache,
         allow_other: args.allow_other,
+        splice: !args.no_splice,
     };
     let job = client.config().job_id.clone();
     let mountpoint = args.mountpoint.clone();

@@ -244,7 +244,7 @@ async fn programs_read_the_namespace_through_the_mount_and_writes_are_refused() 
     let log = std::fs::read_to_string(c.root().join("mount.log")).unwrap();
     let line = log.lines().find(|l| l.starts_with("thaw mount: served")).unwrap_or_else(|| panic!("{log}"));
     let n: Vec<u64> = line.split(|ch: char| !ch.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
-    let [opens, _passthrough, local, streamed] = n[..] else { panic!("{line}") };
+    let [opens, _passthrough, local, _spliced, streamed] = n[..] else { panic!("{line}") };
     assert!(opens >= 10, "{line}");
     assert!(local >= multi.len() as u64, "{line}");
     assert!(streamed >= far.len() as u64, "{line}");

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use fuser::{
@@ -19,6 +19,7 @@ use thaw_common::{ErrorKind, ThawError};
 use tokio::runtime::Handle;
 
 use crate::inodes::{Attr, Inodes, ROOT};
+use crate::splice::Splicer;
 use crate::{MountOptions, ServeStats};
 
 /// Local block files an open handle keeps open (each holds the worker's
@@ -50,6 +51,8 @@ pub(crate) struct ThawFs {
     uid: u32,
     gid: u32,
     stats: Arc<ServeStats>,
+    /// Zero-copy replies for local blocks, once the session's fd is known.
+    splicer: Arc<OnceLock<Splicer>>,
 }
 
 /// One `open` of a file: the client's reader (its block map fetched once),
@@ -69,7 +72,13 @@ struct OpenFile {
 }
 
 impl ThawFs {
-    pub(crate) fn new(client: Client, rt: Handle, opts: MountOptions, stats: Arc<ServeStats>) -> Self {
+    pub(crate) fn new(
+        client: Client,
+        rt: Handle,
+        opts: MountOptions,
+        stats: Arc<ServeStats>,
+        splicer: Arc<OnceLock<Splicer>>,
+    ) -> Self {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         ThawFs {
@@ -85,6 +94,7 @@ impl ThawFs {
             uid,
             gid,
             stats,
+            splicer,
         }
     }
 
@@ -213,6 +223,22 @@ impl ThawFs {
         Ok(total)
     }
 
+    /// Answers a read that lies in one block already open on this host by
+    /// splicing its file into the reply ([`Splicer`]); the bytes sent, or
+    /// `None` if the ordinary path must answer.
+    fn splice_local(&self, req: &Request, f: &OpenFile, offset: u64, size: u32) -> Option<u64> {
+        let sp = self.splicer.get()?;
+        let end = f.length.min(offset.saturating_add(size as u64));
+        let index = (offset / f.block_size.max(1)) as usize;
+        let &(start, len) = f.blocks.get(index)?;
+        if end <= offset || end > start + len {
+            return None;
+        }
+        let file = f.local_file(index)?;
+        let n = end - offset;
+        sp.reply(req.unique().0, &file, offset - start, n as usize).then_some(n)
+    }
+
     fn refuse_write(&self, reply: ReplyEmpty) {
         reply.error(Errno::EROFS);
     }
@@ -280,6 +306,10 @@ impl Filesystem for ThawFs {
         if !self.opts.page_cache && caps.contains(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
             // Shared mmap of direct_io files (polars maps parquet files).
             let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        }
+        if self.opts.splice {
+            // Requests that fit a pipe with their header (crate::splice).
+            let _ = config.set_max_write(crate::splice::MAX_REQUEST);
         }
         if caps.contains(InitFlags::FUSE_ASYNC_DIO) {
             // A direct_io read larger than one request (1 MiB) goes out as
@@ -388,7 +418,7 @@ impl Filesystem for ThawFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -400,6 +430,13 @@ impl Filesystem for ThawFs {
         let Some(f) = self.files.lock().unwrap().get(&fh.0).cloned() else {
             return reply.error(Errno::EBADF);
         };
+        if let Some(n) = self.splice_local(req, &f, offset, size) {
+            self.stats.local_bytes.fetch_add(n, Ordering::Relaxed);
+            self.stats.spliced_bytes.fetch_add(n, Ordering::Relaxed);
+            // Answered on the fd: fuser's reply must not answer again.
+            std::mem::forget(reply);
+            return;
+        }
         thread_local! {
             static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }

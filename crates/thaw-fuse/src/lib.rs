@@ -37,11 +37,12 @@
 
 mod fs;
 pub mod inodes;
+mod splice;
 
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub use fuser::BackgroundSession;
@@ -63,6 +64,9 @@ pub struct MountOptions {
     pub page_cache: bool,
     /// Let other users than the mounting one read the mount (`allow_other`).
     pub allow_other: bool,
+    /// Answer reads of local blocks by splicing the block file into the reply
+    /// (one copy instead of two; needs root for the pipe size).
+    pub splice: bool,
 }
 
 impl Default for MountOptions {
@@ -74,6 +78,7 @@ impl Default for MountOptions {
             passthrough: true,
             page_cache: false,
             allow_other: false,
+            splice: true,
         }
     }
 }
@@ -84,8 +89,10 @@ pub struct ServeStats {
     pub opens: AtomicU64,
     /// Opens the kernel serves itself from the block file (passthrough).
     pub passthrough_opens: AtomicU64,
-    /// Bytes this process read from block files on this host (pread).
+    /// Bytes this process read from block files on this host (pread or splice).
     pub local_bytes: AtomicU64,
+    /// Of those, bytes spliced from the block file into the reply.
+    pub spliced_bytes: AtomicU64,
     /// Bytes read through the client's stream from a worker.
     pub streamed_bytes: AtomicU64,
 }
@@ -95,10 +102,11 @@ impl std::fmt::Display for ServeStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         write!(
             f,
-            "{} opens ({} in passthrough), {} bytes read from local block files, {} bytes streamed from workers",
+            "{} opens ({} in passthrough), {} bytes read from local block files ({} spliced), {} bytes streamed from workers",
             get(&self.opens),
             get(&self.passthrough_opens),
             get(&self.local_bytes),
+            get(&self.spliced_bytes),
             get(&self.streamed_bytes)
         )
     }
@@ -137,10 +145,21 @@ pub fn mount(client: Client, rt: tokio::runtime::Handle, mountpoint: &Path, opts
         config.acl = fuser::SessionACL::All;
     }
     config.n_threads = Some(opts.threads.max(1));
-    let page_cache = opts.page_cache;
+    let (page_cache, splice) = (opts.page_cache, opts.splice);
     let stats = Arc::new(ServeStats::default());
-    let fs = fs::ThawFs::new(client, rt, opts, stats.clone());
-    let session = fuser::Session::new(fs, mountpoint, &config)?.spawn()?;
+    let splicer = Arc::new(OnceLock::new());
+    let fs = fs::ThawFs::new(client, rt, opts, stats.clone(), splicer.clone());
+    let session = fuser::Session::new(fs, mountpoint, &config)?;
+    if splice {
+        use std::os::fd::AsFd;
+        match session.as_fd().try_clone_to_owned() {
+            Ok(fd) => {
+                let _ = splicer.set(splice::Splicer::new(fd));
+            }
+            Err(e) => tracing::info!(error = %e, "no splice replies: reads are answered with pread"),
+        }
+    }
+    let session = session.spawn()?;
     if page_cache {
         raise_readahead(mountpoint, 4096);
     }
