@@ -4,7 +4,7 @@ the demo's sales data set), interleaved, median of N runs (BENCHMARKS.md,
 "thaw mount").
 
 The data set is put in worker memory twice: with 16 MiB blocks (the demo's;
-each file is several block files, read with pread by the mount) and with one
+each file is several block files, spliced into the replies by the mount) and with one
 block per file (opened in kernel passthrough where the kernel has it).
 
     python python/bench/mount_duckdb.py --size 512MiB --repeats 5
@@ -55,7 +55,7 @@ def main() -> None:
                 raise SystemExit(f"thaw mount failed: {proc.stderr.read() if proc.stderr else ''}")
             cases = {
                 "local files, warm page cache": str(local / "sales" / "*.parquet"),
-                "thaw mount, 16 MiB blocks (pread)": str(mnt / "blocks16" / "*.parquet"),
+                "thaw mount, 16 MiB blocks (splice)": str(mnt / "blocks16" / "*.parquet"),
                 "thaw mount, one block per file (passthrough)": str(mnt / "oneblock" / "*.parquet"),
             }
             con = connect()

@@ -13,21 +13,22 @@
 //!   reads the block file itself and no read reaches this process, as fast as
 //!   reading the tmpfs file directly. Passthrough maps one FUSE file onto one
 //!   backing file at the same offsets, so a file of several blocks (several
-//!   block files) cannot use it: its reads are a pread of the block file here.
-//!   A block on another host goes through the client's stream (with its
-//!   fail-over), as `thaw fs cat` would.
+//!   block files) cannot use it: each read of it is answered by splicing the
+//!   block file's pages into the reply (module `splice`: one copy, as reading the
+//!   tmpfs file; pread and a copy where splicing is not possible). A block on
+//!   another host goes through the client's stream (with its fail-over), as
+//!   `thaw fs cat` would.
 //! - **Page cache**: non-passthrough files are opened with `direct_io` by
 //!   default (`page_cache: false`), for two measured reasons: the kernel's page
 //!   cache on top of a MEM tier holds a second copy of every byte read (memory
-//!   the tier exists to spend on data), and it was slower: `cat` of a 1 GiB
-//!   file of 64 MiB blocks ran at 0.26-0.30x of a tmpfs file with the page
-//!   cache (4 MiB read-ahead), 0.89-0.97x with direct_io (BENCHMARKS.md,
-//!   "thaw mount"): each 1 MiB request is one pread into a reused buffer and
-//!   one writev to the kernel, straight into the reader's buffer. Shared mmap
-//!   of direct_io files still works (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6+).
-//!   `page_cache: true` keeps the kernel's cache, for remote-heavy rereads.
-//!   Files report a 1 MiB `st_blksize`, so `cat`/`cp` read a request's worth
-//!   per system call.
+//!   the tier exists to spend on data), and it was slower here: `cat` of a
+//!   1 GiB file of 64 MiB blocks took 0.54-1.14 s with the page cache (4 MiB
+//!   read-ahead) against 0.22-0.35 s with direct_io (BENCHMARKS.md, "thaw
+//!   mount"), where the reply lands straight in the reader's buffer. Shared
+//!   mmap of direct_io files still works (FUSE_DIRECT_IO_ALLOW_MMAP, Linux
+//!   6.6+). `page_cache: true` keeps the kernel's cache, for remote rereads.
+//!   Files report a 4 MiB `st_blksize`, so `cat`/`cp` ask for several
+//!   requests' worth per system call, served in parallel (FUSE_ASYNC_DIO).
 //! - **Threads**: `threads` event loops serve requests (fuser's `n_threads`),
 //!   so one slow remote read does not hold back the readers of local blocks.
 //! - **Failure**: every client call is bounded by `timeout`: a master or
