@@ -42,7 +42,9 @@ def main() -> None:
             client = thaw.Client(c.master)
             client.put(local / "sales", "/blocks16", write_type="must-cache", progress=False)
             one_block = -(-biggest // MIB) * MIB
-            client.put(local / "sales", "/oneblock", write_type="must-cache", block_size=one_block, progress=False)
+            client.put(
+                local / "sales", "/oneblock", write_type="must-cache", block_size=one_block, progress=False
+            )
             mnt.mkdir()
             proc = subprocess.Popen(
                 [find_binary(), "mount", str(mnt), "--master", c.master],
