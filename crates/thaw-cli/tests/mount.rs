@@ -239,6 +239,18 @@ async fn programs_read_the_namespace_through_the_mount_and_writes_are_refused() 
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    // A file replaced at the master is read anew once the TTL has passed (a
+    // recently closed file's block map is reused only within it).
+    assert_eq!(std::fs::read(m.path("/m/small.bin")).unwrap(), small);
+    h0.delete("/m/small.bin", false).await.unwrap();
+    let newer = data(300_000, 9);
+    h0.write_all("/m/small.bin", &newer, opts(WriteType::MustCache)).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read(m.path("/m/small.bin")).ok().as_ref() != Some(&newer) {
+        assert!(Instant::now() < deadline, "a replaced file was not read anew");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
     m.stop();
     // Local blocks were read from their files here; h1's through the stream.
     let log = std::fs::read_to_string(c.root().join("mount.log")).unwrap();
