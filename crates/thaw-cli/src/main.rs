@@ -5,6 +5,7 @@ mod fs;
 mod interfere;
 mod jobs;
 mod lineage;
+mod mount;
 mod output;
 mod servers;
 
@@ -48,6 +49,12 @@ enum Command {
     /// so files lost before their checkpoint can be rebuilt.
     #[command(subcommand)]
     Lineage(lineage::LineageCommand),
+    /// Mount the namespace as a read-only file system (FUSE) at MOUNTPOINT and
+    /// serve it until Ctrl-C, SIGTERM or `thaw umount`; blocks on this host are
+    /// read from their files. Reads carry --job.
+    Mount(mount::MountArgs),
+    /// Unmount a `thaw mount` (works with the master or the mount process gone).
+    Umount(mount::UmountArgs),
     /// Workers, their tiers and liveness.
     Status(StatusArgs),
     /// The memory cache (cava.txt IV): per worker its policy, bytes cached,
@@ -123,12 +130,14 @@ fn main() {
         }
     };
     let server = matches!(cli.command, Command::Local(_) | Command::Master(_) | Command::Worker(_));
-    let quiet_servers = matches!(cli.command, Command::Demo(_));
+    // Long-running commands that talk to servers must see a dead peer's socket
+    // as EPIPE, not be killed by SIGPIPE: `thaw demo` (workers in this
+    // process) and `thaw mount` (a master killed mid-call must turn into EIO
+    // for the mount's readers, not abort the mount).
+    let quiet_servers = matches!(cli.command, Command::Demo(_) | Command::Mount(_));
     init_logging(cli.log.as_deref(), if server && !quiet_servers { "info" } else { "warn" });
     if !server && !quiet_servers {
         // Client commands end quietly when their output pipe closes (`thaw fs cat | head`).
-        // Not `thaw demo`: it runs workers in this process, whose sendfile to a
-        // client's closed socket must fail with EPIPE, not kill the process.
         // SAFETY: setting a signal disposition before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
@@ -161,6 +170,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Fs(cmd) => fs::run(client()?, cmd).await,
         Command::Lineage(cmd) => lineage::run(client()?, cmd).await,
         Command::Demo(args) => demo::run(args).await,
+        Command::Mount(args) => {
+            let mut cfg = thaw_client::ClientConfig::from_env(cli.master.clone());
+            if let Some(job) = &cli.job {
+                cfg.job_id = job.clone();
+            }
+            mount::mount(cfg, args).await
+        }
+        Command::Umount(args) => mount::umount(args),
         Command::Migrate(args) => jobs::migrate(client()?, args).await,
         Command::Evict(args) => jobs::evict(client()?, args).await,
         Command::Jobs(args) => jobs::jobs(client()?, args).await,

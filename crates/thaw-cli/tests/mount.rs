@@ -1,0 +1,339 @@
+//! `thaw mount`: the namespace read through the kernel by ordinary programs
+//! (std::fs, cp, grep), writes refused, and a mount whose master dies fails
+//! reads with EIO in bounded time and still unmounts.
+
+mod common;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const MIB: usize = 1 << 20;
+
+/// Why FUSE mounts cannot run here, if they cannot (then the test is skipped).
+fn fuse_missing() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse does not exist".into());
+    }
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let fusermount = Command::new("fusermount3").arg("-V").output().is_ok_and(|o| o.status.success());
+    if !root && !fusermount {
+        return Some("not root and fusermount3 is not installed (Debian package fuse3)".into());
+    }
+    None
+}
+
+macro_rules! require_fuse {
+    () => {
+        if let Some(why) = fuse_missing() {
+            println!("SKIPPED: FUSE mount tests need FUSE: {why}");
+            return;
+        }
+    };
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    mounts.lines().any(|l| l.split(' ').nth(1) == Some(dir.to_str().unwrap()))
+}
+
+/// A `thaw mount` child process, placed on host `h0` (worker 0's host).
+struct Mount {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+}
+
+impl Mount {
+    fn start(c: &Cluster, extra: &[&str]) -> Mount {
+        let dir = tempfile::Builder::new().prefix("thaw-mnt-").tempdir().unwrap();
+        let mut child = Command::new(BIN)
+            .arg("mount")
+            .arg(dir.path())
+            .args(["--master", c.master_addr()])
+            .args(extra)
+            .env("THAW_HOST", "h0")
+            .env("THAW_RACK", "r0")
+            .env("THAW_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(c.root().join("mount.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.starts_with("thaw mounted on"), "{line:?}\n{}", c.logs());
+        assert!(is_mounted(dir.path()));
+        Mount { child: Some(child), dir }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p.trim_start_matches('/'))
+    }
+
+    /// SIGTERM, as a service manager stops it: it unmounts and exits 0.
+    fn stop(&mut self) {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: signalling our own child by its pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("thaw mount exits on SIGTERM");
+        assert!(status.success(), "{status:?}");
+        assert!(!is_mounted(self.dir.path()));
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if is_mounted(self.dir.path()) {
+            let _ = Command::new(BIN).args(["umount", "--lazy"]).arg(self.dir.path()).status();
+        }
+    }
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Runs `f` on a thread and fails the test if it takes longer than `limit`
+/// (a hung FUSE request would otherwise hang the test run).
+fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> (T, Duration) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    let v = rx.recv_timeout(limit).unwrap_or_else(|_| panic!("no answer within {limit:?}: the mount hangs"));
+    (v, started.elapsed())
+}
+
+fn raw_err(r: std::io::Result<impl Sized>) -> i32 {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.raw_os_error().unwrap_or_else(|| panic!("no errno in {e:?}")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn programs_read_the_namespace_through_the_mount_and_writes_are_refused() {
+    require_fuse!();
+    let c = start(ClusterOptions::workers(2)).await;
+    let h0 = c.client("h0", "r0");
+    // 3.5 blocks, replicas on this host (h0): read from the block files.
+    let multi = data(3 * MIB + MIB / 2, 1);
+    h0.write_all("/m/multi.bin", &multi, opts(WriteType::CacheThrough)).await.unwrap();
+    // One block: kernel passthrough where the kernel has it.
+    let small = data(100_000, 2);
+    h0.write_all("/m/small.bin", &small, opts(WriteType::MustCache)).await.unwrap();
+    let text = b"alpha\nthe needle is here\nomega\n".repeat(1000);
+    h0.write_all("/m/sub/notes.txt", &text, opts(WriteType::MustCache)).await.unwrap();
+    // Only on h1: read through the client's remote stream.
+    let far = data(2 * MIB + 12345, 3);
+    let far_opts = WriteOptions { write_type: WriteType::MustCache, replication: 1, ..Default::default() };
+    c.client("h1", "r1").write_all("/m/far.bin", &far, far_opts).await.unwrap();
+    h0.write_all("/m/empty", b"", opts(WriteType::MustCache)).await.unwrap();
+
+    let mut m = Mount::start(&c, &[]);
+
+    // Listing and sizes.
+    let mut root: Vec<String> =
+        std::fs::read_dir(m.path("/")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    root.sort();
+    assert_eq!(root, ["m"]);
+    let mut names: Vec<(String, bool)> = std::fs::read_dir(m.path("/m"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().into_string().unwrap(), e.file_type().unwrap().is_dir())
+        })
+        .collect();
+    names.sort();
+    let want: Vec<(String, bool)> =
+        [("empty", false), ("far.bin", false), ("multi.bin", false), ("small.bin", false), ("sub", true)]
+            .iter()
+            .map(|(n, d)| (n.to_string(), *d))
+            .collect();
+    assert_eq!(names, want);
+    for (p, len) in
+        [("/m/multi.bin", multi.len()), ("/m/small.bin", small.len()), ("/m/far.bin", far.len()), ("/m/empty", 0)]
+    {
+        let md = std::fs::metadata(m.path(p)).unwrap();
+        assert!(md.is_file(), "{p}");
+        assert_eq!(md.len(), len as u64, "{p}");
+    }
+    assert!(std::fs::metadata(m.path("/m/sub")).unwrap().is_dir());
+
+    // Whole files, byte-exact.
+    for (p, bytes) in [("/m/multi.bin", &multi), ("/m/small.bin", &small), ("/m/far.bin", &far)] {
+        let got = std::fs::read(m.path(p)).unwrap();
+        assert_eq!(sha(&got), sha(bytes), "{p}");
+    }
+    assert!(std::fs::read(m.path("/m/empty")).unwrap().is_empty());
+
+    // Positional reads, crossing block boundaries (1 MiB blocks), and past the end.
+    for (p, bytes) in [("/m/multi.bin", &multi), ("/m/far.bin", &far)] {
+        let f = std::fs::File::open(m.path(p)).unwrap();
+        for (at, len) in [(MIB - 100, 300), (2 * MIB - 1, 2), (0, 2 * MIB + 7), (MIB + 5, 1), (bytes.len() - 10, 10)] {
+            let mut buf = vec![0u8; len];
+            f.read_exact_at(&mut buf, at as u64).unwrap();
+            assert!(buf == bytes[at..at + len], "{p} at {at} len {len}");
+        }
+        let mut buf = [0u8; 64];
+        assert_eq!(f.read_at(&mut buf, bytes.len() as u64 + 5).unwrap(), 0);
+        // seek + read, as a sequential reader after a jump.
+        let mut f = f;
+        f.seek(SeekFrom::Start((MIB + MIB / 2) as u64)).unwrap();
+        let mut rest = Vec::new();
+        f.read_to_end(&mut rest).unwrap();
+        assert!(rest == bytes[MIB + MIB / 2..], "{p}");
+    }
+
+    // cp and grep, as any program would.
+    let out = tempfile::tempdir().unwrap();
+    let st = Command::new("cp").arg(m.path("/m/multi.bin")).arg(out.path()).status().unwrap();
+    assert!(st.success());
+    assert_eq!(sha(&std::fs::read(out.path().join("multi.bin")).unwrap()), sha(&multi));
+    let st = Command::new("cp").arg("-r").arg(m.path("/m/sub")).arg(out.path()).status().unwrap();
+    assert!(st.success());
+    assert_eq!(std::fs::read(out.path().join("sub/notes.txt")).unwrap(), text);
+    let g = Command::new("grep").args(["-c", "needle"]).arg(m.path("/m/sub/notes.txt")).output().unwrap();
+    assert!(g.status.success(), "{g:?}");
+    assert_eq!(String::from_utf8_lossy(&g.stdout).trim(), "1000");
+    let g = Command::new("grep").args(["-rl", "needle"]).arg(m.path("/m")).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&g.stdout).trim(), m.path("/m/sub/notes.txt").display().to_string());
+
+    // Writes are refused with EROFS; unknown paths are ENOENT.
+    let erofs = libc::EROFS;
+    assert_eq!(raw_err(std::fs::File::create(m.path("/m/new"))), erofs);
+    assert_eq!(raw_err(std::fs::OpenOptions::new().write(true).open(m.path("/m/small.bin"))), erofs);
+    assert_eq!(raw_err(std::fs::OpenOptions::new().append(true).open(m.path("/m/small.bin"))), erofs);
+    assert_eq!(raw_err(std::fs::remove_file(m.path("/m/small.bin"))), erofs);
+    assert_eq!(raw_err(std::fs::create_dir(m.path("/m/newdir"))), erofs);
+    assert_eq!(raw_err(std::fs::rename(m.path("/m/small.bin"), m.path("/m/moved"))), erofs);
+    let e = std::fs::metadata(m.path("/m/nope")).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+    assert_eq!(raw_err(std::fs::read(m.path("/nope/deeper"))), libc::ENOENT);
+    // The files are unchanged at the master.
+    assert_eq!(h0.stat("/m/small.bin").await.unwrap().length, small.len() as u64);
+
+    // A file written after the mount appears within the attribute TTL (1 s).
+    h0.write_all("/m/later.txt", b"later\n", opts(WriteType::MustCache)).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read(m.path("/m/later.txt")).ok().as_deref() != Some(b"later\n") {
+        assert!(Instant::now() < deadline, "a new file did not appear through the mount");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // A file replaced at the master is read anew once the TTL has passed (a
+    // recently closed file's block map is reused only within it).
+    assert_eq!(std::fs::read(m.path("/m/small.bin")).unwrap(), small);
+    h0.delete("/m/small.bin", false).await.unwrap();
+    let newer = data(300_000, 9);
+    h0.write_all("/m/small.bin", &newer, opts(WriteType::MustCache)).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read(m.path("/m/small.bin")).ok().as_ref() != Some(&newer) {
+        assert!(Instant::now() < deadline, "a replaced file was not read anew");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    m.stop();
+    // Local blocks were read from their files here; h1's through the stream.
+    let log = std::fs::read_to_string(c.root().join("mount.log")).unwrap();
+    let line = log.lines().find(|l| l.starts_with("thaw mount: served")).unwrap_or_else(|| panic!("{log}"));
+    let n: Vec<u64> = line.split(|ch: char| !ch.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
+    let [opens, _passthrough, local, _spliced, streamed] = n[..] else { panic!("{line}") };
+    assert!(opens >= 10, "{line}");
+    assert!(local >= multi.len() as u64, "{line}");
+    assert!(streamed >= far.len() as u64, "{line}");
+    println!("{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_whose_master_died_fails_reads_with_eio_in_bounded_time_and_unmounts() {
+    require_fuse!();
+    let mut c = start(ClusterOptions::workers(1)).await;
+    let h0 = c.client("h0", "r0");
+    let bytes = data(2 * MIB, 4);
+    h0.write_all("/d/a.bin", &bytes, opts(WriteType::CacheThrough)).await.unwrap();
+    h0.write_all("/d/b.bin", &bytes, opts(WriteType::CacheThrough)).await.unwrap();
+    let m = Mount::start(&c, &["--timeout", "2"]);
+    assert_eq!(std::fs::read(m.path("/d/a.bin")).unwrap(), bytes);
+    let open_before = std::fs::File::open(m.path("/d/a.bin")).unwrap();
+
+    c.kill_master();
+    // A path never looked up: its lookup needs the master.
+    let b = m.path("/d/b.bin");
+    let (r, took) = bounded(Duration::from_secs(20), move || std::fs::read(b));
+    let log = || std::fs::read_to_string(c.root().join("mount.log")).unwrap_or_default();
+    assert_eq!(r.as_ref().err().and_then(|e| e.raw_os_error()), Some(libc::EIO), "{r:?}\n{}", log());
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let nope = m.path("/d/never-seen");
+    let (r, took) = bounded(Duration::from_secs(20), move || std::fs::metadata(nope));
+    assert_eq!(raw_err(r), libc::EIO);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    // A file opened before needs no master: its blocks come from the worker's files.
+    let (got, _) = bounded(Duration::from_secs(20), move || {
+        let mut v = Vec::new();
+        (&open_before).read_to_end(&mut v).map(|_| v)
+    });
+    assert!(got.unwrap() == bytes);
+    // The mount process lives on (a dead master's socket is no SIGPIPE).
+    let mut m = m;
+    assert!(m.child.as_mut().unwrap().try_wait().unwrap().is_none(), "thaw mount died:\n{}", log());
+
+    // Unmounting needs no master; the mount process then ends on its own.
+    let dir = m.dir.path().to_path_buf();
+    let (out, _) =
+        bounded(Duration::from_secs(20), move || Command::new(BIN).arg("umount").arg(&dir).output().unwrap());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!is_mounted(m.dir.path()));
+    let mut child = m.child.take().unwrap();
+    let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("thaw mount ends when unmounted");
+    assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_mount_and_umount_arguments_fail_clearly() {
+    // No master there: refused before anything is mounted (needs no FUSE).
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["mount", "--master", "127.0.0.1:1", "--timeout", "2"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("master") && err.contains("127.0.0.1:1"), "{err}");
+    assert!(!is_mounted(dir.path()));
+
+    let out = Command::new(BIN).args(["umount"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot unmount") && err.contains(dir.path().to_str().unwrap()), "{err}");
+
+    let out = Command::new(BIN).args(["mount", "--timeout", "-1", "/tmp"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+
+    require_fuse!();
+    let c = start(ClusterOptions::workers(1)).await;
+    let missing = dir.path().join("missing");
+    let out = Command::new(BIN).args(["mount", "--master", c.master_addr()]).arg(&missing).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a directory") && err.contains("missing"), "{err}");
+}

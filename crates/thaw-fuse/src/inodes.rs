@@ -1,0 +1,166 @@
+//! Inode numbers for namespace paths, and the attributes last heard for each.
+//! Pure bookkeeping (no I/O), so the mount's caching rules are unit-tested.
+//!
+//! The kernel names files by inode number; the master names them by path. A path
+//! gets a number the first time it is looked up and keeps it for the mount's life
+//! (numbers are never reused, so a stale number cannot reach another file). The
+//! attributes are a cache with a short time to live: `ls -l` of a directory just
+//! listed costs no further calls to the master, and a file that changes at the
+//! master is seen within one TTL.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// The inode number of the mount's root (`/` in the namespace).
+pub const ROOT: u64 = 1;
+
+/// What the mount shows of a namespace entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attr {
+    pub is_dir: bool,
+    pub size: u64,
+    pub mtime_ms: u64,
+    /// Changes when the path names another file (deleted and written again).
+    pub file_id: u64,
+}
+
+#[derive(Debug)]
+struct Node {
+    path: String,
+    attr: Option<(Attr, Instant)>,
+}
+
+#[derive(Debug)]
+pub struct Inodes {
+    by_ino: HashMap<u64, Node>,
+    by_path: HashMap<String, u64>,
+    next: u64,
+    ttl: Duration,
+}
+
+impl Inodes {
+    pub fn new(ttl: Duration) -> Self {
+        let mut t = Inodes { by_ino: HashMap::new(), by_path: HashMap::new(), next: ROOT + 1, ttl };
+        t.by_ino.insert(ROOT, Node { path: "/".into(), attr: None });
+        t.by_path.insert("/".into(), ROOT);
+        t
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The namespace path of inode `ino`, if the kernel was ever told of it.
+    pub fn path(&self, ino: u64) -> Option<&str> {
+        self.by_ino.get(&ino).map(|n| n.path.as_str())
+    }
+
+    /// The path of entry `name` in directory `parent`; `None` for a name that
+    /// cannot be a namespace entry (empty, `.`, `..`, with a `/` or a NUL).
+    pub fn child_path(&self, parent: u64, name: &str) -> Option<String> {
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+            return None;
+        }
+        let dir = self.path(parent)?;
+        Some(if dir == "/" { format!("/{name}") } else { format!("{dir}/{name}") })
+    }
+
+    /// The inode number of `path`, if it has one.
+    pub fn known(&self, path: &str) -> Option<u64> {
+        self.by_path.get(path).copied()
+    }
+
+    /// The inode number of `path`, given one now if it has none.
+    pub fn ino(&mut self, path: &str) -> u64 {
+        if let Some(&ino) = self.by_path.get(path) {
+            return ino;
+        }
+        let ino = self.next;
+        self.next += 1;
+        self.by_ino.insert(ino, Node { path: path.to_string(), attr: None });
+        self.by_path.insert(path.to_string(), ino);
+        ino
+    }
+
+    /// Records what the master said of `path` at `now`; returns its inode number.
+    pub fn remember(&mut self, path: &str, attr: Attr, now: Instant) -> u64 {
+        let ino = self.ino(path);
+        if let Some(n) = self.by_ino.get_mut(&ino) {
+            n.attr = Some((attr, now));
+        }
+        ino
+    }
+
+    /// The attributes of `ino` if heard less than one TTL before `now`.
+    pub fn fresh(&self, ino: u64, now: Instant) -> Option<Attr> {
+        let (attr, at) = self.by_ino.get(&ino)?.attr?;
+        (now.saturating_duration_since(at) < self.ttl).then_some(attr)
+    }
+
+    /// Forgets the attributes of `path` (the master says it is gone); its
+    /// number stays, so a later file at the same path reuses it.
+    pub fn forget_attr(&mut self, path: &str) {
+        if let Some(n) = self.by_path.get(path).and_then(|ino| self.by_ino.get_mut(ino)) {
+            n.attr = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(size: u64) -> Attr {
+        Attr { is_dir: false, size, mtime_ms: 1, file_id: 7 }
+    }
+
+    #[test]
+    fn paths_get_stable_numbers_and_the_root_is_one() {
+        let mut t = Inodes::new(Duration::from_secs(1));
+        assert_eq!(t.path(ROOT), Some("/"));
+        let a = t.ino("/a");
+        let b = t.ino("/a/b");
+        assert_ne!(a, b);
+        assert!(a > ROOT && b > ROOT);
+        assert_eq!(t.ino("/a"), a);
+        assert_eq!(t.path(b), Some("/a/b"));
+        assert_eq!(t.path(9999), None);
+    }
+
+    #[test]
+    fn child_paths_join_and_refuse_names_that_are_not_entries() {
+        let mut t = Inodes::new(Duration::from_secs(1));
+        assert_eq!(t.child_path(ROOT, "x").as_deref(), Some("/x"));
+        let d = t.ino("/d");
+        assert_eq!(t.child_path(d, "f.parquet").as_deref(), Some("/d/f.parquet"));
+        for bad in ["", ".", "..", "a/b", "a\0"] {
+            assert_eq!(t.child_path(d, bad), None, "{bad:?}");
+        }
+        assert_eq!(t.child_path(12345, "x"), None);
+    }
+
+    #[test]
+    fn attributes_are_fresh_for_one_ttl_then_asked_again() {
+        let ttl = Duration::from_millis(1000);
+        let mut t = Inodes::new(ttl);
+        let t0 = Instant::now();
+        let ino = t.remember("/f", file(10), t0);
+        assert_eq!(t.fresh(ino, t0), Some(file(10)));
+        assert_eq!(t.fresh(ino, t0 + Duration::from_millis(999)), Some(file(10)));
+        assert_eq!(t.fresh(ino, t0 + ttl), None);
+        // A newer answer replaces the old one and keeps the number.
+        assert_eq!(t.remember("/f", file(20), t0 + ttl), ino);
+        assert_eq!(t.fresh(ino, t0 + ttl), Some(file(20)));
+        t.forget_attr("/f");
+        assert_eq!(t.fresh(ino, t0 + ttl), None);
+        assert_eq!(t.ino("/f"), ino);
+    }
+
+    #[test]
+    fn a_zero_ttl_caches_nothing() {
+        let mut t = Inodes::new(Duration::ZERO);
+        let now = Instant::now();
+        let ino = t.remember("/f", file(1), now);
+        assert_eq!(t.fresh(ino, now), None);
+    }
+}

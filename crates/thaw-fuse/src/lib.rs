@@ -1,0 +1,224 @@
+//! `thaw mount`: the namespace as a read-only POSIX file system (FUSE), so that
+//! programs that only know paths (DuckDB's `read_parquet`, polars, `cp`, `grep`)
+//! read Thaw memory natively. Issue 17, item 3. A layer over `thaw-client` only.
+//!
+//! - **Metadata**: lookup, getattr and readdir ask the master; attributes are
+//!   cached here and in the kernel for `attr_ttl` (1 s by default), and a listing
+//!   fills the cache, so `ls -l` costs one call per directory ([`inodes`]).
+//! - **Open** is the client's open: the block map is fetched once per open.
+//! - **Reads**: a block with a replica on this host is read from its block file,
+//!   never copied through the worker. A file of one block opens in kernel
+//!   passthrough (FUSE_PASSTHROUGH, Linux 6.9+) when the kernel offers it and
+//!   this process may register backing files (CAP_SYS_ADMIN): the kernel then
+//!   reads the block file itself and no read reaches this process, as fast as
+//!   reading the tmpfs file directly. Passthrough maps one FUSE file onto one
+//!   backing file at the same offsets, so a file of several blocks (several
+//!   block files) cannot use it: each read of it is answered by splicing the
+//!   block file's pages into the reply (module `splice`: one copy, as reading the
+//!   tmpfs file; pread and a copy where splicing is not possible). A block on
+//!   another host goes through the client's stream (with its fail-over), as
+//!   `thaw fs cat` would.
+//! - **Page cache**: non-passthrough files are opened with `direct_io` by
+//!   default (`page_cache: false`), for two measured reasons: the kernel's page
+//!   cache on top of a MEM tier holds a second copy of every byte read (memory
+//!   the tier exists to spend on data), and it was slower here: `cat` of a
+//!   1 GiB file of 64 MiB blocks took 0.54-1.14 s with the page cache (4 MiB
+//!   read-ahead) against 0.22-0.35 s with direct_io (BENCHMARKS.md, "thaw
+//!   mount"), where the reply lands straight in the reader's buffer. Shared
+//!   mmap of direct_io files still works (FUSE_DIRECT_IO_ALLOW_MMAP, Linux
+//!   6.6+). `page_cache: true` keeps the kernel's cache, for remote rereads.
+//!   Files report a 4 MiB `st_blksize`, so `cat`/`cp` ask for several
+//!   requests' worth per system call, served in parallel (FUSE_ASYNC_DIO).
+//! - **Threads**: `threads` event loops serve requests (fuser's `n_threads`),
+//!   so one slow remote read does not hold back the readers of local blocks.
+//! - **Failure**: every client call is bounded by `timeout`: a master or
+//!   worker gone makes the request fail with EIO, never hang; the mount can
+//!   always be unmounted ([`unmount`] talks to no server).
+//! - **Writes** are refused with EROFS (the mount is also `ro` to the kernel).
+
+mod fs;
+pub mod inodes;
+mod splice;
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+pub use fuser::BackgroundSession;
+use thaw_client::Client;
+
+/// How the mount serves.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// How long attributes and directory entries are cached (here and in the kernel).
+    pub attr_ttl: Duration,
+    /// Bound on each call to the master or a worker behind one request.
+    pub timeout: Duration,
+    /// Event-loop threads serving kernel requests.
+    pub threads: usize,
+    /// Open single-block local files in kernel passthrough when the kernel has it.
+    pub passthrough: bool,
+    /// Keep the kernel's page cache for files read through this process
+    /// (else `direct_io`: no second copy of MEM data in the page cache).
+    pub page_cache: bool,
+    /// Let other users than the mounting one read the mount (`allow_other`).
+    pub allow_other: bool,
+    /// Answer reads of local blocks by splicing the block file into the reply
+    /// (one copy instead of two; needs root for the pipe size).
+    pub splice: bool,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            attr_ttl: Duration::from_secs(1),
+            timeout: Duration::from_secs(5),
+            threads: 8,
+            passthrough: true,
+            page_cache: false,
+            allow_other: false,
+            splice: true,
+        }
+    }
+}
+
+/// What a mount served, counted as it serves.
+#[derive(Debug, Default)]
+pub struct ServeStats {
+    pub opens: AtomicU64,
+    /// Opens the kernel serves itself from the block file (passthrough).
+    pub passthrough_opens: AtomicU64,
+    /// Bytes this process read from block files on this host (pread or splice).
+    pub local_bytes: AtomicU64,
+    /// Of those, bytes spliced from the block file into the reply.
+    pub spliced_bytes: AtomicU64,
+    /// Bytes read through the client's stream from a worker.
+    pub streamed_bytes: AtomicU64,
+}
+
+impl std::fmt::Display for ServeStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        write!(
+            f,
+            "{} opens ({} in passthrough), {} bytes read from local block files ({} spliced), {} bytes streamed from workers",
+            get(&self.opens),
+            get(&self.passthrough_opens),
+            get(&self.local_bytes),
+            get(&self.spliced_bytes),
+            get(&self.streamed_bytes)
+        )
+    }
+}
+
+/// A mount being served.
+pub struct Mounted {
+    pub session: BackgroundSession,
+    pub stats: Arc<ServeStats>,
+}
+
+/// Mounts the namespace read-only at `mountpoint`, served by threads of its
+/// own that run client calls on `rt`. Unmounted when the returned session is
+/// dropped or [`BackgroundSession::umount_and_join`]ed, or from outside.
+pub fn mount(client: Client, rt: tokio::runtime::Handle, mountpoint: &Path, opts: MountOptions) -> io::Result<Mounted> {
+    if !Path::new("/dev/fuse").exists() {
+        return Err(io::Error::new(io::ErrorKind::NotFound, "/dev/fuse is missing: the kernel has no FUSE here"));
+    }
+    if !mountpoint.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("mount point {} is not a directory", mountpoint.display()),
+        ));
+    }
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        fuser::MountOption::FSName("thaw".into()),
+        fuser::MountOption::Subtype("thaw".into()),
+        fuser::MountOption::RO,
+        fuser::MountOption::NoSuid,
+        fuser::MountOption::NoDev,
+        fuser::MountOption::NoAtime,
+        fuser::MountOption::DefaultPermissions,
+    ];
+    if opts.allow_other {
+        config.acl = fuser::SessionACL::All;
+    }
+    config.n_threads = Some(opts.threads.max(1));
+    let (page_cache, splice) = (opts.page_cache, opts.splice);
+    let stats = Arc::new(ServeStats::default());
+    let splicer = Arc::new(OnceLock::new());
+    let fs = fs::ThawFs::new(client, rt, opts, stats.clone(), splicer.clone());
+    let session = fuser::Session::new(fs, mountpoint, &config)?;
+    if splice {
+        use std::os::fd::AsFd;
+        match session.as_fd().try_clone_to_owned() {
+            Ok(fd) => {
+                let _ = splicer.set(splice::Splicer::new(fd));
+            }
+            Err(e) => tracing::info!(error = %e, "no splice replies: reads are answered with pread"),
+        }
+    }
+    let session = session.spawn()?;
+    if page_cache {
+        raise_readahead(mountpoint, 4096);
+    }
+    Ok(Mounted { session, stats })
+}
+
+/// Sets the mount's read-ahead (the kernel offers FUSE at most its default,
+/// 128 KiB, at init; root may raise it through the mount's bdi afterwards).
+/// Best effort: a failure only logs.
+fn raise_readahead(mountpoint: &Path, kib: u32) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(mountpoint) else { return };
+    let dev = meta.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let knob = format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb");
+    if let Err(e) = std::fs::write(&knob, kib.to_string()) {
+        tracing::debug!(error = %e, knob, "could not raise the mount's read-ahead");
+    }
+}
+
+/// Unmounts a Thaw (or any FUSE) mount without asking any server, so it works
+/// with the master dead. `lazy`: detach now even while files are open
+/// (MNT_DETACH). As root with umount2(2); otherwise with `fusermount3 -u`.
+pub fn unmount(mountpoint: &Path, lazy: bool) -> io::Result<()> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mount point with a NUL byte"))?;
+        let flags = if lazy { libc::MNT_DETACH } else { 0 };
+        // SAFETY: `c` is a valid NUL-terminated path for the call's duration.
+        if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EBUSY) => io::Error::new(
+                e.kind(),
+                format!(
+                    "{} is busy (a file is open or a shell is in it); --lazy detaches it now",
+                    mountpoint.display()
+                ),
+            ),
+            Some(libc::EINVAL) => io::Error::new(e.kind(), format!("{} is not a mount point", mountpoint.display())),
+            _ => e,
+        });
+    }
+    let mut cmd = std::process::Command::new("fusermount3");
+    cmd.arg("-u");
+    if lazy {
+        cmd.arg("-z");
+    }
+    let out = cmd.arg(mountpoint).output().map_err(|e| {
+        io::Error::new(e.kind(), format!("fusermount3 (from the fuse3 package) is needed to unmount as a user: {e}"))
+    })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_string()))
+    }
+}

@@ -1,0 +1,96 @@
+"""DuckDB's own ``read_parquet`` over ``thaw mount`` against the same files warm
+in the local page cache: the query of ``make demo`` (top stores by revenue over
+the demo's sales data set), interleaved, median of N runs (BENCHMARKS.md,
+"thaw mount").
+
+The data set is put in worker memory twice: with 16 MiB blocks (the demo's;
+each file is several block files, spliced into the replies by the mount) and with one
+block per file (opened in kernel passthrough where the kernel has it).
+
+    python python/bench/mount_duckdb.py --size 512MiB --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import thaw
+from thaw.cluster import find_binary
+from thaw.demo import MIB, QUERY, connect, make_data, parse_size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="512MiB")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="thaw-bench-mount-"))
+    proc = None
+    mnt = tmp / "mnt"
+    try:
+        local = tmp / "local"
+        nbytes = make_data(local, parse_size(args.size))
+        files = sorted((local / "sales").iterdir())
+        biggest = max(f.stat().st_size for f in files)
+        with thaw.LocalCluster(ufs=tmp / "ufs", workers=1, block_size=16 * MIB, mem_capacity=3 * nbytes) as c:
+            client = thaw.Client(c.master)
+            client.put(local / "sales", "/blocks16", write_type="must-cache", progress=False)
+            one_block = -(-biggest // MIB) * MIB
+            client.put(
+                local / "sales", "/oneblock", write_type="must-cache", block_size=one_block, progress=False
+            )
+            mnt.mkdir()
+            proc = subprocess.Popen(
+                [find_binary(), "mount", str(mnt), "--master", c.master],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            line = proc.stdout.readline() if proc.stdout else ""
+            if not line.startswith("thaw mounted on"):
+                raise SystemExit(f"thaw mount failed: {proc.stderr.read() if proc.stderr else ''}")
+            cases = {
+                "local files, warm page cache": str(local / "sales" / "*.parquet"),
+                "thaw mount, 16 MiB blocks (splice)": str(mnt / "blocks16" / "*.parquet"),
+                "thaw mount, one block per file (passthrough)": str(mnt / "oneblock" / "*.parquet"),
+            }
+            con = connect()
+            results = {}
+            for path in cases.values():  # warm-up: page cache, DuckDB's metadata
+                results[path] = con.sql(QUERY.format(path)).fetchall()
+            if len({repr(r) for r in results.values()}) != 1:
+                raise SystemExit(f"the answers differ: {results}")
+            times: dict[str, list[float]] = {name: [] for name in cases}
+            for _ in range(args.repeats):
+                for name, path in cases.items():
+                    t0 = time.perf_counter()
+                    con.sql(QUERY.format(path)).fetchall()
+                    times[name].append(time.perf_counter() - t0)
+            subprocess.run([find_binary(), "umount", str(mnt)], check=True)
+            _, err = proc.communicate(timeout=30)
+            proc = None
+        base = statistics.median(times["local files, warm page cache"])
+        print(
+            f"DuckDB read_parquet, make demo's query over {nbytes / MIB:.0f} MiB of parquet "
+            f"({len(files)} files), median of {args.repeats}, interleaved"
+        )
+        print(f"{'read':<48} {'median s':>9} {'vs local':>9}")
+        for name, ts in times.items():
+            m = statistics.median(ts)
+            print(f"{name:<48} {m:>9.3f} {base / m:>8.2f}x")
+        print(next((x for x in err.splitlines() if "served" in x), ""))
+    finally:
+        if proc is not None:
+            proc.kill()
+            subprocess.run([find_binary(), "umount", "--lazy", str(mnt)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
