@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import thaw
+from thaw.demo import drop_pages
 from thaw.seaweed import SeaweedS3
 
 BUF = 8 << 20
@@ -46,18 +47,6 @@ def parse_size(s: str) -> int:
         if s.endswith(u):
             return int(float(s[: -len(u)]) * m)
     return int(s)
-
-
-def drop_pages(root: Path) -> None:
-    """Every regular file under ``root`` (or ``root`` itself) leaves the page cache."""
-    files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
-    for f in files:
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def read_thaw(client: thaw.Client, path: str, buf: bytearray) -> tuple[float, int]:
@@ -169,14 +158,14 @@ def main() -> None:
 
                 def cold() -> None:
                     drop_pages(local_file)
-                    drop_pages(weed_data)
+                    drop_pages(weed_data, "*")
 
                 cold()
                 for k, v in one_round(kind, mount, env, size, buf, model, cold).items():
                     results[kind].setdefault(k, []).append(v)
             drop_pages(local_file)
             results["local"].setdefault("direct", []).append(read_local(local_file, buf)[0])
-            drop_pages(weed_data)
+            drop_pages(weed_data, "*")
             secs, n = read_s3_direct(server, "data/file.bin")
             assert n == size
             results["s3"].setdefault("direct", []).append(secs)

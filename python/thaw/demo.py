@@ -93,9 +93,10 @@ def make_data(root: Path, size: int, files: int = 8) -> int:
     return sum(f.stat().st_size for f in (root / "sales").iterdir())
 
 
-def drop_pages(root: Path) -> None:
-    """Drops the data set's pages from the page cache (the next read is cold)."""
-    for f in root.rglob("*.parquet"):
+def drop_pages(root: Path, pattern: str = "*.parquet") -> None:
+    """Drops the pages of ``root`` (a file) or of its files matching ``pattern``
+    from the page cache (the next read is cold)."""
+    for f in [root] if root.is_file() else (p for p in root.rglob(pattern) if p.is_file()):
         fd = os.open(f, os.O_RDONLY)
         try:
             os.fsync(fd)

@@ -10,22 +10,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures::TryStreamExt;
 use thaw_common::proto::EvictionMode;
 use thaw_testkit::hdfs::MiniHdfs;
 use thaw_ufs::UnderStore;
-
-async fn put(ufs: &UnderStore, path: &str, bytes: &[u8]) {
-    let mut w = ufs.writer(path).await.unwrap();
-    w.write(Bytes::copy_from_slice(bytes)).await.unwrap();
-    w.close().await.unwrap();
-}
-
-async fn get(ufs: &UnderStore, path: &str) -> Vec<u8> {
-    let len = ufs.stat(path).await.unwrap().unwrap_or_else(|| panic!("{path} not in HDFS")).length;
-    let parts: Vec<Bytes> = ufs.read_range(path, 0..len).await.unwrap().try_collect().await.unwrap();
-    parts.concat()
-}
 
 fn hdfs_cluster(hdfs: &MiniHdfs, path: &str, n: usize) -> ClusterOptions {
     ClusterOptions { ufs_uri: Some(hdfs.uri(path)), ..ClusterOptions::workers(n) }
@@ -47,7 +34,7 @@ async fn an_hdfs_directory_serves_reads_writes_migrations_and_atomic_renames() {
     let bs = c.options.block_size as usize;
     let client = c.client("h0", "r0");
     let cold = data(3 * bs + 777, 1);
-    put(&store, "/events/day1.bin", &cold).await;
+    ufs_put(&store, "/events/day1.bin", &cold).await;
     let mut r = client.open("/events/day1.bin").await.unwrap();
     let mut got = Vec::new();
     r.read_to_end(&mut got).await.unwrap();
@@ -57,7 +44,7 @@ async fn an_hdfs_directory_serves_reads_writes_migrations_and_atomic_renames() {
 
     // A job's inputs migrate from HDFS.
     let input = data(2 * bs + 5, 2);
-    put(&store, "/in/part-0", &input).await;
+    ufs_put(&store, "/in/part-0", &input).await;
     let reader = c.remote_client().with_job("q1");
     reader.migrate("q1", &["/in".to_string()], EvictionMode::Explicit, None).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -78,27 +65,27 @@ async fn an_hdfs_directory_serves_reads_writes_migrations_and_atomic_renames() {
     // Writes that persist, and a checkpoint of a memory write.
     let through = data(2 * bs + 1, 3);
     client.write_all("/out/through", &through, opts(WriteType::Through)).await.unwrap();
-    assert_eq!(sha(&get(&store, "/out/through").await), sha(&through));
+    assert_eq!(sha(&ufs_get(&store, "/out/through").await), sha(&through));
     let fast = data(bs + 9, 4);
     client
         .write_all("/out/async", &fast, WriteOptions { write_type: WriteType::AsyncThrough, ..Default::default() })
         .await
         .unwrap();
     assert!(client.persist_wait("/out/async", Duration::from_secs(30)).await.unwrap().persisted);
-    assert_eq!(sha(&get(&store, "/out/async").await), sha(&fast));
+    assert_eq!(sha(&ufs_get(&store, "/out/async").await), sha(&fast));
     assert!(store.list("/").await.unwrap().iter().all(|(n, _)| !n.starts_with(".thaw")), "staging shows");
 
     // Renames are HDFS's own: a whole directory in one step.
     client.rename("/out", "/done").await.unwrap();
     assert!(store.stat("/out").await.unwrap().is_none());
-    assert_eq!(sha(&get(&store, "/done/through").await), sha(&through));
+    assert_eq!(sha(&ufs_get(&store, "/done/through").await), sha(&through));
     assert_eq!(sha(&client.read_all("/done/async").await.unwrap()), sha(&fast));
     client.delete("/done", true).await.unwrap();
     assert!(store.stat("/done").await.unwrap().is_none());
 
     // A NameNode restart: the next cold read and write go through once it is back.
     let later = data(bs + 3, 5);
-    put(&store, "/later.bin", &later).await;
+    ufs_put(&store, "/later.bin", &later).await;
     hdfs.restart_name_node().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let read = loop {
@@ -113,7 +100,7 @@ async fn an_hdfs_directory_serves_reads_writes_migrations_and_atomic_renames() {
     };
     assert_eq!(sha(&read), sha(&later));
     client.write_all("/after-restart", b"still here", opts(WriteType::Through)).await.unwrap();
-    assert_eq!(get(&store, "/after-restart").await, b"still here");
+    assert_eq!(ufs_get(&store, "/after-restart").await, b"still here");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,26 +9,13 @@ use common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use thaw_common::proto::{EvictionMode, JobInfo};
 use thaw_testkit::s3::SeaweedS3;
 use thaw_ufs::UnderStore;
 
 fn s3_cluster(s3: &SeaweedS3, prefix: &str, n: usize) -> ClusterOptions {
     ClusterOptions { ufs_uri: Some(s3.uri("thaw", prefix)), env: SeaweedS3::env(), ..ClusterOptions::workers(n) }
-}
-
-async fn put(ufs: &UnderStore, path: &str, bytes: &[u8]) {
-    let mut w = ufs.writer(path).await.unwrap();
-    w.write(Bytes::copy_from_slice(bytes)).await.unwrap();
-    w.close().await.unwrap();
-}
-
-async fn get(ufs: &UnderStore, path: &str) -> Vec<u8> {
-    let len = ufs.stat(path).await.unwrap().unwrap_or_else(|| panic!("{path} not in the bucket")).length;
-    let parts: Vec<Bytes> = ufs.read_range(path, 0..len).await.unwrap().try_collect().await.unwrap();
-    parts.concat()
 }
 
 async fn job(client: &Client, id: &str) -> JobInfo {
@@ -45,7 +32,7 @@ async fn an_s3_bucket_serves_reads_writes_migrations_and_checkpoints() {
 
     // Cold objects put there by another tool are files in the namespace.
     let cold = data(3 * bs + 4321, 1);
-    put(&bucket, "/events/day1.bin", &cold).await;
+    ufs_put(&bucket, "/events/day1.bin", &cold).await;
     let listed: Vec<String> = client.list("/events").await.unwrap().into_iter().map(|f| f.path).collect();
     assert_eq!(listed, vec!["/events/day1.bin"]);
     assert_eq!(client.stat("/events/day1.bin").await.unwrap().length, cold.len() as u64);
@@ -63,7 +50,7 @@ async fn an_s3_bucket_serves_reads_writes_migrations_and_checkpoints() {
 
     // A job's inputs migrate from the bucket into memory before it reads.
     let input = data(2 * bs + 10, 2);
-    put(&bucket, "/in/part-0", &input).await;
+    ufs_put(&bucket, "/in/part-0", &input).await;
     let reader = c.remote_client().with_job("q1");
     let j = reader.migrate("q1", &["/in".to_string()], EvictionMode::Explicit, None).await.unwrap();
     assert_eq!(j.blocks, 3);
@@ -84,7 +71,7 @@ async fn an_s3_bucket_serves_reads_writes_migrations_and_checkpoints() {
         let bytes = data(2 * bs + 99, 10 + i as u64);
         let info = client.write_all(&path, &bytes, opts(wt)).await.unwrap();
         assert!(info.persisted);
-        assert_eq!(sha(&get(&bucket, &path).await), sha(&bytes), "{path}");
+        assert_eq!(sha(&ufs_get(&bucket, &path).await), sha(&bytes), "{path}");
     }
     // A memory write is persisted by a checkpoint (copied into the staging
     // area, then moved to its path: a copy and a delete on S3).
@@ -95,17 +82,17 @@ async fn an_s3_bucket_serves_reads_writes_migrations_and_checkpoints() {
         .unwrap();
     let info = client.persist_wait("/out/async", Duration::from_secs(30)).await.unwrap();
     assert!(info.persisted, "{info:?}");
-    assert_eq!(sha(&get(&bucket, "/out/async").await), sha(&fast));
+    assert_eq!(sha(&ufs_get(&bucket, "/out/async").await), sha(&fast));
     assert!(bucket.list("/").await.unwrap().iter().all(|(n, _)| !n.starts_with(".thaw")), "staging shows");
 
     // Rename: no rename in S3, so objects are copied, then the sources deleted.
     client.mkdir("/moved", false, false).await.unwrap();
     client.rename("/out/WRITE_TYPE_THROUGH", "/moved/one").await.unwrap();
     assert!(bucket.stat("/out/WRITE_TYPE_THROUGH").await.unwrap().is_none());
-    assert_eq!(sha(&get(&bucket, "/moved/one").await), sha(&data(2 * bs + 99, 10)));
+    assert_eq!(sha(&ufs_get(&bucket, "/moved/one").await), sha(&data(2 * bs + 99, 10)));
     client.rename("/out", "/out2").await.unwrap();
     assert!(bucket.stat("/out").await.unwrap().is_none(), "old prefix left behind");
-    assert_eq!(sha(&get(&bucket, "/out2/async").await), sha(&fast));
+    assert_eq!(sha(&ufs_get(&bucket, "/out2/async").await), sha(&fast));
     assert_eq!(sha(&client.read_all("/out2/WRITE_TYPE_CACHE_THROUGH").await.unwrap()), sha(&data(2 * bs + 99, 11)));
     // Delete: the objects go too.
     client.delete("/out2", true).await.unwrap();
@@ -125,7 +112,7 @@ async fn a_prefix_with_more_keys_than_one_s3_page_lists_whole() {
     const N: usize = 1_100;
     let puts = (0..N).map(|i| {
         let bucket = bucket.clone();
-        async move { put(&bucket, &format!("/logs/k{i:05}"), format!("{i}").as_bytes()).await }
+        async move { ufs_put(&bucket, &format!("/logs/k{i:05}"), format!("{i}").as_bytes()).await }
     });
     futures::stream::iter(puts).buffer_unordered(16).collect::<Vec<()>>().await;
     let c = start(s3_cluster(&s3, "many", 1)).await;
@@ -190,8 +177,8 @@ async fn reads_fail_clearly_while_the_s3_endpoint_is_down_and_memory_still_serve
     let bucket = s3.under_store("thaw", "down").unwrap();
     let hot = data(1 << 20, 3);
     let cold = data(1 << 20, 4);
-    put(&bucket, "/hot", &hot).await;
-    put(&bucket, "/cold", &cold).await;
+    ufs_put(&bucket, "/hot", &hot).await;
+    ufs_put(&bucket, "/cold", &cold).await;
     let c = start(s3_cluster(&s3, "down", 1)).await;
     let client = c.remote_client();
     assert_eq!(sha(&client.read_all("/hot").await.unwrap()), sha(&hot));

@@ -10,10 +10,8 @@
 //! which OpenDAL's service does not expose for directories.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use opendal::Operator;
-use opendal::layers::{RetryLayer, TimeoutLayer};
 use thaw_common::{Result, ThawError};
 
 /// What an `hdfs://` URI names, and a client for its renames.
@@ -57,16 +55,7 @@ impl HdfsTarget {
             .map_err(|e| bad(&format!("HDFS client: {e}")))?;
         let builder = opendal::services::HdfsNative::default().name_node(&name_node).root(&format!("{root}/"));
         let op = Operator::new(builder).map_err(|e| bad(&e.to_string()))?;
-        // As for S3: brief failures are retried, nothing waits forever.
-        let op = op
-            .layer(
-                RetryLayer::new()
-                    .with_max_times(3)
-                    .with_min_delay(Duration::from_millis(100))
-                    .with_max_delay(Duration::from_secs(2))
-                    .with_jitter(),
-            )
-            .layer(TimeoutLayer::new().with_timeout(Duration::from_secs(60)).with_io_timeout(Duration::from_secs(30)));
+        let op = crate::resilient(op);
         Ok((HdfsTarget { name_node, root, client: Arc::new(client) }, op))
     }
 

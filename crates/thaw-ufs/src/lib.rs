@@ -48,6 +48,22 @@ pub struct UnderStore {
     hdfs: Option<hdfs::HdfsTarget>,
 }
 
+/// Remote stores (S3, HDFS): a request that fails for a moment (a dropped
+/// connection, 503 SlowDown, a NameNode failing over) is tried again; none waits
+/// forever on a store that stopped answering.
+fn resilient(op: Operator) -> Operator {
+    use opendal::layers::{RetryLayer, TimeoutLayer};
+    use std::time::Duration;
+    op.layer(
+        RetryLayer::new()
+            .with_max_times(3)
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(2))
+            .with_jitter(),
+    )
+    .layer(TimeoutLayer::new().with_timeout(Duration::from_secs(60)).with_io_timeout(Duration::from_secs(30)))
+}
+
 /// Part size of multipart uploads to object stores (S3 wants >= 5 MiB parts).
 const UPLOAD_PART: usize = 8 << 20;
 const UPLOAD_CONCURRENCY: usize = 2;

@@ -12,10 +12,7 @@
 //! would wait on a link-local address); with no credentials at all, requests go
 //! unsigned, as for a public bucket.
 
-use std::time::Duration;
-
 use opendal::Operator;
-use opendal::layers::{RetryLayer, TimeoutLayer};
 use thaw_common::{Result, ThawError};
 
 /// Keys given in code (tests, tools) instead of the environment.
@@ -137,17 +134,7 @@ impl S3Location {
             b = b.skip_signature();
         }
         let op = Operator::new(b).map_err(|e| ThawError::invalid(format!("under-store {}: {e}", self.uri())))?;
-        // A request that fails for a moment (a dropped connection, 503 SlowDown) is
-        // tried again; none waits forever on a store that stopped answering.
-        Ok(op
-            .layer(
-                RetryLayer::new()
-                    .with_max_times(3)
-                    .with_min_delay(Duration::from_millis(100))
-                    .with_max_delay(Duration::from_secs(2))
-                    .with_jitter(),
-            )
-            .layer(TimeoutLayer::new().with_timeout(Duration::from_secs(60)).with_io_timeout(Duration::from_secs(30))))
+        Ok(crate::resilient(op))
     }
 }
 

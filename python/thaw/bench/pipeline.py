@@ -187,6 +187,7 @@ def run_pipeline(
         "seconds": round(took, 3),
         "grep_seconds": round(t_grep, 3),
         "lost_at_kill": lost_at_kill,
+        "lost_at_end": p["lost"],
         "recomputations_done": p["recomputations_done"],
         "recomputations_failed": p["recomputations_failed"],
         "result_sha256": digest.hexdigest(),

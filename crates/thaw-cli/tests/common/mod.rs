@@ -42,3 +42,18 @@ pub fn cold_file(c: &Cluster, path: &str, len: usize, seed: u64) -> Vec<u8> {
     std::fs::write(full, &bytes).unwrap();
     bytes
 }
+
+/// Puts `bytes` at `path` of an under-store directly (another tool's write).
+pub async fn ufs_put(ufs: &thaw_ufs::UnderStore, path: &str, bytes: &[u8]) {
+    let mut w = ufs.writer(path).await.unwrap();
+    w.write(bytes::Bytes::copy_from_slice(bytes)).await.unwrap();
+    w.close().await.unwrap();
+}
+
+/// The whole file at `path` of an under-store, read directly.
+pub async fn ufs_get(ufs: &thaw_ufs::UnderStore, path: &str) -> Vec<u8> {
+    use futures::TryStreamExt;
+    let len = ufs.stat(path).await.unwrap().unwrap_or_else(|| panic!("{path} not in the under-store")).length;
+    let parts: Vec<bytes::Bytes> = ufs.read_range(path, 0..len).await.unwrap().try_collect().await.unwrap();
+    parts.concat()
+}
