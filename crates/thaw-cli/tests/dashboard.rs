@@ -351,7 +351,7 @@ async fn screenshots() {
         ("jobs", "/jobs"),
         ("overview", "/"),
         ("events", "/events"),
-        ("files", "/files?path=/data/events"),
+        ("files", "/files?path=/data/logs"),
         ("file", "/file?path=/data/events/part-0"),
     ] {
         let file = out.join(format!("dashboard-{name}.png"));
