@@ -1,9 +1,10 @@
 //! The master's web dashboard (`thaw master --web-port`) on a real cluster:
 //! each page fetched over HTTP shows the live state (workers, a job's block
 //! counts after a migrate, a file's replicas, migration events); names are
-//! escaped; bad input gets 400 and unknown paths 404. Then the same pages in
-//! headless Chromium: the rendered DOM shows the state and no name turned into
-//! an element. `screenshots` (ignored) writes docs/figures/dashboard-*.png.
+//! escaped; bad input gets 400, unknown paths 404, a taken port fails the
+//! start. Then the same pages in headless Chromium: the rendered DOM shows the
+//! state and no name turned into an element. `screenshots` (ignored) writes
+//! docs/figures/dashboard-*.png.
 
 mod common;
 
@@ -226,7 +227,12 @@ async fn pages_show_the_cluster_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_are_escaped_and_bad_input_is_refused() {
-    let (_c, web) = cluster_with_state(None).await;
+    let (c, web) = cluster_with_state(None).await;
+    let odd_job = "<b>job</b> & \"friends\"";
+    c.remote_client().migrate(odd_job, &["/evil".to_string()], EvictionMode::Explicit, None).await.unwrap();
+    let jobs = page(&web, "/jobs").await;
+    assert!(text(&jobs).contains(&format!(">{odd_job}<")), "{jobs}");
+    assert!(!jobs.contains("<b>") && !jobs.contains("\"friends\""), "{jobs}");
 
     // Names show as text, escaped, in listings, titles, paths and links.
     let evil = page(&web, "/files?path=/evil").await;
@@ -275,6 +281,22 @@ async fn names_are_escaped_and_bad_input_is_refused() {
     assert_eq!((r.status, r.location.as_str()), (303, "/files?path=/data"));
     // The server is still there after all that.
     page(&web, "/").await;
+}
+
+#[test]
+fn a_taken_web_port_fails_the_start() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let local = ["local", "--ufs", &d, "--state-dir", &d, "--port", "0", "--web-port", &port];
+    let master = ["master", "--ufs", &d, "--journal-dir", &d, "--port", "0", "--web-port", &port];
+    for args in [&local[..], &master[..]] {
+        let out = std::process::Command::new(BIN).args(args).stdin(std::process::Stdio::null()).output().unwrap();
+        assert!(!out.status.success(), "{args:?} started on a taken port");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("--web-port {port}: cannot listen on 127.0.0.1:{port}")), "{err}");
+    }
 }
 
 /// Headless Chromium, or `None` (with a printed SKIPPED) when it is missing:

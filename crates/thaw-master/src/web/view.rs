@@ -454,3 +454,46 @@ pub fn error_page(status: StatusCode, message: &str) -> askama::Result<String> {
     let head = Head { title: status.to_string(), tab: "", master: String::new() };
     ErrorPage { head, message: message.into() }.render()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(pct(1, 4), "25.0");
+        assert_eq!(pct(5, 4), "100.0");
+        assert_eq!(pct(3, 0), "0");
+        assert_eq!(ago(250), "250 ms ago");
+        assert_eq!(ago(1500), "1.5 s ago");
+        assert_eq!(ago(600_000), "10 min ago");
+        assert_eq!(clock(86_400_000 + 3_723_004), "01:02:03.004");
+        let d = DeviceMigrationState {
+            device: "ufs".into(),
+            ns_per_byte: 1e9 / (2u64 << 20) as f64,
+            ns_per_migration: 8e6,
+            queued: 3,
+            active: 1,
+            active_ms: 250,
+        };
+        assert_eq!(device_line(&d), "ufs: 2.0 MiB/s, 8.0 ms per small block; 3 queued, 1 running for 250 ms");
+        let idle = DeviceMigrationState { device: "disk".into(), ..Default::default() };
+        assert_eq!(device_line(&idle), "disk: speed not measured yet; 0 queued");
+    }
+
+    #[test]
+    fn error_pages_escape_what_they_echo() {
+        let html = error_page(StatusCode::NOT_FOUND, "no such file: /<script>alert(1)</script> & \"q\"").unwrap();
+        assert!(!html.contains("<script>") && !html.contains("& \"q\""), "{html}");
+        assert!(html.contains("404 Not Found"), "{html}");
+    }
+
+    #[test]
+    fn crumbs_link_every_ancestor() {
+        let c = crumbs("/a b/c");
+        let names: Vec<_> = c.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["/", "a b", "c"]);
+        assert_eq!(c[1].href, "/files?path=/a%20b");
+        assert_eq!(c[2].href, "/files?path=/a%20b/c");
+    }
+}
