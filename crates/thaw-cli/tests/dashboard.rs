@@ -162,7 +162,7 @@ async fn cluster_with_state(device_model: Option<&str>) -> (Cluster, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_show_the_cluster_state() {
-    let (c, web) = cluster_with_state(None).await;
+    let (mut c, web) = cluster_with_state(None).await;
     let client = c.remote_client();
 
     let home = page(&web, "/").await;
@@ -223,6 +223,19 @@ async fn pages_show_the_cluster_state() {
     let newest = client.migration_events(0, 0).await.unwrap().events.last().unwrap().seq;
     let first_seq: u64 = ev.split("<td>").nth(1).and_then(|s| s.split('<').next()?.parse().ok()).expect("a row");
     assert_eq!(first_seq, newest, "the newest event first");
+
+    // A worker killed: the overview says so once the master notices.
+    c.kill_worker(2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let home = page(&web, "/").await;
+        if home.contains("2 live, 1 dead") {
+            assert!(home.contains(r#"class="bad">DEAD<"#), "{home}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "worker 2 still shown alive: {home}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
