@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All tests: formatting, lints, unit tests, the multi-process cluster tests, and
 # the Python package's tests (fsspec's suite, pandas/pyarrow/DuckDB/Dask, clusters),
-# under-store tests against a real SeaweedFS (S3) and a real MiniDFSCluster (HDFS).
+# under-store tests against a real SeaweedFS (S3) and a real MiniDFSCluster (HDFS),
+# and the web dashboard in headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/ensure-toolchain.sh
@@ -11,6 +12,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # then a MiniDFSCluster (Maven jars, a JDK) for the HDFS tests.
 ./scripts/python-env.sh debug
 ./scripts/hdfs/setup.sh
+# Headless Chromium for the dashboard's browser test.
+./scripts/ensure-chromium.sh
 cargo test --workspace --locked
 .venv/bin/ruff check python
 .venv/bin/ruff format --check python

@@ -125,6 +125,24 @@ def test_a_forked_child_gets_its_own_connections(client: thaw.Client, root: str)
     assert p.exitcode == 0
 
 
+def test_the_dashboard_is_served_where_the_cluster_says(tmp_path: Path) -> None:
+    import html
+    import urllib.request
+
+    options = {"mem_capacity": "32MiB", "block_size": "1MiB"}
+    with thaw.LocalCluster(tmp_path / "ufs", workers=2, web_port=0, **options) as c:
+        assert c.dashboard is not None and c.dashboard.startswith("http://127.0.0.1:")
+        c.client().write_bytes("/d/<img src=x>", b"hello")
+        with urllib.request.urlopen(c.dashboard, timeout=10) as r:
+            home = r.read().decode()
+        for w in c.status()["workers"]:
+            assert w["address"] in home, home
+        with urllib.request.urlopen(f"{c.dashboard}files?path=/d", timeout=10) as r:
+            listing = r.read().decode()
+        # The name shows as text: escaped in the page, itself once unescaped.
+        assert "<img" not in listing and "><img src=x></a>" in html.unescape(listing), listing
+
+
 def test_metrics_are_served_where_the_cluster_says(tmp_path: Path) -> None:
     import urllib.request
 

@@ -99,6 +99,10 @@ class LocalCluster:
     ``metrics_port``: serve Prometheus metrics at ``/metrics``, the master on
     this port and worker ``i`` on the port + 1 + ``i`` (0: free ports); the
     addresses are in :attr:`metrics` ("master", "worker 0", ...). Default none.
+
+    ``web_port``: the master serves its web dashboard (workers, jobs, files,
+    migration events) on this port (0: a free one); its URL is in
+    :attr:`dashboard`. Default none.
     """
 
     def __init__(
@@ -133,6 +137,7 @@ class LocalCluster:
         recompute_attempts: int = 3,
         env: dict[str, str] | None = None,
         metrics_port: int | None = None,
+        web_port: int | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -142,6 +147,9 @@ class LocalCluster:
         #: Where each part serves Prometheus metrics (host:port), by name.
         self.metrics: dict[str, str] = {}
         self._metrics_wanted = 0 if metrics_port is None else workers + 1
+        #: The web dashboard's URL (``http://host:port/``), if asked for.
+        self.dashboard: str | None = None
+        self._dashboard_wanted = web_port is not None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
         # Only the process that started the cluster may stop it (a forked child
@@ -194,6 +202,8 @@ class LocalCluster:
             cmd += ["--device-model", device_model]
         if metrics_port is not None:
             cmd += ["--metrics-port", str(metrics_port)]
+        if web_port is not None:
+            cmd += ["--web-port", str(web_port)]
         for index, spec in sorted((worker_device_models or {}).items()):
             cmd += ["--worker-device-model", f"{index}:{spec}"]
         try:
@@ -235,9 +245,14 @@ class LocalCluster:
                 who, sep, addr = line.removeprefix("thaw local: ").partition(" metrics listening on ")
                 if sep and line.startswith("thaw local: "):
                     self.metrics[who] = addr.strip()
+                if line.startswith("thaw local: dashboard at "):
+                    self.dashboard = line.removeprefix("thaw local: dashboard at ").strip()
             try:
                 alive = [w for w in c.status()["workers"] if w["alive"]]
-                if len(alive) >= self.workers and len(self.metrics) >= self._metrics_wanted:
+                addresses_known = len(self.metrics) >= self._metrics_wanted and (
+                    self.dashboard is not None or not self._dashboard_wanted
+                )
+                if len(alive) >= self.workers and addresses_known:
                     return
             except ConnectionError:
                 pass

@@ -123,6 +123,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         exit_with_stdin: false,
         remove_on_exit: None,
         metrics_port: None,
+        web_port: None,
         device_model: None,
         worker_device_model: Vec::new(),
         timing: Timing { heartbeat_ms: 500, worker_timeout_ms: 5000 },

@@ -65,6 +65,11 @@ pub struct LocalArgs {
     /// Default: no metrics.
     #[arg(long)]
     pub metrics_port: Option<u16>,
+    /// Serve the web dashboard (workers, jobs, files, migration events) from
+    /// the master on this port (0: any free port; the URL is printed).
+    /// Default: no dashboard.
+    #[arg(long)]
+    pub web_port: Option<u16>,
     /// Emulated devices of every worker (evaluation), e.g.
     /// disk=40MiB/s,ufs=20MiB/s,penalty=0.3: see `thaw worker --device-model`.
     #[arg(long, value_parser = device_model_arg)]
@@ -370,6 +375,11 @@ pub struct MasterArgs {
     /// port; the chosen address is printed). Default: no metrics.
     #[arg(long)]
     metrics_port: Option<u16>,
+    /// Serve the web dashboard (workers, jobs, files, migration events) on
+    /// this port of --bind (0: any free port; the chosen address is printed).
+    /// Default: no dashboard.
+    #[arg(long)]
+    web_port: Option<u16>,
     #[arg(long, value_parser = size_arg, default_value = "64MiB")]
     block_size: u64,
     #[command(flatten)]
@@ -444,10 +454,15 @@ async fn listen(bind: &str, port: u16) -> anyhow::Result<TcpListener> {
 
 /// The metrics listener for `--metrics-port`, if given.
 async fn listen_metrics(bind: &str, port: Option<u16>) -> anyhow::Result<Option<TcpListener>> {
+    listen_optional(bind, port, "--metrics-port").await
+}
+
+/// A listener on `port` if given; an error names the `flag`.
+async fn listen_optional(bind: &str, port: Option<u16>, flag: &str) -> anyhow::Result<Option<TcpListener>> {
     let Some(port) = port else {
         return Ok(None);
     };
-    let l = listen(bind, port).await.with_context(|| format!("--metrics-port {port}"))?;
+    let l = listen(bind, port).await.with_context(|| format!("{flag} {port}"))?;
     Ok(Some(l))
 }
 
@@ -506,6 +521,7 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     let listener = listen(&args.bind, args.port).await?;
     let addr = listener.local_addr()?;
     let metrics = listen_metrics(&args.bind, args.metrics_port).await?;
+    let web = listen_optional(&args.bind, args.web_port, "--web-port").await?;
     let config = master_config(
         args.ufs,
         args.journal_dir,
@@ -519,8 +535,11 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     if let Some(m) = &metrics {
         say(format_args!("thaw master metrics listening on {}", m.local_addr()?));
     }
+    if let Some(w) = &web {
+        say(format_args!("thaw master web listening on {}", w.local_addr()?));
+    }
     let shutdown = stop_on_signal();
-    thaw_master::serve_with_metrics(config, listener, metrics, shutdown).await?;
+    thaw_master::serve_with_http(config, listener, thaw_master::HttpListeners { metrics, web }, shutdown).await?;
     Ok(())
 }
 
@@ -574,6 +593,8 @@ pub struct LocalCluster {
     pub master_addr: SocketAddr,
     /// Where each part serves its metrics ("master", "worker 0", ...), if asked.
     pub metrics_addrs: Vec<(String, SocketAddr)>,
+    /// Where the master serves the web dashboard, if asked.
+    pub web_addr: Option<SocketAddr>,
     pub mem_root: PathBuf,
     /// The under-store's URI (a local one as its canonical directory).
     pub ufs: String,
@@ -629,14 +650,12 @@ impl LocalCluster {
                 metrics_addrs.push((who, m.local_addr()?));
             }
         }
+        let web = listen_optional(&args.bind, args.web_port, "--web-port").await?;
+        let web_addr = web.as_ref().map(|w| w.local_addr()).transpose()?;
         let mut metrics = metrics.into_iter();
         let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(thaw_master::serve_with_metrics(
-            config,
-            master_listener,
-            metrics.next().flatten(),
-            shutdown.clone(),
-        ));
+        let http = thaw_master::HttpListeners { metrics: metrics.next().flatten(), web };
+        tasks.spawn(thaw_master::serve_with_http(config, master_listener, http, shutdown.clone()));
         let host = thaw_common::hostname();
         for i in 0..args.workers {
             let listener = listen(&args.bind, 0).await?;
@@ -665,7 +684,7 @@ impl LocalCluster {
             };
             tasks.spawn(thaw_worker::serve_with_metrics(config, listener, metrics.next().flatten(), shutdown.clone()));
         }
-        Ok(LocalCluster { master_addr, metrics_addrs, mem_root, ufs, shutdown, tasks })
+        Ok(LocalCluster { master_addr, metrics_addrs, web_addr, mem_root, ufs, shutdown, tasks })
     }
 
     /// Waits until the cluster stops (shutdown, or one part failing, which stops
@@ -715,6 +734,9 @@ pub async fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     ));
     for (who, addr) in &cluster.metrics_addrs {
         say(format_args!("thaw local: {who} metrics listening on {addr}"));
+    }
+    if let Some(addr) = cluster.web_addr {
+        say(format_args!("thaw local: dashboard at http://{addr}/"));
     }
     let result = cluster.wait().await;
     if let Some(dir) = &args.remove_on_exit {

@@ -13,6 +13,7 @@ pub mod migration;
 pub mod namespace;
 pub mod recompute;
 pub mod service;
+pub mod web;
 
 use std::sync::Arc;
 
@@ -34,9 +35,28 @@ pub async fn serve(config: MasterConfig, listener: TcpListener, shutdown: Cancel
 
 /// [`serve`], and Prometheus metrics at `/metrics` on `metrics` if given.
 pub async fn serve_with_metrics(
-    mut config: MasterConfig,
+    config: MasterConfig,
     listener: TcpListener,
     metrics: Option<TcpListener>,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    serve_with_http(config, listener, HttpListeners { metrics, web: None }, shutdown).await
+}
+
+/// The master's HTTP servers beside its gRPC port, each optional.
+#[derive(Debug, Default)]
+pub struct HttpListeners {
+    /// Prometheus metrics at `/metrics`.
+    pub metrics: Option<TcpListener>,
+    /// The web dashboard ([`web`]).
+    pub web: Option<TcpListener>,
+}
+
+/// [`serve`], and the HTTP servers of `http`; they stop with it.
+pub async fn serve_with_http(
+    mut config: MasterConfig,
+    listener: TcpListener,
+    http: HttpListeners,
     shutdown: CancellationToken,
 ) -> Result<()> {
     if config.address.is_empty() {
@@ -98,7 +118,8 @@ pub async fn serve_with_metrics(
         })
     };
     let rpc = thaw_common::metrics::Latencies::new("method");
-    let metrics = metrics.map(|l| {
+    let web = http.web.map(|l| tokio::spawn(web::serve(l, master.clone(), shutdown.clone().cancelled_owned())));
+    let metrics = http.metrics.map(|l| {
         let registry = Arc::new(metrics::registry(&master, &rpc));
         tokio::spawn(thaw_common::metrics::serve(l, registry, shutdown.clone().cancelled_owned()))
     });
@@ -119,6 +140,11 @@ pub async fn serve_with_metrics(
         && let Ok(Err(e)) = m.await
     {
         tracing::warn!(error = %e, "metrics server stopped");
+    }
+    if let Some(w) = web
+        && let Ok(Err(e)) = w.await
+    {
+        tracing::warn!(error = %e, "web dashboard stopped");
     }
     result.map_err(|e| ThawError::internal(format!("master server: {e}")))
 }

@@ -20,6 +20,7 @@ use crate::namespace::{Namespace, NewInode, ROOT_ID};
 
 mod cache;
 mod checkpoints;
+mod dashboard;
 mod jobs;
 mod lineage;
 mod metrics;

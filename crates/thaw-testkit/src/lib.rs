@@ -77,6 +77,9 @@ struct Proc {
     /// Its metrics address (`... metrics listening on ADDR`), if started with
     /// `--metrics-port`.
     metrics_addr: Option<String>,
+    /// Its dashboard address (`... web listening on ADDR`), if started with
+    /// `--web-port`.
+    web_addr: Option<String>,
 }
 
 impl Proc {
@@ -121,12 +124,15 @@ fn spawn(bin: &Path, args: &[String], env: &[(String, String)], log: &Path) -> R
             None => bail!("{} {:?} did not start: {line:?}; see {}", bin.display(), args, log.display()),
         }
     };
+    // The lines come in this order: the RPC port, metrics, the dashboard.
+    let has = |flag: &str| args.iter().any(|a| a == flag);
     let addrs = listening("listening on").and_then(|addr| {
-        let metrics = args.iter().any(|a| a == "--metrics-port");
-        Ok((addr, if metrics { Some(listening("metrics listening on")?) } else { None }))
+        let metrics = if has("--metrics-port") { Some(listening("metrics listening on")?) } else { None };
+        let web = if has("--web-port") { Some(listening("web listening on")?) } else { None };
+        Ok((addr, metrics, web))
     });
     match addrs {
-        Ok((addr, metrics_addr)) => Ok(Proc { child: Some(child), addr, metrics_addr }),
+        Ok((addr, metrics_addr, web_addr)) => Ok(Proc { child: Some(child), addr, metrics_addr, web_addr }),
         Err(e) => {
             let _ = child.kill();
             let _ = child.wait();
@@ -152,7 +158,7 @@ impl Cluster {
             bin,
             ufs,
             mem_root,
-            master: Proc { child: None, addr: String::new(), metrics_addr: None },
+            master: Proc { child: None, addr: String::new(), metrics_addr: None, web_addr: None },
             workers: Vec::new(),
             options,
             root,
@@ -181,6 +187,11 @@ impl Cluster {
     /// The master's metrics address (given `--metrics-port` in `master_args`).
     pub fn master_metrics_addr(&self) -> Option<&str> {
         self.master.metrics_addr.as_deref()
+    }
+
+    /// The master's dashboard address (given `--web-port` in `master_args`).
+    pub fn master_web_addr(&self) -> Option<&str> {
+        self.master.web_addr.as_deref()
     }
 
     /// Worker `i`'s metrics address (given `--metrics-port` in its `extra_args`).

@@ -259,6 +259,11 @@ impl Migrations {
         }
     }
 
+    /// The newest `n` events, newest first (the dashboard's live view).
+    pub fn recent_events(&self, n: usize) -> impl Iterator<Item = &MigrationEvent> {
+        self.events.iter().rev().take(n)
+    }
+
     /// Events with `seq >= since` (at most `limit`, 0 = all kept), and the next seq.
     pub fn events(&self, since: u64, limit: usize) -> (Vec<MigrationEvent>, u64) {
         let first = self.events.front().map(|e| e.seq).unwrap_or(self.next_event);
