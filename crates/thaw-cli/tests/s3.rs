@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use thaw_common::proto::{EvictionMode, JobInfo};
 use thaw_testkit::s3::SeaweedS3;
-use thaw_ufs::UnderStore;
 
 fn s3_cluster(s3: &SeaweedS3, prefix: &str, n: usize) -> ClusterOptions {
     ClusterOptions { ufs_uri: Some(s3.uri("thaw", prefix)), env: SeaweedS3::env(), ..ClusterOptions::workers(n) }
