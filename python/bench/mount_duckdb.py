@@ -31,6 +31,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="512MiB")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--mount-arg", action="append", default=[], help="a flag for thaw mount (repeatable)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="thaw-bench-mount-"))
     proc = None
@@ -49,7 +50,7 @@ def main() -> None:
             )
             mnt.mkdir()
             proc = subprocess.Popen(
-                [find_binary(), "mount", str(mnt), "--master", c.master],
+                [find_binary(), "mount", str(mnt), "--master", c.master, *args.mount_arg],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
