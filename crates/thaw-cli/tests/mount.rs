@@ -231,6 +231,17 @@ async fn programs_read_the_namespace_through_the_mount_and_writes_are_refused() 
     // The files are unchanged at the master.
     assert_eq!(h0.stat("/m/small.bin").await.unwrap().length, small.len() as u64);
 
+    // `df`: the cluster's memory (two workers' MEM tiers), read-only.
+    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    let cpath = std::ffi::CString::new(m.path("/").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid path and an out-struct of the right type.
+    assert_eq!(unsafe { libc::statvfs(cpath.as_ptr(), &mut vfs) }, 0);
+    let mem: u64 = c.options.workers.iter().map(|w| w.mem_capacity).sum();
+    assert_eq!(vfs.f_blocks as u64 * vfs.f_frsize as u64, mem);
+    assert!(vfs.f_bfree < vfs.f_blocks, "used memory not shown: {} of {}", vfs.f_bfree, vfs.f_blocks);
+    assert_eq!(vfs.f_bavail, 0);
+    assert!(vfs.f_files > 0);
+
     // A file written after the mount appears within the attribute TTL (1 s).
     h0.write_all("/m/later.txt", b"later\n", opts(WriteType::MustCache)).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);

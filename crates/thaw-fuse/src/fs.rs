@@ -14,7 +14,7 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use thaw_client::{Client, FileReader};
-use thaw_common::proto::FileInfo;
+use thaw_common::proto::{FileInfo, Tier};
 use thaw_common::{ErrorKind, ThawError};
 use tokio::runtime::Handle;
 
@@ -510,8 +510,19 @@ impl Filesystem for ThawFs {
         reply.ok();
     }
 
+    /// `df` of the mount shows the cluster's memory: the MEM tiers of the live
+    /// workers (size and used), the namespace's files, and nothing available
+    /// (the mount is read-only).
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        reply.statfs(0, 0, 0, 0, 0, 1 << 20, 255, 1 << 20);
+        let status = match self.call("statfs", self.client.cluster_status()) {
+            Ok(s) => s,
+            Err(e) => return reply.error(e),
+        };
+        let mem =
+            status.workers.iter().filter(|w| w.alive).flat_map(|w| &w.tiers).filter(|t| t.tier == Tier::Mem as i32);
+        let (capacity, used) = mem.fold((0u64, 0u64), |(c, u), t| (c + t.capacity, u + t.used.min(t.capacity)));
+        const UNIT: u64 = 4096;
+        reply.statfs(capacity / UNIT, (capacity - used) / UNIT, 0, status.files, 0, 1 << 20, 255, UNIT as u32);
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
