@@ -17,13 +17,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import thaw
-from thaw.cluster import find_binary
 from thaw.demo import MIB, QUERY, connect, make_data, parse_size
 
 
@@ -34,7 +32,6 @@ def main() -> None:
     ap.add_argument("--mount-arg", action="append", default=[], help="a flag for thaw mount (repeatable)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="thaw-bench-mount-"))
-    proc = None
     mnt = tmp / "mnt"
     try:
         local = tmp / "local"
@@ -49,36 +46,25 @@ def main() -> None:
                 local / "sales", "/oneblock", write_type="must-cache", block_size=one_block, progress=False
             )
             mnt.mkdir()
-            proc = subprocess.Popen(
-                [find_binary(), "mount", str(mnt), "--master", c.master, *args.mount_arg],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            line = proc.stdout.readline() if proc.stdout else ""
-            if not line.startswith("thaw mounted on"):
-                raise SystemExit(f"thaw mount failed: {proc.stderr.read() if proc.stderr else ''}")
-            cases = {
-                "local files, warm page cache": str(local / "sales" / "*.parquet"),
-                "thaw mount, 16 MiB blocks (splice)": str(mnt / "blocks16" / "*.parquet"),
-                "thaw mount, one block per file (passthrough)": str(mnt / "oneblock" / "*.parquet"),
-                "thaw://, 16 MiB blocks (DuckDB's fsspec bridge)": "thaw:///blocks16/*.parquet",
-            }
-            con = thaw.register_duckdb(connect(), thaw.ThawFileSystem(client=client))
-            results = {}
-            for path in cases.values():  # warm-up: page cache, DuckDB's metadata
-                results[path] = con.sql(QUERY.format(path)).fetchall()
-            if len({repr(r) for r in results.values()}) != 1:
-                raise SystemExit(f"the answers differ: {results}")
-            times: dict[str, list[float]] = {name: [] for name in cases}
-            for _ in range(args.repeats):
-                for name, path in cases.items():
-                    t0 = time.perf_counter()
-                    con.sql(QUERY.format(path)).fetchall()
-                    times[name].append(time.perf_counter() - t0)
-            subprocess.run([find_binary(), "umount", str(mnt)], check=True)
-            _, err = proc.communicate(timeout=30)
-            proc = None
+            with thaw.Mount(mnt, master=c.master, args=args.mount_arg) as mount:
+                cases = {
+                    "local files, warm page cache": str(local / "sales" / "*.parquet"),
+                    "thaw mount, 16 MiB blocks (splice)": str(mnt / "blocks16" / "*.parquet"),
+                    "thaw mount, one block per file (passthrough)": str(mnt / "oneblock" / "*.parquet"),
+                    "thaw://, 16 MiB blocks (DuckDB's fsspec bridge)": "thaw:///blocks16/*.parquet",
+                }
+                con = thaw.register_duckdb(connect(), thaw.ThawFileSystem(client=client))
+                results = {}
+                for path in cases.values():  # warm-up: page cache, DuckDB's metadata
+                    results[path] = con.sql(QUERY.format(path)).fetchall()
+                if len({repr(r) for r in results.values()}) != 1:
+                    raise SystemExit(f"the answers differ: {results}")
+                times: dict[str, list[float]] = {name: [] for name in cases}
+                for _ in range(args.repeats):
+                    for name, path in cases.items():
+                        t0 = time.perf_counter()
+                        con.sql(QUERY.format(path)).fetchall()
+                        times[name].append(time.perf_counter() - t0)
         base = statistics.median(times["local files, warm page cache"])
         print(
             f"DuckDB read_parquet, make demo's query over {nbytes / MIB:.0f} MiB of parquet "
@@ -88,11 +74,8 @@ def main() -> None:
         for name, ts in times.items():
             m = statistics.median(ts)
             print(f"{name:<50} {m:>9.3f} {base / m:>8.2f}x")
-        print(next((x for x in err.splitlines() if "served" in x), ""))
+        print(mount.served)
     finally:
-        if proc is not None:
-            proc.kill()
-            subprocess.run([find_binary(), "umount", "--lazy", str(mnt)], check=False)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

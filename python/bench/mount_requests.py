@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import thaw
-from thaw.cluster import find_binary
 from thaw.demo import MIB, parse_size
 
 FILE = 64 * MIB
@@ -59,7 +57,6 @@ def main() -> None:
     ap.add_argument("--mount-arg", action="append", default=[], help="a flag for thaw mount (repeatable)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="thaw-bench-requests-"))
-    proc = None
     mnt = tmp / "mnt"
     try:
         local = tmp / "local"
@@ -70,26 +67,16 @@ def main() -> None:
         with thaw.LocalCluster(ufs=tmp / "ufs", block_size=size, mem_capacity=2 * args.files * FILE) as c:
             thaw.Client(c.master).put(local, "/d", write_type="must-cache", progress=False)
             mnt.mkdir()
-            cmd = [find_binary(), "mount", str(mnt), "--master", c.master, *args.mount_arg]
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            line = proc.stdout.readline() if proc.stdout else ""
-            if not line.startswith("thaw mounted on"):
-                raise SystemExit(f"thaw mount failed: {proc.stderr.read() if proc.stderr else ''}")
-            rows = {
-                "local files, page cache": costs(sorted(local.iterdir())),
-                f"thaw mount, {args.block_size} blocks {' '.join(args.mount_arg)}": costs(
-                    sorted((mnt / "d").iterdir())
-                ),
-            }
-            subprocess.run([find_binary(), "umount", str(mnt)], check=True)
-            proc.communicate(timeout=30)
-            proc = None
+            mounted = f"thaw mount, {args.block_size} blocks {' '.join(args.mount_arg)}"
+            with thaw.Mount(mnt, master=c.master, args=args.mount_arg):
+                rows = {
+                    "local files, page cache": costs(sorted(local.iterdir())),
+                    mounted: costs(sorted((mnt / "d").iterdir())),
+                }
         print(f"{'read':<44} {'open+read+close':>16} {'1 MiB pread':>12} {'64 KiB pread':>13}")
         for name, (o, m, k) in rows.items():
             print(f"{name:<44} {o * 1e6:>13.0f} us {m * 1e6:>9.0f} us {k * 1e6:>10.0f} us")
     finally:
-        if proc is not None:
-            proc.kill()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import thaw
-from thaw.cluster import find_binary
 
 
 def _fuse_missing() -> str | None:
@@ -30,27 +28,14 @@ def mount(cluster: thaw.LocalCluster, tmp_path: Path) -> Iterator[Path]:
         pytest.skip(f"FUSE mount tests need FUSE: {why}")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    log = open(tmp_path / "mount.log", "w")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(
-        [find_binary(), "mount", str(mnt), "--master", cluster.master],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    m = thaw.Mount(mnt, master=cluster.master)
     try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert line.startswith("thaw mounted on"), (tmp_path / "mount.log").read_text()
         yield mnt
     finally:
-        proc.terminate()
-        try:
-            assert proc.wait(timeout=15) == 0, (tmp_path / "mount.log").read_text()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                subprocess.run([find_binary(), "umount", "--lazy", str(mnt)], check=False)
-            log.close()
+        m.close()
+    # SIGTERM unmounts and ends it cleanly, saying what it served.
+    assert m.returncode == 0 and m.served.startswith("thaw mount: served"), m.served
+    assert not os.path.ismount(mnt)
 
 
 def test_duckdb_and_pyarrow_read_parquet_from_the_mount(

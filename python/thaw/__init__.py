@@ -25,6 +25,7 @@ from .cluster import LocalCluster, find_binary
 from .errors import ThawError
 from .fs import ThawFileSystem, arrow_dataset, arrow_filesystem, register_duckdb
 from .jobs import Job, current_job_id, job
+from .mount import Mount
 
 # The package's entry point registers the protocol for fsspec users who never
 # import thaw; this covers running from a source tree without installed metadata.
@@ -34,6 +35,7 @@ __all__ = [
     "Client",
     "Job",
     "LocalCluster",
+    "Mount",
     "ThawError",
     "ThawFile",
     "ThawFileSystem",
