@@ -10,6 +10,7 @@
 //! which OpenDAL's service does not expose for directories.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use opendal::Operator;
 use thaw_common::{Result, ThawError};
@@ -22,6 +23,8 @@ pub struct HdfsTarget {
     /// The namespace root's absolute HDFS path, without a trailing '/' ("" = "/").
     pub root: String,
     client: Arc<hdfs_native::Client>,
+    /// The staging directory of writes exists (made once, not per write).
+    staging_made: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for HdfsTarget {
@@ -56,7 +59,8 @@ impl HdfsTarget {
         let builder = opendal::services::HdfsNative::default().name_node(&name_node).root(&format!("{root}/"));
         let op = Operator::new(builder).map_err(|e| bad(&e.to_string()))?;
         let op = crate::resilient(op);
-        Ok((HdfsTarget { name_node, root, client: Arc::new(client) }, op))
+        let staging_made = Arc::new(AtomicBool::new(false));
+        Ok((HdfsTarget { name_node, root, client: Arc::new(client), staging_made }, op))
     }
 
     pub fn uri(&self) -> String {
@@ -66,6 +70,22 @@ impl HdfsTarget {
     /// The absolute HDFS path of an OpenDAL key (relative, maybe ending in '/').
     fn abs(&self, key: &str) -> String {
         format!("{}/{}", self.root, key.trim_end_matches('/'))
+    }
+
+    /// A fresh key in the staging directory for a write that is renamed into
+    /// place at close (an HDFS file shows at its path while written). The
+    /// directory is made on the first write only.
+    pub async fn staged_write_key(&self, op: &Operator) -> opendal::Result<String> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = format!("{}/writes/", crate::STAGING_DIR);
+        if !self.staging_made.load(Ordering::Relaxed) {
+            op.create_dir(&dir).await?;
+            self.staging_made.store(true, Ordering::Relaxed);
+        }
+        // Unique across processes (pid) and within one (a counter).
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        Ok(format!("{dir}{}-{}-{nanos}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
     }
 
     /// HDFS's own rename (atomic, files and directories alike).

@@ -40,12 +40,18 @@ pub struct UfsStatus {
 pub struct UnderStore {
     op: Operator,
     uri: String,
-    /// The root directory, for under-stores that are a local file system.
-    local_root: Option<std::path::PathBuf>,
-    /// Set for an S3 bucket.
-    s3: Option<s3::S3Location>,
-    /// Set for HDFS.
-    hdfs: Option<hdfs::HdfsTarget>,
+    backend: Backend,
+}
+
+/// What is behind the operator: each kind differs in renames, writes and errors.
+#[derive(Clone, Debug)]
+enum Backend {
+    /// A local directory (its root): renames are atomic, files copy in-kernel.
+    Local(std::path::PathBuf),
+    /// An S3 bucket: no rename, directories are prefixes.
+    S3(s3::S3Location),
+    /// HDFS: atomic renames through its own client; writes show while open.
+    Hdfs(hdfs::HdfsTarget),
 }
 
 /// Remote stores (S3, HDFS): a request that fails for a moment (a dropped
@@ -131,7 +137,7 @@ impl UnderStore {
         }
         if uri.starts_with("hdfs://") {
             let (target, op) = hdfs::HdfsTarget::parse(uri)?;
-            return Ok(UnderStore { op, uri: target.uri(), local_root: None, s3: None, hdfs: Some(target) });
+            return Ok(UnderStore { op, uri: target.uri(), backend: Backend::Hdfs(target) });
         }
         if let Some((scheme, _)) = uri.split_once("://")
             && !matches!(scheme, "fs" | "file")
@@ -157,14 +163,14 @@ impl UnderStore {
         let staging = format!("{dir}/{STAGING_DIR}");
         let builder = opendal::services::Fs::default().root(&dir).atomic_write_dir(&staging);
         let op = Operator::new(builder).map_err(|e| dal_err(e, "open", &dir))?;
-        Ok(UnderStore { op, uri: format!("fs://{dir}"), local_root: Some(dir.into()), s3: None, hdfs: None })
+        Ok(UnderStore { op, uri: format!("fs://{dir}"), backend: Backend::Local(dir.into()) })
     }
 
     /// An S3 under-store with the keys given here instead of the environment's.
     pub fn open_s3(uri: &str, creds: Option<&s3::Credentials>) -> Result<Self> {
         let loc = s3::S3Location::parse(uri)?;
         let op = loc.operator(creds)?;
-        Ok(UnderStore { op, uri: loc.uri(), local_root: None, s3: Some(loc), hdfs: None })
+        Ok(UnderStore { op, uri: loc.uri(), backend: Backend::S3(loc) })
     }
 
     /// Asks the store once, so a wrong bucket, endpoint or credentials are an
@@ -174,16 +180,19 @@ impl UnderStore {
         let Err(e) = probe else {
             return Ok(());
         };
-        Err(match (&self.s3, &self.hdfs) {
-            (Some(loc), _) => s3::explain(loc, e),
-            (_, Some(target)) => target.explain(e),
-            _ => dal_err(e, "list", "/"),
+        Err(match &self.backend {
+            Backend::S3(loc) => s3::explain(loc, e),
+            Backend::Hdfs(target) => target.explain(e),
+            Backend::Local(_) => dal_err(e, "list", "/"),
         })
     }
 
-    /// `true` for an object store (no rename, no local files).
-    pub fn is_object_store(&self) -> bool {
-        self.s3.is_some()
+    /// The root directory, for an under-store that is a local file system.
+    fn local_root(&self) -> Option<&std::path::Path> {
+        match &self.backend {
+            Backend::Local(root) => Some(root),
+            _ => None,
+        }
     }
 
     /// The canonical URI (what workers are told at registration).
@@ -195,7 +204,7 @@ impl UnderStore {
     /// a worker copy under-store bytes into a tier inside the kernel.
     pub fn local_path(&self, p: &str) -> Result<Option<std::path::PathBuf>> {
         let key = file_key(p)?;
-        Ok(self.local_root.as_ref().map(|root| root.join(key)))
+        Ok(self.local_root().map(|root| root.join(key)))
     }
 
     /// `None` if nothing is at `p`.
@@ -212,7 +221,7 @@ impl UnderStore {
             Err(e) if e.kind() == DalKind::NotFound => {}
             Err(e) => return Err(dal_err(e, "stat", p)),
         }
-        if self.s3.is_none() {
+        if !matches!(self.backend, Backend::S3(_)) {
             return Ok(None);
         }
         match self.op.stat(&format!("{key}/")).await {
@@ -271,15 +280,13 @@ impl UnderStore {
     /// A writer for file `p`; nothing is visible at `p` until `close`.
     pub async fn writer(&self, p: &str) -> Result<UfsWriter> {
         let key = file_key(p)?;
-        let Some(target) = &self.hdfs else {
+        let Backend::Hdfs(target) = &self.backend else {
             let inner = self.writer_at(&key).await.map_err(|e| dal_err(e, "create", p))?;
             return Ok(UfsWriter { inner, path: p.to_string(), publish: None });
         };
         // An HDFS file shows at its path while it is written: write it in the
         // staging directory, then rename it into place (atomic) at close.
-        let dir = format!("{STAGING_DIR}/writes/");
-        self.op.create_dir(&dir).await.map_err(|e| dal_err(e, "mkdir", &dir))?;
-        let staged = format!("{dir}{}", unique_name());
+        let staged = target.staged_write_key(&self.op).await.map_err(|e| dal_err(e, "mkdir", STAGING_DIR))?;
         let inner = self.op.writer(&staged).await.map_err(|e| dal_err(e, "create", p))?;
         let publish = Some(Publish { target: target.clone(), op: self.op.clone(), staged, key });
         Ok(UfsWriter { inner, path: p.to_string(), publish })
@@ -287,7 +294,7 @@ impl UnderStore {
 
     /// Object stores upload in parts, two at a time; nothing shows until `close`.
     async fn writer_at(&self, key: &str) -> opendal::Result<opendal::Writer> {
-        if self.s3.is_some() {
+        if matches!(self.backend, Backend::S3(_)) {
             self.op.writer_with(key).chunk(UPLOAD_PART).concurrent(UPLOAD_CONCURRENCY).await
         } else {
             self.op.writer(key).await
@@ -327,12 +334,13 @@ impl UnderStore {
         if let Some(parent) = parent_of(dst) {
             self.create_dir(&parent).await?;
         }
-        if let Some(target) = &self.hdfs {
-            return target.rename(&file_key(src)?, &file_key(dst)?, false).await;
-        }
-        if self.s3.is_none() {
+        match &self.backend {
+            Backend::Hdfs(target) => return target.rename(&file_key(src)?, &file_key(dst)?, false).await,
             // The fs service renames directories as well as files.
-            return self.op.rename(&file_key(src)?, &file_key(dst)?).await.map_err(|e| dal_err(e, "rename", src));
+            Backend::Local(_) => {
+                return self.op.rename(&file_key(src)?, &file_key(dst)?).await.map_err(|e| dal_err(e, "rename", src));
+            }
+            Backend::S3(_) => {}
         }
         if !st.is_dir {
             return self.move_object(&file_key(src)?, &file_key(dst)?, src).await;
@@ -355,11 +363,10 @@ impl UnderStore {
 
     /// Moves one object: a rename where the service has it, else copy then delete.
     async fn move_object(&self, from: &str, to: &str, what: &str) -> Result<()> {
-        if let Some(target) = &self.hdfs {
-            return target.rename(from, to, true).await;
-        }
-        if self.s3.is_none() {
-            return self.op.rename(from, to).await.map_err(|e| dal_err(e, "rename", what));
+        match &self.backend {
+            Backend::Hdfs(target) => return target.rename(from, to, true).await,
+            Backend::Local(_) => return self.op.rename(from, to).await.map_err(|e| dal_err(e, "rename", what)),
+            Backend::S3(_) => {}
         }
         self.op.copy(from, to).await.map_err(|e| dal_err(e, "copy", what))?;
         self.op.delete(from).await.map_err(|e| dal_err(e, "delete", what))
@@ -378,7 +385,7 @@ impl UnderStore {
     /// Where a worker on this host writes file `file_id`'s checkpoint itself (a
     /// local under-store only): write a temp file beside it, then rename.
     pub fn checkpoint_local_path(&self, file_id: u64) -> Option<std::path::PathBuf> {
-        self.local_root.as_ref().map(|root| root.join(checkpoint_key(file_id)))
+        self.local_root().map(|root| root.join(checkpoint_key(file_id)))
     }
 
     /// A writer for file `file_id`'s checkpoint.
@@ -448,14 +455,6 @@ struct Publish {
     op: Operator,
     staged: String,
     key: String,
-}
-
-/// A name no other writer of this or another process picks.
-fn unique_name() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    format!("{}-{}-{nanos}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 impl UfsWriter {
