@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import tempfile
 from pathlib import Path
@@ -22,7 +23,8 @@ from .errors import ThawError
 class Mount:
     """Runs ``thaw mount MOUNTPOINT`` (``args``: more of its flags) until the block
     ends, then stops it (it unmounts on SIGTERM) and keeps its summary in ``served``.
-    ``master``: the cluster's address (default ``THAW_MASTER``)."""
+    ``master``: the cluster's address (default ``THAW_MASTER``); ``timeout``: for
+    mounting and for unmounting."""
 
     def __init__(
         self,
@@ -44,11 +46,18 @@ class Mount:
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log, text=True
         )
-        line = self._proc.stdout.readline() if self._proc.stdout else ""
+        # It prints one line once mounted, or exits; a mount that does neither
+        # within the timeout is given up on, not waited for.
+        out = self._proc.stdout
+        assert out is not None  # a pipe: stdout=PIPE above
+        ready, _, _ = select.select([out], [], [], timeout)
+        line = out.readline() if ready else ""
         if not line.startswith("thaw mounted on"):
             self._proc.kill()
             self._proc.wait()
-            raise ThawError(f"thaw mount {self.path} failed: {self._log_text().strip()}")
+            why = self._log_text().strip() or "it did not mount in time"
+            self._log.close()
+            raise ThawError(f"thaw mount {self.path} failed: {why}")
 
     def _log_text(self) -> str:
         self._log.seek(0)

@@ -5,14 +5,17 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
 pub struct MiniHdfs {
     child: Child,
     stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
+    /// Its stdout's lines, read by a thread: every wait for one is bounded.
+    lines: Receiver<String>,
     _dir: tempfile::TempDir,
     /// `hdfs://127.0.0.1:PORT`
     pub name_node: String,
@@ -51,15 +54,22 @@ impl MiniHdfs {
             .spawn()
             .context("starting java (MiniHdfs)")?;
         let stdin = child.stdin.take();
-        let mut stdout = BufReader::new(child.stdout.take().context("stdout")?);
-        let mut line = String::new();
-        stdout.read_line(&mut line)?;
+        let stdout = BufReader::new(child.stdout.take().context("stdout")?);
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let line = next_line(&lines, STARTUP).unwrap_or_else(|e| e);
         let Some(name_node) = line.trim().strip_prefix("hdfs listening on ").map(str::to_string) else {
             let _ = child.kill();
             let log = std::fs::read_to_string(dir.path().join("hdfs.log")).unwrap_or_default();
             bail!("MiniHdfs did not start: {line:?}\n{}", &log[log.len().saturating_sub(3000)..]);
         };
-        Ok(Some(MiniHdfs { child, stdin, stdout, _dir: dir, name_node }))
+        Ok(Some(MiniHdfs { child, stdin, lines, _dir: dir, name_node }))
     }
 
     /// `hdfs://127.0.0.1:PORT/path`
@@ -71,8 +81,7 @@ impl MiniHdfs {
         let stdin = self.stdin.as_mut().context("MiniHdfs stopped")?;
         writeln!(stdin, "{cmd}")?;
         stdin.flush()?;
-        let mut line = String::new();
-        self.stdout.read_line(&mut line)?;
+        let line = next_line(&self.lines, STARTUP).unwrap_or_else(|e| e);
         if line.trim() != answer {
             bail!("MiniHdfs {cmd}: {line:?}");
         }
@@ -83,6 +92,18 @@ impl MiniHdfs {
     pub fn restart_name_node(&mut self) -> Result<()> {
         self.command("restart-namenode", "namenode restarted")
     }
+}
+
+/// A JVM starting a NameNode and DataNodes, or restarting a NameNode, on 2 busy
+/// cores: generous, but never a hang.
+const STARTUP: Duration = Duration::from_secs(120);
+
+/// The next line, or (as the error) what happened instead.
+fn next_line(lines: &Receiver<String>, within: Duration) -> std::result::Result<String, String> {
+    lines.recv_timeout(within).map_err(|e| match e {
+        RecvTimeoutError::Timeout => format!("(no answer in {within:?})"),
+        RecvTimeoutError::Disconnected => "(it exited)".to_string(),
+    })
 }
 
 impl Drop for MiniHdfs {
