@@ -47,15 +47,7 @@ async fn an_hdfs_directory_serves_reads_writes_migrations_and_atomic_renames() {
     ufs_put(&store, "/in/part-0", &input).await;
     let reader = c.remote_client().with_job("q1");
     reader.migrate("q1", &["/in".to_string()], EvictionMode::Explicit, None).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let j = reader.jobs(Some("q1")).await.unwrap().jobs.remove(0);
-        if j.blocks_in_memory == 3 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "migration from HDFS did not finish: {j:?}\n{}", c.logs());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert_eq!(wait_in_memory(&reader, "q1").await.blocks_in_memory, 3);
     let mut r = reader.open("/in/part-0").await.unwrap();
     got.clear();
     r.read_to_end(&mut got).await.unwrap();

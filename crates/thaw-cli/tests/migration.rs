@@ -9,28 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use thaw_common::proto::{EvictionMode, JobInfo, JobTasks};
-
-async fn job(client: &Client, id: &str) -> Option<JobInfo> {
-    match client.jobs(Some(id)).await {
-        Ok(r) => r.jobs.into_iter().next(),
-        Err(e) if e.kind == ErrorKind::NotFound => None,
-        Err(e) => panic!("jobs: {e}"),
-    }
-}
-
-/// Waits until every block of the job is in memory.
-async fn wait_in_memory(client: &Client, id: &str) -> JobInfo {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let j = job(client, id).await.expect("job exists");
-        if j.blocks_in_memory == j.blocks {
-            return j;
-        }
-        assert!(Instant::now() < deadline, "migration did not finish: {j:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use thaw_common::proto::{EvictionMode, JobTasks};
 
 /// MEM bytes used per worker, asked of the workers.
 async fn mem_used(c: &Cluster, client: &Client) -> Vec<u64> {

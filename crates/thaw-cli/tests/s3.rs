@@ -10,15 +10,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use thaw_common::proto::{EvictionMode, JobInfo};
+use thaw_common::proto::EvictionMode;
 use thaw_testkit::s3::SeaweedS3;
 
 fn s3_cluster(s3: &SeaweedS3, prefix: &str, n: usize) -> ClusterOptions {
     ClusterOptions { ufs_uri: Some(s3.uri("thaw", prefix)), env: SeaweedS3::env(), ..ClusterOptions::workers(n) }
-}
-
-async fn job(client: &Client, id: &str) -> JobInfo {
-    client.jobs(Some(id)).await.unwrap().jobs.into_iter().next().expect("job exists")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,11 +49,7 @@ async fn an_s3_bucket_serves_reads_writes_migrations_and_checkpoints() {
     let reader = c.remote_client().with_job("q1");
     let j = reader.migrate("q1", &["/in".to_string()], EvictionMode::Explicit, None).await.unwrap();
     assert_eq!(j.blocks, 3);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while job(&reader, "q1").await.blocks_in_memory < 3 {
-        assert!(Instant::now() < deadline, "migration from S3 did not finish\n{}", c.logs());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert_eq!(wait_in_memory(&reader, "q1").await.blocks_in_memory, 3);
     let mut r = reader.open("/in/part-0").await.unwrap();
     got.clear();
     r.read_to_end(&mut got).await.unwrap();
@@ -189,4 +181,22 @@ async fn reads_fail_clearly_while_the_s3_endpoint_is_down_and_memory_still_serve
     assert!(e.message.contains("under-store"), "{e}");
     // What is in memory does not need the store.
     assert_eq!(sha(&client.read_all("/hot").await.unwrap()), sha(&hot));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_larger_than_the_clusters_memory_reads_whole_through_a_full_tier() {
+    let s3 = SeaweedS3::start(&["thaw"]).await.unwrap();
+    let bucket = s3.under_store("thaw", "big").unwrap();
+    let big = data(12 << 20, 11);
+    ufs_put(&bucket, "/big.bin", &big).await;
+    let mut options = s3_cluster(&s3, "big", 1);
+    options.workers[0].mem_capacity = 4 << 20; // a third of the object
+    let c = start(options).await;
+    for client in [c.remote_client(), c.client("h0", "r0")] {
+        let got = client.read_all("/big.bin").await.unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
+        assert_eq!(sha(&got), sha(&big));
+    }
+    let (st, _) = c.remote_client().stat_blocks("/big.bin", true).await.unwrap();
+    let in_mem = st.blocks.iter().filter(|b| b.replicas.iter().any(|r| r.tier == Tier::Mem as i32)).count();
+    assert!(in_mem <= 4, "{in_mem} blocks of 1 MiB in a 4 MiB tier");
 }

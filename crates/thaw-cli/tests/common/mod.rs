@@ -57,3 +57,25 @@ pub async fn ufs_get(ufs: &thaw_ufs::UnderStore, path: &str) -> Vec<u8> {
     let parts: Vec<bytes::Bytes> = ufs.read_range(path, 0..len).await.unwrap().try_collect().await.unwrap();
     parts.concat()
 }
+
+/// The master's record of job `id`, if it has one.
+pub async fn job(client: &Client, id: &str) -> Option<thaw_common::proto::JobInfo> {
+    match client.jobs(Some(id)).await {
+        Ok(r) => r.jobs.into_iter().next(),
+        Err(e) if e.kind == ErrorKind::NotFound => None,
+        Err(e) => panic!("jobs: {e}"),
+    }
+}
+
+/// Waits until every block of the job is in memory.
+pub async fn wait_in_memory(client: &Client, id: &str) -> thaw_common::proto::JobInfo {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let j = job(client, id).await.expect("job exists");
+        if j.blocks_in_memory == j.blocks {
+            return j;
+        }
+        assert!(std::time::Instant::now() < deadline, "migration did not finish: {j:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
