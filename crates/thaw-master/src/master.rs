@@ -1,12 +1,12 @@
-//! The master: namespace operations over the under-store mount, the worker
-//! protocol, and liveness. One lock guards namespace and cluster state; a mutation
+//! The master: namespace operations over the under-store mount (here), the
+//! worker protocol and liveness (`workers.rs`). One lock guards namespace and cluster state; a mutation
 //! and its journal commit happen under it, so the journal order is the state order.
 //! Under-store I/O (stat, list, rename, delete) happens before taking the lock.
 
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_count, block_id, block_length, file_of_block, index_of_block};
+use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_count, block_id, block_length, file_of_block};
 use thaw_common::proto::*;
 use thaw_common::{DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, Result, ThawError, now_ms, path};
 use thaw_ufs::UnderStore;
@@ -25,6 +25,7 @@ mod jobs;
 mod lineage;
 mod metrics;
 mod recompute;
+mod workers;
 
 pub use jobs::{MAX_JOB_ID, MIN_LEASE_MS};
 pub use metrics::Gauges;
@@ -701,287 +702,10 @@ impl Master {
         self.commit(&st, &[op])?;
         Ok(RenameResponse { info: Some(Self::file_info(&st, id, false, &Position::default())) })
     }
+}
 
-    // ---- cluster ----
-
-    pub fn cluster_status(&self) -> GetClusterStatusResponse {
-        let st = self.read();
-        let now = Instant::now();
-        GetClusterStatusResponse {
-            workers: st
-                .cluster
-                .workers()
-                .map(|w| {
-                    let mut info = w.info(now);
-                    info.migration = st.migrations.worker_load(w.id).map(migration_state);
-                    info
-                })
-                .collect(),
-            ufs_uri: self.ufs.uri().to_string(),
-            default_block_size: self.config.default_block_size,
-            files: st.ns.file_count() as u64,
-            blocks_in_memory: st.cluster.blocks_in_memory() as u64,
-            master_epoch: self.epoch,
-            persistence: Some(checkpoints::totals(&st)),
-        }
-    }
-
-    /// Whether a stored block fits the namespace: its file exists and, if the file
-    /// is complete, the block's index and length match.
-    fn block_fits(st: &State, block: u64, length: u64) -> Result<()> {
-        Self::block_fits_ns(&st.ns, block, length)
-    }
-
-    fn block_fits_ns(ns: &Namespace, block: u64, length: u64) -> Result<()> {
-        let file = file_of_block(block);
-        let ino = ns
-            .get(file)
-            .filter(|i| !i.is_dir())
-            .ok_or_else(|| ThawError::not_found(format!("block {block}: its file ({file}) does not exist")))?;
-        if ino.rec.complete {
-            let index = index_of_block(block);
-            let want = block_length(ino.rec.length, ino.rec.block_size, index);
-            if index >= block_count(ino.rec.length, ino.rec.block_size) || want != length {
-                return Err(ThawError::invalid(format!(
-                    "block {block}: {length} bytes do not fit file {file} (expected {want})"
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether under-store bytes `src` are block `block`'s: its persisted file's
-    /// path, at the block's offset and length.
-    fn source_fits(st: &State, block: u64, src: &UfsSource) -> Result<()> {
-        let file = file_of_block(block);
-        let ino = st.ns.get(file).ok_or_else(|| ThawError::not_found(format!("block {block}: file is gone")))?;
-        let offset = index_of_block(block) * ino.rec.block_size;
-        let want = block_length(ino.rec.length, ino.rec.block_size, index_of_block(block));
-        let path = st.ns.path_of(file);
-        if !ino.rec.persisted || path != src.path || offset != src.offset || want != src.length {
-            return Err(ThawError::invalid(format!(
-                "block {block} was filled from {}@{}+{}, but it is {path}@{offset}+{want}",
-                src.path, src.offset, src.length
-            )));
-        }
-        Ok(())
-    }
-
-    pub fn register_worker(&self, req: RegisterWorkerRequest) -> Result<RegisterWorkerResponse> {
-        if req.data_address.is_empty() {
-            return Err(ThawError::invalid("worker registration without a data address"));
-        }
-        let mut st = self.write();
-        let st = &mut *st;
-        let id = st.cluster.register(&req.data_address, &req.host, &req.rack, req.tiers, Instant::now());
-        if let Some(w) = st.cluster.live_worker_mut(id) {
-            w.metrics_address = req.metrics_address;
-        }
-        let mut remove_blocks = Vec::new();
-        let mut unpin_blocks = Vec::new();
-        for b in req.blocks {
-            let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
-            if tier != Tier::Unspecified && Self::block_fits_ns(&st.ns, b.block_id, b.length).is_ok() {
-                st.cluster.add_replica(b.block_id, id, tier, b.length);
-                if st.ns.get(file_of_block(b.block_id)).is_some_and(|i| i.rec.persisted) {
-                    unpin_blocks.push(b.block_id);
-                }
-            } else {
-                remove_blocks.push(b.block_id);
-            }
-        }
-        // A (re)registered worker starts without migration state (it purged its
-        // own): what was bound to it goes elsewhere. Checkpoints it was writing
-        // it names again with its next heartbeat.
-        st.migrations.worker_lost(&st.cluster, id);
-        st.checkpoints.worker_lost(id);
-        st.recomputer.mark_dirty();
-        tracing::info!(worker = id, address = %req.data_address, host = %req.host, rack = %req.rack, stale = remove_blocks.len(), "worker registered");
-        Ok(RegisterWorkerResponse {
-            worker_id: id,
-            master_epoch: self.epoch,
-            heartbeat_interval_ms: self.config.heartbeat_interval.as_millis() as u64,
-            ufs_uri: self.ufs.uri().to_string(),
-            remove_blocks,
-            default_block_size: self.config.default_block_size,
-            unpin_blocks,
-        })
-    }
-
-    pub fn heartbeat(&self, req: HeartbeatRequest) -> HeartbeatResponse {
-        let again = HeartbeatResponse { reregister: true, ..Default::default() };
-        if req.master_epoch != self.epoch {
-            return again;
-        }
-        let mut st = self.write();
-        let st = &mut *st;
-        let Some(w) = st.cluster.live_worker_mut(req.worker_id) else {
-            return again;
-        };
-        w.last_heartbeat = Instant::now();
-        let light = req.light;
-        // A light ask leaves tier use, job counters, devices and removals (and
-        // the removals the master asks for) to the next full heartbeat.
-        let remove_blocks = if light {
-            Vec::new()
-        } else {
-            w.tiers = req.tiers;
-            w.jobs = req.jobs;
-            w.cache_files = req.files;
-            w.devices = req.devices;
-            let remove_blocks = std::mem::take(&mut w.pending_removals);
-            st.checkpoints.reconcile(
-                req.worker_id,
-                &req.checkpointing,
-                Instant::now(),
-                3 * self.config.heartbeat_interval,
-            );
-            for b in req.removed_blocks {
-                let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
-                st.cluster.remove_replica(b.block_id, req.worker_id, tier);
-                // Only an unpersisted file can be lost (evicted cache cannot).
-                if st.ns.get(file_of_block(b.block_id)).is_some_and(|i| !i.rec.persisted) {
-                    st.recomputer.mark_dirty();
-                }
-                if tier == Tier::Mem {
-                    st.migrations.mark_dirty();
-                }
-            }
-            remove_blocks
-        };
-        let interval = self.config.heartbeat_interval;
-        let mut orders = if light {
-            st.migrations.ask(&st.cluster, req.worker_id, req.migration, req.reads, interval)
-        } else {
-            st.migrations.heartbeat(&st.cluster, req.worker_id, req.migration, req.reads, interval)
-        };
-        // Under-store sources as of now: a file renamed since the migrate call
-        // is read at its new path.
-        for cmd in &mut orders.migrations {
-            if let Some(ufs) = cmd.ufs.as_mut() {
-                let file = file_of_block(cmd.block_id);
-                if st.ns.get(file).is_some_and(|i| i.rec.persisted) {
-                    ufs.path = st.ns.path_of(file);
-                }
-            }
-        }
-        let checkpoints = Self::checkpoint_orders(st, req.worker_id);
-        let (affinities, default_affinity) = if light { (Vec::new(), 0.0) } else { Self::affinity_table(st) };
-        HeartbeatResponse {
-            affinities,
-            default_affinity,
-            reregister: false,
-            checkpoints,
-            remove_blocks,
-            migrations: orders.migrations,
-            references: orders.references,
-            evictions: orders.evictions,
-            migrating_jobs: orders.migrating_jobs,
-            dead_jobs: orders.dead_jobs,
-            migrations_waiting: orders.migrations_waiting,
-            light,
-            waiting_sources: orders.waiting_sources.into_iter().map(|s| s as i32).collect(),
-        }
-    }
-
-    /// A light ask that may wait (`wait_ms`, at most a heartbeat interval) until
-    /// the master has migration work for the worker: an idle worker holds one
-    /// open between its heartbeats, so a migrate call's blocks reach it as soon
-    /// as they are planned (dyrs.txt III-A: "when a slave queries the master for
-    /// more work"; the paper's slaves wait for their next heartbeat). A full
-    /// heartbeat, or a light one without a wait, is answered at once.
-    pub async fn ask(&self, req: HeartbeatRequest) -> HeartbeatResponse {
-        if !req.light || req.wait_ms == 0 {
-            return self.heartbeat(req);
-        }
-        let wait = Duration::from_millis(req.wait_ms as u64).min(self.config.heartbeat_interval);
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            let notified = self.work.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let ready = req.master_epoch != self.epoch || {
-                let st = self.read();
-                st.cluster.worker(req.worker_id).is_none_or(|w| !w.alive)
-                    || st.migrations.has_work(req.worker_id)
-                    || Self::has_checkpoint(&st, req.worker_id)
-            };
-            if ready || tokio::time::timeout_at(deadline, notified).await.is_err() {
-                break;
-            }
-        }
-        self.heartbeat(req)
-    }
-
-    /// Wakes held light asks: some worker may have work now.
-    pub(crate) fn work_ready(&self) {
-        self.work.notify_waiters();
-    }
-
-    pub fn commit_block(&self, req: CommitBlockRequest) -> Result<CommitBlockResponse> {
-        if req.master_epoch != self.epoch {
-            return Err(ThawError::unavailable("the master restarted: register again"));
-        }
-        let tier = Tier::try_from(req.tier)
-            .ok()
-            .filter(|t| *t != Tier::Unspecified)
-            .ok_or_else(|| ThawError::invalid("commit of a block without a tier"))?;
-        let mut st = self.write();
-        if st.cluster.live_worker_mut(req.worker_id).is_none() {
-            return Err(ThawError::unavailable(format!("worker {} is not registered", req.worker_id)));
-        }
-        Self::check_rebuilt_block(&mut st, req.block_id, req.length, req.crc32)?;
-        Self::block_fits(&st, req.block_id, req.length)?;
-        if let Some(src) = &req.filled_from {
-            Self::source_fits(&st, req.block_id, src)?;
-        }
-        let file_complete = st.ns.get(file_of_block(req.block_id)).is_some_and(|i| i.rec.complete);
-        if let Some(crc) = req.crc32.filter(|_| !file_complete) {
-            st.block_crcs.insert(req.block_id, crc);
-        }
-        if let Some(at) = Self::cached_elsewhere(&st, &req, tier) {
-            if let Some(w) = st.cluster.live_worker_mut(req.worker_id) {
-                w.pending_removals.push(req.block_id);
-            }
-            tracing::debug!(block = req.block_id, worker = req.worker_id, at, "second cached copy: dropped");
-            return Ok(CommitBlockResponse { cached_at: at });
-        }
-        st.cluster.add_replica(req.block_id, req.worker_id, tier, req.length);
-        Ok(CommitBlockResponse::default())
-    }
-
-    /// Declares silent workers dead (their migrations go elsewhere) and ends jobs
-    /// whose lease ran out; run every heartbeat interval.
-    pub fn expire_workers(&self) {
-        let mut st = self.write();
-        let st = &mut *st;
-        let now = Instant::now();
-        let dead = st.cluster.expire(now, self.config.worker_timeout);
-        for id in dead {
-            tracing::warn!(worker = id, "worker missed its heartbeats: declared dead, replicas dropped");
-            st.migrations.worker_lost(&st.cluster, id);
-            st.checkpoints.worker_lost(id);
-            st.recomputer.mark_dirty();
-            self.recompute_soon.notify_one();
-        }
-        let live = live_workers(&st.cluster);
-        st.migrations.expire(now, &live);
-        st.migrations.repair(&st.cluster);
-        self.work_ready();
-    }
-
-    /// One planning pass (dyrs.txt Algorithm 1), off the heartbeat path.
-    pub fn plan(&self) {
-        let targeted = {
-            let mut st = self.write();
-            let st = &mut *st;
-            st.migrations.plan(&st.cluster);
-            st.migrations.targeted()
-        };
-        if targeted {
-            self.work_ready();
-        }
-    }
+fn live_workers(c: &Cluster) -> Vec<u64> {
+    c.workers().filter(|w| w.alive).map(|w| w.id).collect()
 }
 
 /// Takes the CRC-32s noted for file `f`'s blocks out of `crcs`.
@@ -990,35 +714,4 @@ fn take_crcs(crcs: &mut std::collections::BTreeMap<u64, u32>, f: u64) -> std::co
     let mut after = file.split_off(&block_id(f + 1, 0));
     crcs.append(&mut after);
     file
-}
-
-fn live_workers(c: &Cluster) -> Vec<u64> {
-    c.workers().filter(|w| w.alive).map(|w| w.id).collect()
-}
-
-/// A worker's last migration report, for status.
-fn migration_state(l: &crate::migration::WorkerLoad) -> WorkerMigrationState {
-    let r = &l.report;
-    WorkerMigrationState {
-        devices: r
-            .sources
-            .iter()
-            .map(|s| DeviceMigrationState {
-                device: match MigrationSource::try_from(s.source) {
-                    Ok(MigrationSource::Disk) => "disk".into(),
-                    Ok(MigrationSource::Ufs) => "ufs".into(),
-                    _ => "?".into(),
-                },
-                ns_per_byte: s.ns_per_byte,
-                ns_per_migration: s.ns_per_migration,
-                queued: s.queued,
-                active: s.active,
-                active_ms: s.active_ms,
-            })
-            .collect(),
-        buffer_used: r.buffer_used,
-        buffer_limit: r.buffer_limit,
-        referenced_blocks: r.referenced_blocks,
-        migrations_done: l.done,
-    }
 }
