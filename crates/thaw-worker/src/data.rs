@@ -250,13 +250,12 @@ async fn serve_stored(
             w.tier(Tier::Mem).inspect(|m| m.note_miss());
         }
         w.stats.record(job, Access::Read(n));
-        w.stats.record_source(job, n, hit && store.tier == Tier::Mem);
         let source = match store.tier {
             _ if filled => ReadSource::UnderStore,
             Tier::Mem => ReadSource::RemoteMem,
             _ => ReadSource::Disk,
         };
-        w.stats.count_read(source, n);
+        w.stats.record_source(job, n, hit && store.tier == Tier::Mem, source);
         w.note_read(job, block, n);
         tracing::debug!(job, block, bytes = n, tier = store.name(), "read");
         return Ok(true);
@@ -363,8 +362,7 @@ async fn read_through(
         )));
     }
     w.stats.record(job, Access::Read(n));
-    w.stats.record_source(job, n, false);
-    w.stats.count_read(ReadSource::UnderStore, n);
+    w.stats.record_source(job, n, false, ReadSource::UnderStore);
     w.note_read(job, block, n);
     tracing::debug!(job, block, bytes = n, "read through from under-store");
     Ok(())
@@ -582,8 +580,7 @@ async fn open_local(
             }
             let hit = store.access(req.block_id, job);
             w.stats.record(job, Access::ShortCircuit(len));
-            w.stats.record_source(job, len, hit && store.tier == Tier::Mem);
-            w.stats.count_read(ReadSource::ShortCircuit, len);
+            w.stats.record_source(job, len, hit && store.tier == Tier::Mem, ReadSource::ShortCircuit);
             w.note_read(job, req.block_id, 0);
             tracing::debug!(job, block = req.block_id, bytes = len, tier = store.name(), "short-circuit open");
             let resp = DataResponse {

@@ -74,9 +74,11 @@ impl JobStats {
         }
     }
 
-    /// Where `bytes` the job read came from: memory without a fill (a cache
-    /// hit), or elsewhere (under-store, DISK, a fill made for the read).
-    pub fn record_source(&self, job: &str, bytes: u64, from_memory: bool) {
+    /// Where `bytes` the job read came from: for the job, memory without a fill
+    /// (a cache hit) or elsewhere (under-store, DISK, a fill made for the read);
+    /// for the worker's metrics, the [`ReadSource`] it served them from.
+    pub fn record_source(&self, job: &str, bytes: u64, from_memory: bool, source: ReadSource) {
+        self.count_read(source, bytes);
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         let e =
             jobs.entry(job.to_string()).or_insert_with(|| JobAccess { job_id: job.to_string(), ..Default::default() });
@@ -87,8 +89,7 @@ impl JobStats {
         }
     }
 
-    /// Counts a read of `bytes` served from `source`.
-    pub fn count_read(&self, source: ReadSource, bytes: u64) {
+    fn count_read(&self, source: ReadSource, bytes: u64) {
         let (reads, b) = &self.by_source[source as usize];
         reads.fetch_add(1, Ordering::Relaxed);
         b.fetch_add(bytes, Ordering::Relaxed);
