@@ -2,9 +2,11 @@
 # `cat` of a 1 GiB file in worker MEM through `thaw mount`, beside `cat` of the
 # same bytes in a tmpfs file, interleaved, medians of N runs (BENCHMARKS.md,
 # "thaw mount"). Three mounts side by side: the default (passthrough for
-# single-block files, direct_io with the block file spliced into each reply
-# otherwise), --page-cache, and --no-passthrough --no-splice (pread + copy). Two Thaw files: 64 MiB blocks (16 block files: pread) and
-# one 1 GiB block (passthrough where the kernel has it).
+# single-block files, the kernel's page cache kept across opens otherwise:
+# timed again with its pages dropped, as a first read), --direct-io (the block
+# file spliced into each reply), and --direct-io --no-splice (pread + copy).
+# Two Thaw files: 64 MiB blocks (16 block files) and one 1 GiB block
+# (passthrough where the kernel has it).
 # Usage: scripts/bench-mount.sh [SIZE_MIB] [RUNS]   (needs root or fusermount3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,12 +50,14 @@ mount_one() { # NAME ARGS...
   exit 1
 }
 mount_one default
-mount_one pagecache --page-cache
-mount_one pread --no-passthrough --no-splice
+mount_one direct --direct-io
+mount_one pread --direct-io --no-passthrough --no-splice
 
-secs() { # FILE [dd]: seconds for `cat FILE > /dev/null` (or dd with 1 MiB reads)
+secs() { # FILE [dd|cold]: seconds for `cat FILE > /dev/null` (dd: with 1 MiB
+  # reads; cold: after dropping the file's cached pages, none on the mount)
   local t0 t1
   t0=$(date +%s.%N)
+  [ "${2:-cat}" = cold ] && dd if="$1" iflag=nocache count=0 status=none
   if [ "${2:-cat}" = dd ]; then dd if="$1" of=/dev/null bs=1M status=none; else cat "$1" >/dev/null; fi
   t1=$(date +%s.%N)
   echo "$t0 $t1" | awk '{printf "%.4f", $2 - $1}'
@@ -64,10 +68,11 @@ cases=(
   "tmpfs file (baseline)|$SHM/tmpfs.bin"
   "tmpfs file, dd bs=1M (cat's buffer on the mount)|$SHM/tmpfs.bin|dd"
   "the worker's block file itself (tmpfs)|$BLOCKFILE"
-  "mount, 64 MiB blocks (splice, direct_io)|$WORK/mnt-default/bench/blocks64.bin"
   "mount, one block (passthrough)|$WORK/mnt-default/bench/oneblock.bin"
-  "mount --no-splice, 64 MiB blocks (pread, direct_io)|$WORK/mnt-pread/bench/blocks64.bin"
-  "mount --page-cache, 64 MiB blocks (splice)|$WORK/mnt-pagecache/bench/blocks64.bin"
+  "mount, 64 MiB blocks (page cache kept)|$WORK/mnt-default/bench/blocks64.bin"
+  "mount, 64 MiB blocks, first read (pages dropped)|$WORK/mnt-default/bench/blocks64.bin|cold"
+  "mount --direct-io, 64 MiB blocks (splice)|$WORK/mnt-direct/bench/blocks64.bin"
+  "mount --direct-io --no-splice, 64 MiB blocks (pread)|$WORK/mnt-pread/bench/blocks64.bin"
 )
 declare -A times
 for r in $(seq "$RUNS"); do
@@ -85,10 +90,10 @@ for c in "${cases[@]}"; do
   m=$(echo "${times[$name]}" | median)
   awk -v n="$name" -v m="$m" -v b="$base" -v s="$SIZE_MIB" 'BEGIN {printf "%-55s %9.3f %10.0f %8.2fx\n", n, m, s / m, b / m}'
 done
-for name in default pagecache pread; do
+for name in default direct pread; do
   "$BIN" umount "$WORK/mnt-$name"
 done
 wait "${pids[@]:1}" 2>/dev/null || true
-for name in default pagecache pread; do
+for name in default direct pread; do
   grep served "$WORK/mount-$name.log" | sed "s/^/$name: /"
 done

@@ -4,10 +4,13 @@ the demo's sales data set), interleaved, median of N runs (BENCHMARKS.md,
 "thaw mount").
 
 The data set is put in worker memory twice: with 16 MiB blocks (the demo's;
-each file is several block files, spliced into the replies by the mount) and with one
-block per file (opened in kernel passthrough where the kernel has it). For
-comparison in the same run: the 16 MiB-block copy through ``thaw://`` (DuckDB's
-Python filesystem bridge, what ``make demo`` measures).
+each file is several block files, read through the kernel's page cache, kept
+across opens) and with one block per file (opened in kernel passthrough where
+the kernel has it). The 16 MiB-block copy is also read with the mount's pages
+dropped before each query (what a first query over the mount costs), and
+through a second mount with ``--direct-io`` (every read a round trip to the
+mount process). For comparison in the same run: the same copy through
+``thaw://`` (DuckDB's Python filesystem bridge, what ``make demo`` measures).
 
     python python/bench/mount_duckdb.py --size 512MiB --repeats 5
 """
@@ -15,6 +18,7 @@ Python filesystem bridge, what ``make demo`` measures).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
@@ -23,6 +27,17 @@ from pathlib import Path
 
 import thaw
 from thaw.demo import MIB, QUERY, connect, make_data, parse_size
+
+
+def drop_pages(directory: Path) -> None:
+    """Drops the kernel's cached pages of every file in ``directory`` (on the
+    mount: the page cache the mount keeps, not Thaw's memory)."""
+    for f in directory.iterdir():
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def main() -> None:
@@ -46,22 +61,36 @@ def main() -> None:
                 local / "sales", "/oneblock", write_type="must-cache", block_size=one_block, progress=False
             )
             mnt.mkdir()
-            with thaw.Mount(mnt, master=c.master, args=args.mount_arg) as mount:
-                cases = {
-                    "local files, warm page cache": str(local / "sales" / "*.parquet"),
-                    "thaw mount, 16 MiB blocks (splice)": str(mnt / "blocks16" / "*.parquet"),
-                    "thaw mount, one block per file (passthrough)": str(mnt / "oneblock" / "*.parquet"),
-                    "thaw://, 16 MiB blocks (DuckDB's fsspec bridge)": "thaw:///blocks16/*.parquet",
+            direct = tmp / "mnt-direct"
+            direct.mkdir()
+            with (
+                thaw.Mount(mnt, master=c.master, args=args.mount_arg) as mount,
+                thaw.Mount(direct, master=c.master, args=["--direct-io", *args.mount_arg]) as mount_direct,
+            ):
+                # name -> (path, directory whose pages are dropped before each run)
+                mnt16, one = str(mnt / "blocks16" / "*.parquet"), str(mnt / "oneblock" / "*.parquet")
+                cases: dict[str, tuple[str, Path | None]] = {
+                    "local files, warm page cache": (str(local / "sales" / "*.parquet"), None),
+                    "thaw mount, 16 MiB blocks (page cache kept)": (mnt16, None),
+                    "thaw mount, 16 MiB blocks, first query": (mnt16, mnt / "blocks16"),
+                    "thaw mount --direct-io, 16 MiB blocks (splice)": (
+                        str(direct / "blocks16" / "*.parquet"),
+                        None,
+                    ),
+                    "thaw mount, one block per file (passthrough)": (one, None),
+                    "thaw://, 16 MiB blocks (DuckDB's fsspec bridge)": ("thaw:///blocks16/*.parquet", None),
                 }
                 con = thaw.register_duckdb(connect(), thaw.ThawFileSystem(client=client))
                 results = {}
-                for path in cases.values():  # warm-up: page cache, DuckDB's metadata
+                for path, _ in cases.values():  # warm-up: page cache, DuckDB's metadata
                     results[path] = con.sql(QUERY.format(path)).fetchall()
                 if len({repr(r) for r in results.values()}) != 1:
                     raise SystemExit(f"the answers differ: {results}")
                 times: dict[str, list[float]] = {name: [] for name in cases}
                 for _ in range(args.repeats):
-                    for name, path in cases.items():
+                    for name, (path, cold) in cases.items():
+                        if cold is not None:
+                            drop_pages(cold)
                         t0 = time.perf_counter()
                         con.sql(QUERY.format(path)).fetchall()
                         times[name].append(time.perf_counter() - t0)
@@ -75,6 +104,7 @@ def main() -> None:
             m = statistics.median(ts)
             print(f"{name:<50} {m:>9.3f} {base / m:>8.2f}x")
         print(mount.served)
+        print(f"--direct-io: {mount_direct.served}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

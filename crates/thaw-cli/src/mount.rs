@@ -29,10 +29,12 @@ pub struct MountArgs {
     /// the block file into the reply.
     #[arg(long)]
     no_splice: bool,
-    /// Keep the kernel's page cache for files read through this process (a
-    /// second copy of MEM data; off by default: direct_io).
+    /// Open files not in passthrough with direct_io: no second copy of their
+    /// bytes in the kernel's page cache, but one round trip to this process
+    /// per read (faster for one pass over large files, slower for many small
+    /// reads; by default the page cache is kept while a file is unchanged).
     #[arg(long)]
-    page_cache: bool,
+    direct_io: bool,
     /// Let users other than the mounting one read the mount.
     #[arg(long)]
     allow_other: bool,
@@ -73,7 +75,7 @@ pub async fn mount(mut cfg: thaw_client::ClientConfig, args: MountArgs) -> anyho
         timeout,
         threads: args.threads as usize,
         passthrough: !args.no_passthrough,
-        page_cache: args.page_cache,
+        direct_io: args.direct_io,
         allow_other: args.allow_other,
         splice: !args.no_splice,
     };

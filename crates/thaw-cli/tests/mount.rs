@@ -46,11 +46,15 @@ fn is_mounted(dir: &Path) -> bool {
 struct Mount {
     child: Option<Child>,
     dir: tempfile::TempDir,
+    /// Its stderr: the log, and the "served" line at exit.
+    log: PathBuf,
 }
 
 impl Mount {
     fn start(c: &Cluster, extra: &[&str]) -> Mount {
         let dir = tempfile::Builder::new().prefix("thaw-mnt-").tempdir().unwrap();
+        let name = dir.path().file_name().unwrap().to_string_lossy().into_owned();
+        let log = c.root().join(format!("{name}.log"));
         let mut child = Command::new(BIN)
             .arg("mount")
             .arg(dir.path())
@@ -61,14 +65,24 @@ impl Mount {
             .env("THAW_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(c.root().join("mount.log")).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert!(line.starts_with("thaw mounted on"), "{line:?}\n{}", c.logs());
         assert!(is_mounted(dir.path()));
-        Mount { child: Some(child), dir }
+        Mount { child: Some(child), dir, log }
+    }
+
+    /// What the mount served, from the line it logs at exit: (opens, opens
+    /// in passthrough, bytes from local block files, of those spliced,
+    /// bytes streamed from workers).
+    fn served(&self) -> [u64; 5] {
+        let log = std::fs::read_to_string(&self.log).unwrap();
+        let line = log.lines().find(|l| l.starts_with("thaw mount: served")).unwrap_or_else(|| panic!("{log}"));
+        let n: Vec<u64> = line.split(|ch: char| !ch.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
+        n.try_into().unwrap_or_else(|_| panic!("{line}"))
     }
 
     fn path(&self, p: &str) -> PathBuf {
@@ -264,14 +278,53 @@ async fn programs_read_the_namespace_through_the_mount_and_writes_are_refused() 
 
     m.stop();
     // Local blocks were read from their files here; h1's through the stream.
-    let log = std::fs::read_to_string(c.root().join("mount.log")).unwrap();
-    let line = log.lines().find(|l| l.starts_with("thaw mount: served")).unwrap_or_else(|| panic!("{log}"));
-    let n: Vec<u64> = line.split(|ch: char| !ch.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
-    let [opens, _passthrough, local, _spliced, streamed] = n[..] else { panic!("{line}") };
-    assert!(opens >= 10, "{line}");
-    assert!(local >= multi.len() as u64, "{line}");
-    assert!(streamed >= far.len() as u64, "{line}");
-    println!("{line}");
+    let served @ [opens, _passthrough, local, _spliced, streamed] = m.served();
+    assert!(opens >= 10, "{served:?}");
+    assert!(local >= multi.len() as u64, "{served:?}");
+    assert!(streamed >= far.len() as u64, "{served:?}");
+}
+
+/// A multi-block file read again is served by the kernel's page cache (the
+/// mount process sees its bytes once), until its path names another file:
+/// then the new bytes are read, even at the same size. With --direct-io
+/// every read reaches the mount process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rereads_come_from_the_page_cache_until_the_path_names_another_file() {
+    require_fuse!();
+    let c = start(ClusterOptions::workers(1)).await;
+    let h0 = c.client("h0", "r0");
+    // 4 blocks and a bit (1 MiB blocks): never passthrough.
+    let first = data(4 * MIB + 1000, 5);
+    h0.write_all("/c/f.bin", &first, opts(WriteType::MustCache)).await.unwrap();
+    let mut cached = Mount::start(&c, &[]);
+    let mut direct = Mount::start(&c, &["--direct-io"]);
+    for _ in 0..3 {
+        assert!(std::fs::read(cached.path("/c/f.bin")).unwrap() == first);
+        assert!(std::fs::read(direct.path("/c/f.bin")).unwrap() == first);
+    }
+    // The same path, the same length, other bytes.
+    h0.delete("/c/f.bin", false).await.unwrap();
+    let second = data(first.len(), 6);
+    h0.write_all("/c/f.bin", &second, opts(WriteType::MustCache)).await.unwrap();
+    for m in [&cached, &direct] {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::fs::read(m.path("/c/f.bin")).unwrap() != second {
+            assert!(Instant::now() < deadline, "the old file's bytes are still read");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    for _ in 0..3 {
+        assert!(std::fs::read(cached.path("/c/f.bin")).unwrap() == second);
+    }
+    cached.stop();
+    direct.stop();
+    let len = first.len() as u64;
+    // Each file's bytes reached the cached mount once (page-aligned
+    // read-ahead may read the last page twice): 2 files of 7 full reads.
+    let [_, _, local, ..] = cached.served();
+    assert!((2 * len..3 * len).contains(&local), "{local} bytes read for 2 files of {len}");
+    let [_, _, local, ..] = direct.served();
+    assert!(local >= 4 * len, "direct_io: {local} bytes read for 4 reads of {len}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,14 +336,15 @@ async fn a_mount_whose_master_died_fails_reads_with_eio_in_bounded_time_and_unmo
     h0.write_all("/d/a.bin", &bytes, opts(WriteType::CacheThrough)).await.unwrap();
     h0.write_all("/d/b.bin", &bytes, opts(WriteType::CacheThrough)).await.unwrap();
     let m = Mount::start(&c, &["--timeout", "2"]);
-    assert_eq!(std::fs::read(m.path("/d/a.bin")).unwrap(), bytes);
+    // Opened, not read: its bytes are not in the kernel's page cache yet.
     let open_before = std::fs::File::open(m.path("/d/a.bin")).unwrap();
 
     c.kill_master();
     // A path never looked up: its lookup needs the master.
     let b = m.path("/d/b.bin");
     let (r, took) = bounded(Duration::from_secs(20), move || std::fs::read(b));
-    let log = || std::fs::read_to_string(c.root().join("mount.log")).unwrap_or_default();
+    let log_path = m.log.clone();
+    let log = move || std::fs::read_to_string(&log_path).unwrap_or_default();
     assert_eq!(r.as_ref().err().and_then(|e| e.raw_os_error()), Some(libc::EIO), "{r:?}\n{}", log());
     assert!(took < Duration::from_secs(10), "{took:?}");
     let nope = m.path("/d/never-seen");

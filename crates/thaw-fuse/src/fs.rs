@@ -303,7 +303,7 @@ impl Filesystem for ThawFs {
         let _ = config.set_max_background(64);
         let _ = config.set_congestion_threshold(48);
         let caps = config.capabilities();
-        if !self.opts.page_cache && caps.contains(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+        if self.opts.direct_io && caps.contains(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
             // Shared mmap of direct_io files (polars maps parquet files).
             let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         }
@@ -405,7 +405,13 @@ impl Filesystem for ThawFs {
             _backing: backing.clone(),
         });
         self.files.lock().unwrap().insert(fh, open);
-        let flags = if self.opts.page_cache { FopenFlags::empty() } else { FopenFlags::FOPEN_DIRECT_IO };
+        let flags = if self.opts.direct_io {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else if self.inodes.lock().unwrap().keep_cache(ino.0, info.file_id) {
+            FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::empty()
+        };
         self.stats.opens.fetch_add(1, Ordering::Relaxed);
         if backing.is_some() {
             self.stats.passthrough_opens.fetch_add(1, Ordering::Relaxed);

@@ -28,6 +28,9 @@ pub struct Attr {
 struct Node {
     path: String,
     attr: Option<(Attr, Instant)>,
+    /// The file (by id) whose bytes the kernel's page cache of this inode
+    /// holds, since the last open that used the page cache.
+    cached_file: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -41,7 +44,7 @@ pub struct Inodes {
 impl Inodes {
     pub fn new(ttl: Duration) -> Self {
         let mut t = Inodes { by_ino: HashMap::new(), by_path: HashMap::new(), next: ROOT + 1, ttl };
-        t.by_ino.insert(ROOT, Node { path: "/".into(), attr: None });
+        t.by_ino.insert(ROOT, Node { path: "/".into(), attr: None, cached_file: None });
         t.by_path.insert("/".into(), ROOT);
         t
     }
@@ -77,7 +80,7 @@ impl Inodes {
         }
         let ino = self.next;
         self.next += 1;
-        self.by_ino.insert(ino, Node { path: path.to_string(), attr: None });
+        self.by_ino.insert(ino, Node { path: path.to_string(), attr: None, cached_file: None });
         self.by_path.insert(path.to_string(), ino);
         ino
     }
@@ -95,6 +98,20 @@ impl Inodes {
     pub fn fresh(&self, ino: u64, now: Instant) -> Option<Attr> {
         let (attr, at) = self.by_ino.get(&ino)?.attr?;
         (now.saturating_duration_since(at) < self.ttl).then_some(attr)
+    }
+
+    /// Whether an open of `ino`, now the file `file_id`, may keep the pages
+    /// the kernel cached for the inode (FOPEN_KEEP_CACHE): only if they were
+    /// read from that same file. A Thaw file never changes once complete, but
+    /// a path may name another file later (deleted and written again, even at
+    /// the same size) under the same inode number; an open without the flag
+    /// makes the kernel drop the inode's pages. Records `file_id` as the
+    /// cache's source either way.
+    pub fn keep_cache(&mut self, ino: u64, file_id: u64) -> bool {
+        let Some(n) = self.by_ino.get_mut(&ino) else { return false };
+        let keep = n.cached_file == Some(file_id);
+        n.cached_file = Some(file_id);
+        keep
     }
 
     /// Forgets the attributes of `path` (the master says it is gone); its
@@ -154,6 +171,24 @@ mod tests {
         t.forget_attr("/f");
         assert_eq!(t.fresh(ino, t0 + ttl), None);
         assert_eq!(t.ino("/f"), ino);
+    }
+
+    #[test]
+    fn the_page_cache_is_kept_only_for_the_file_it_was_read_from() {
+        let mut t = Inodes::new(Duration::from_secs(1));
+        let ino = t.ino("/f");
+        // The first open fills the cache: nothing to keep yet.
+        assert!(!t.keep_cache(ino, 7));
+        assert!(t.keep_cache(ino, 7));
+        assert!(t.keep_cache(ino, 7));
+        // The path now names another file: its pages are dropped once ...
+        assert!(!t.keep_cache(ino, 8));
+        // ... and the new file's are kept from then on.
+        assert!(t.keep_cache(ino, 8));
+        // Another inode has a cache of its own; an unknown one keeps nothing.
+        let other = t.ino("/g");
+        assert!(!t.keep_cache(other, 8));
+        assert!(!t.keep_cache(9999, 8));
     }
 
     #[test]

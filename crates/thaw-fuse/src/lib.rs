@@ -18,17 +18,27 @@
 //!   tmpfs file; pread and a copy where splicing is not possible). A block on
 //!   another host goes through the client's stream (with its fail-over), as
 //!   `thaw fs cat` would.
-//! - **Page cache**: non-passthrough files are opened with `direct_io` by
-//!   default (`page_cache: false`), for two measured reasons: the kernel's page
-//!   cache on top of a MEM tier holds a second copy of every byte read (memory
-//!   the tier exists to spend on data), and it was slower here: `cat` of a
-//!   1 GiB file of 64 MiB blocks took 0.54-1.14 s with the page cache (4 MiB
-//!   read-ahead) against 0.22-0.35 s with direct_io (BENCHMARKS.md, "thaw
-//!   mount"), where the reply lands straight in the reader's buffer. Shared
-//!   mmap of direct_io files still works (FUSE_DIRECT_IO_ALLOW_MMAP, Linux
-//!   6.6+). `page_cache: true` keeps the kernel's cache, for remote rereads.
-//!   Files report a 4 MiB `st_blksize`, so `cat`/`cp` ask for several
-//!   requests' worth per system call, served in parallel (FUSE_ASYNC_DIO).
+//! - **Page cache**: a file not in passthrough is read through the kernel's
+//!   page cache, kept across opens (FOPEN_KEEP_CACHE) for as long as its path
+//!   names the same Thaw file ([`inodes::Inodes::keep_cache`]: complete Thaw
+//!   files never change, so the cache cannot go stale; a path written anew
+//!   drops it). Measured why (BENCHMARKS.md, "thaw mount"): columnar readers
+//!   make many small reads (DuckDB's query over `make demo`'s 512 MiB makes
+//!   about 21,000 preads of 256 B to 37 KiB), and through FUSE each uncached
+//!   read is a round trip to this process (about 35 us). With the page cache
+//!   that query runs at 0.95x of warm local files once the mount has read the
+//!   files (0.68x the first time), against 0.56x with `direct_io` every time.
+//!   The price, stated: the pages read are a second, reclaimable copy of MEM
+//!   data, and the first read of a large file fills it at about 0.3x of a
+//!   tmpfs read (two copies) where `direct_io` streams at 0.6-0.8x.
+//!   `direct_io: true` (`thaw mount --direct-io`) is for one-pass streaming of
+//!   large files and for memory that cannot hold two copies; shared mmap of
+//!   direct_io files still works (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6+).
+//!   FUSE file systems over object stores offer users the same choice (s3fs's
+//!   and ossfs's `kernel_cache` for data read often, direct reads for one
+//!   pass); Thaw's default follows its readers. Files report a 4 MiB `st_blksize`, so `cat`/`cp` ask
+//!   for several requests' worth per system call, served in parallel
+//!   (read-ahead, or FUSE_ASYNC_DIO with direct_io).
 //! - **Threads**: `threads` event loops serve requests (fuser's `n_threads`),
 //!   so one slow remote read does not hold back the readers of local blocks.
 //! - **Failure**: every client call is bounded by `timeout`: a master or
@@ -60,9 +70,10 @@ pub struct MountOptions {
     pub threads: usize,
     /// Open single-block local files in kernel passthrough when the kernel has it.
     pub passthrough: bool,
-    /// Keep the kernel's page cache for files read through this process
-    /// (else `direct_io`: no second copy of MEM data in the page cache).
-    pub page_cache: bool,
+    /// Open files not in passthrough with `direct_io`: no second copy of MEM
+    /// data in the kernel's page cache, one round trip per read (the default
+    /// keeps the page cache across opens; see the crate's doc).
+    pub direct_io: bool,
     /// Let other users than the mounting one read the mount (`allow_other`).
     pub allow_other: bool,
     /// Answer reads of local blocks by splicing the block file into the reply
@@ -77,7 +88,7 @@ impl Default for MountOptions {
             timeout: Duration::from_secs(5),
             threads: 8,
             passthrough: true,
-            page_cache: false,
+            direct_io: false,
             allow_other: false,
             splice: true,
         }
@@ -146,7 +157,7 @@ pub fn mount(client: Client, rt: tokio::runtime::Handle, mountpoint: &Path, opts
         config.acl = fuser::SessionACL::All;
     }
     config.n_threads = Some(opts.threads.max(1));
-    let (page_cache, splice) = (opts.page_cache, opts.splice);
+    let (direct_io, splice) = (opts.direct_io, opts.splice);
     let stats = Arc::new(ServeStats::default());
     let splicer = Arc::new(OnceLock::new());
     let fs = fs::ThawFs::new(client, rt, opts, stats.clone(), splicer.clone());
@@ -161,7 +172,7 @@ pub fn mount(client: Client, rt: tokio::runtime::Handle, mountpoint: &Path, opts
         }
     }
     let session = session.spawn()?;
-    if page_cache {
+    if !direct_io {
         raise_readahead(mountpoint, 4096);
     }
     Ok(Mounted { session, stats })
