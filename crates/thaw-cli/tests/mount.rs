@@ -402,3 +402,62 @@ async fn bad_mount_and_umount_arguments_fail_clearly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a directory") && err.contains("missing"), "{err}");
 }
+
+/// A user who is not root mounts through the setuid `fusermount3` (no
+/// CAP_SYS_ADMIN: no passthrough), reads byte-exact, and unmounts with
+/// `thaw umount` (which then runs `fusermount3 -u`). Run as root, the test
+/// becomes `nobody` for the mount; skipped where it cannot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_who_is_not_root_mounts_reads_and_unmounts_through_fusermount3() {
+    require_fuse!();
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let have = |cmd: &str| Command::new(cmd).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !root || !have("setpriv") || !have("fusermount3") {
+        println!("SKIPPED: needs root (to become nobody), setpriv and fusermount3");
+        return;
+    }
+    let c = start(ClusterOptions::workers(1)).await;
+    let bytes = data(3 * MIB + 17, 8);
+    c.client("h0", "r0").write_all("/u/f.bin", &bytes, opts(WriteType::MustCache)).await.unwrap();
+    let dir = tempfile::Builder::new().prefix("thaw-mnt-user-").tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let as_nobody = |args: &[&std::ffi::OsStr]| {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]).args(args).env("HOME", dir.path());
+        cmd
+    };
+    if !as_nobody(&["--version".as_ref()]).output().is_ok_and(|o| o.status.success()) {
+        println!("SKIPPED: nobody cannot run {BIN} (a directory above it is closed to other users)");
+        return;
+    }
+    let log = c.root().join("mount-user.log");
+    let mut child =
+        as_nobody(&["mount".as_ref(), dir.path().as_os_str(), "--master".as_ref(), c.master_addr().as_ref()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(line.starts_with("thaw mounted on"), "{line:?}\n{}", text());
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let entry = mounts.lines().find(|l| l.split(' ').nth(1) == dir.path().to_str()).expect("mounted");
+    assert!(entry.contains("user_id=65534"), "{entry}");
+    // The mounting user reads it; others, root too, may not (no --allow-other).
+    assert_eq!(raw_err(std::fs::read(dir.path().join("u/f.bin"))), libc::EACCES);
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "cat"])
+        .arg(dir.path().join("u/f.bin"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), text());
+    assert!(out.stdout == bytes, "the bytes read differ");
+    let out = as_nobody(&["umount".as_ref(), dir.path().as_os_str()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!is_mounted(dir.path()));
+    let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("thaw mount ends when unmounted");
+    assert!(status.success(), "{status:?}\n{}", text());
+}
