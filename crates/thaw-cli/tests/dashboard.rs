@@ -192,6 +192,24 @@ async fn pages_show_the_cluster_state() {
 
     let data = page(&web, "/files?path=/data").await;
     assert!(data.contains(r#"href="/files?path=/data/events""#), "{data}");
+    // A directory's row sums its subtree: 3,500,000 + 2,000,000 bytes in 6
+    // blocks, all migrated into memory by nightly-report.
+    let at = data.find(r#"href="/files?path=/data/events""#).unwrap();
+    let events_row = data[at..].split("</tr>").next().unwrap();
+    for cell in [
+        r#"data-count="files">2 files<"#,
+        r#"data-count="size">5.2 MiB<"#,
+        r#"data-count="blocks">6<"#,
+        r#"data-count="in memory">5.2 MiB<"#,
+    ] {
+        assert!(events_row.contains(cell), "{cell} missing: {events_row}");
+    }
+    let root = page(&web, "/files?path=/").await;
+    let at = root.find(r#"href="/files?path=/written""#).unwrap();
+    let written_row = root[at..].split("</tr>").next().unwrap();
+    // On DISK only: nothing in memory.
+    assert!(written_row.contains(r#"data-count="in memory">0 B<"#), "{written_row}");
+    assert!(written_row.contains(r#"data-count="files">1 file<"#), "{written_row}");
     assert!(data.contains(&format!(r#"href="/files?path={}""#, enc(QUOTED_DIR))), "{data}");
     let events_dir = page(&web, "/files?path=/data/events").await;
     assert!(events_dir.contains(r#"href="/file?path=/data/events/part-0""#), "{events_dir}");
@@ -386,7 +404,7 @@ async fn screenshots() {
         ("jobs", "/jobs"),
         ("overview", "/"),
         ("events", "/events"),
-        ("files", "/files?path=/data/logs"),
+        ("files", "/files?path=/data"),
         ("file", "/file?path=/data/events/part-0"),
     ] {
         let file = out.join(format!("dashboard-{name}.png"));

@@ -16,7 +16,7 @@ use crate::cluster::Cluster;
 use crate::journal::{Journal, JournalOp};
 use crate::lineage::Lineages;
 use crate::migration::{Migrations, Policy, Priority};
-use crate::namespace::{Namespace, NewInode, ROOT_ID};
+use crate::namespace::{DirTotals, Namespace, NewInode, ROOT_ID};
 
 mod cache;
 mod checkpoints;
@@ -326,6 +326,18 @@ impl Master {
             self.commit(st, &ops)?;
         }
         Ok(())
+    }
+
+    /// Totals of the subtree at `path` (a directory the namespace knows),
+    /// walking at most `budget` files: one page must not stall the master's
+    /// lock on a namespace of millions of files. No under-store calls.
+    pub fn dir_totals(&self, path: &str, budget: usize) -> Result<DirTotals> {
+        let comps = path::components(path)?;
+        let st = self.read();
+        let id = st.ns.lookup(&comps).ok_or_else(|| ThawError::not_found(format!("no such directory: {path}")))?;
+        Ok(st.ns.totals(id, budget, |file_id, index| {
+            st.cluster.block(block_id(file_id, index)).is_some_and(|b| b.replicas.iter().any(|x| x.tier == Tier::Mem))
+        }))
     }
 
     fn file_info(st: &State, id: u64, with_blocks: bool, client: &Position) -> FileInfo {

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use thaw_common::ids::{block_count, block_length};
 use thaw_common::proto::{InodeRecord, WriteType};
 use thaw_common::{Result, ThawError, now_ms, path};
 
@@ -35,6 +36,21 @@ pub struct NewInode {
     pub ufs_mtime_ms: u64,
     pub temporary: bool,
     pub lineage_id: u64,
+}
+
+/// What a directory's subtree holds, as the namespace knows it (the
+/// dashboard's directory rows). Paths of the under-store never listed
+/// through Thaw are not counted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DirTotals {
+    pub files: u64,
+    pub bytes: u64,
+    pub blocks: u64,
+    /// Bytes of blocks with a replica in some worker's memory.
+    pub in_memory_bytes: u64,
+    /// False if the walk stopped at its budget of files (the figures are
+    /// then lower bounds).
+    pub whole: bool,
 }
 
 pub struct Namespace {
@@ -245,6 +261,23 @@ impl Namespace {
         out
     }
 
+    /// Totals of the subtree of `id`, over at most `budget` of its files;
+    /// `in_memory(file_id, block_index)` says whether a block has a replica
+    /// in memory. A file still being written has no blocks yet.
+    pub fn totals(&self, id: u64, budget: usize, in_memory: impl Fn(u64, u64) -> bool) -> DirTotals {
+        let files = self.files_under(id);
+        let mut t = DirTotals { whole: files.len() <= budget, ..Default::default() };
+        for r in files.iter().take(budget).filter_map(|f| self.get(*f)).map(|i| &i.rec) {
+            t.files += 1;
+            t.bytes += r.length;
+            let n = if r.complete { block_count(r.length, r.block_size) } else { 0 };
+            t.blocks += n;
+            t.in_memory_bytes +=
+                (0..n).filter(|&b| in_memory(r.id, b)).map(|b| block_length(r.length, r.block_size, b)).sum::<u64>();
+        }
+        t
+    }
+
     pub fn file_count(&self) -> usize {
         self.inodes.values().filter(|i| !i.is_dir()).count()
     }
@@ -275,6 +308,31 @@ mod tests {
                 JournalOp::PutLineage(_) | JournalOp::DeleteLineage(_) => unreachable!("the namespace journals inodes"),
             }
         }
+    }
+
+    #[test]
+    fn totals_sum_a_subtree_within_a_budget_of_files() {
+        let mut ns = Namespace::from_records(vec![], 0);
+        let (a, _) = ns.add(ROOT_ID, "a", dir()).unwrap();
+        let (b, _) = ns.add(a, "b", dir()).unwrap();
+        // Block size 4: 10 bytes are 3 blocks (4, 4, 2), 4 bytes one.
+        let (f, _) = ns.add(a, "f", file(10)).unwrap();
+        ns.add(b, "g", file(4)).unwrap();
+        ns.add(b, "writing", NewInode { length: 0, block_size: 4, complete: false, ..Default::default() }).unwrap();
+        // In memory: f's last block (2 bytes) only.
+        let mem = |file: u64, index: u64| file == f && index == 2;
+        let t = ns.totals(a, 100, mem);
+        assert_eq!(t, DirTotals { files: 3, bytes: 14, blocks: 4, in_memory_bytes: 2, whole: true });
+        assert_eq!(
+            ns.totals(b, 100, mem),
+            DirTotals { files: 2, bytes: 4, blocks: 1, in_memory_bytes: 0, whole: true }
+        );
+        // A budget of one file: a lower bound, said to be one.
+        let t = ns.totals(a, 1, mem);
+        assert_eq!((t.files, t.whole), (1, false));
+        // An empty directory.
+        let (e, _) = ns.add(ROOT_ID, "e", dir()).unwrap();
+        assert_eq!(ns.totals(e, 0, mem), DirTotals { whole: true, ..Default::default() });
     }
 
     #[test]

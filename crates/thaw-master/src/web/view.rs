@@ -291,8 +291,10 @@ pub struct EntryRow {
     pub name: String,
     pub href: String,
     pub is_dir: bool,
+    /// A directory's file count ("2 files"), empty for a file.
+    pub files: String,
     pub size: String,
-    pub blocks: u64,
+    pub blocks: String,
     pub in_memory: String,
     pub persistence: &'static str,
     pub write_type: &'static str,
@@ -306,19 +308,44 @@ struct Directory {
     entries: Vec<EntryRow>,
 }
 
+/// Files a directory page walks for its rows' totals, at most (past it a
+/// row's figures are lower bounds, marked "≥").
+pub const DIR_TOTALS_BUDGET: usize = 100_000;
+
 pub fn directory(m: &Master, path: &str, mut entries: Vec<FileInfo>) -> askama::Result<String> {
     entries.sort_by(|a, b| b.is_dir.cmp(&a.is_dir).then_with(|| a.name.cmp(&b.name)));
     let entries = entries
         .iter()
-        .map(|f| EntryRow {
-            name: f.name.clone(),
-            href: if f.is_dir { files_href(&f.path) } else { file_href(&f.path) },
-            is_dir: f.is_dir,
-            size: if f.is_dir { "-".into() } else { format_size(f.length) },
-            blocks: if f.is_dir || f.block_size == 0 { 0 } else { f.length.div_ceil(f.block_size) },
-            in_memory: if f.is_dir { "-".into() } else { format_size(f.in_memory_bytes) },
-            persistence: persistence_name(f.persistence),
-            write_type: write_type_name(f.write_type),
+        .map(|f| {
+            if f.is_dir {
+                // A directory's row sums its subtree (a listing race may have
+                // removed it since: then it shows as empty).
+                let t = m.dir_totals(&f.path, DIR_TOTALS_BUDGET).unwrap_or_default();
+                let at_least = if t.whole || t.files == 0 { "" } else { "≥ " };
+                let s = if t.files == 1 { "" } else { "s" };
+                return EntryRow {
+                    name: f.name.clone(),
+                    href: files_href(&f.path),
+                    is_dir: true,
+                    files: format!("{at_least}{} file{s}", t.files),
+                    size: format!("{at_least}{}", format_size(t.bytes)),
+                    blocks: format!("{at_least}{}", t.blocks),
+                    in_memory: format!("{at_least}{}", format_size(t.in_memory_bytes)),
+                    persistence: persistence_name(f.persistence),
+                    write_type: "-",
+                };
+            }
+            EntryRow {
+                name: f.name.clone(),
+                href: file_href(&f.path),
+                is_dir: false,
+                files: String::new(),
+                size: format_size(f.length),
+                blocks: (if f.block_size == 0 { 0 } else { f.length.div_ceil(f.block_size) }).to_string(),
+                in_memory: format_size(f.in_memory_bytes),
+                persistence: persistence_name(f.persistence),
+                write_type: write_type_name(f.write_type),
+            }
         })
         .collect();
     Directory { head: head(m, format!("Files: {path}"), "files"), crumbs: crumbs(path), entries }.render()
