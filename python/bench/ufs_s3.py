@@ -18,12 +18,18 @@ migration), then:
 ``--ufs-speed`` also runs the S3 cold read under the workers' emulated device
 model (e.g. ``100MiB/s``): the pacing applies to an object store too.
 
-    python python/bench/ufs_s3.py --size 1GiB --repeats 3 --out bench-out/ufs-s3.json
+``--hdfs`` adds an HDFS row: Hadoop's MiniDFSCluster (one DataNode, in one JVM,
+``thaw.minihdfs``) as the under-store, the file written there through Thaw
+(``through``), its DataNode's block files dropped from the page cache before
+each cold read. No direct read: pyarrow's HDFS client needs libhdfs and a JVM.
+
+    python python/bench/ufs_s3.py --size 1GiB --repeats 3 --hdfs --out bench-out/ufs-s3.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -35,6 +41,7 @@ from typing import Any
 
 import thaw
 from thaw.demo import drop_pages
+from thaw.minihdfs import MiniHdfs
 from thaw.seaweed import SeaweedS3
 
 BUF = 8 << 20
@@ -129,12 +136,16 @@ def main() -> None:
     ap.add_argument("--size", default="1GiB")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--ufs-speed", default="100MiB/s", help="emulated under-store speed for the paced row")
+    ap.add_argument("--hdfs", action="store_true", help="add an HDFS row (MiniDFSCluster)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     size = parse_size(args.size)
     buf = bytearray(BUF)
     results: dict[str, dict[str, list[float]]] = {"local": {}, "s3": {}, "s3-paced": {}}
-    with tempfile.TemporaryDirectory(prefix="thaw-bench-s3-") as tmp, SeaweedS3([BUCKET]) as server:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="thaw-bench-s3-"))
+        server = stack.enter_context(SeaweedS3([BUCKET]))
+        hdfs = stack.enter_context(MiniHdfs()) if args.hdfs else None
         ufs = Path(tmp, "ufs")
         (ufs / "data").mkdir(parents=True)
         local_file = ufs / "data" / "file.bin"
@@ -148,17 +159,24 @@ def main() -> None:
             while chunk := src.read(BUF):
                 dst.write(chunk)
         weed_data = server.data_dir
-        runs = [
+        runs: list[tuple[str, str | Path, dict[str, str] | None, str | None]] = [
             ("local", ufs, None, None),
             ("s3", server.uri(BUCKET), server.env, None),
             ("s3-paced", server.uri(BUCKET), server.env, f"ufs={args.ufs_speed}"),
         ]
+        if hdfs is not None:
+            with thaw.LocalCluster(ufs=hdfs.uri("/bench"), workers=1) as c:
+                thaw.Client(c.master).put(local_file, "/data/file.bin", write_type="through", progress=False)
+            runs.append(("hdfs", hdfs.uri("/bench"), None, None))
+            results["hdfs"] = {}
         for r in range(args.repeats):
             for kind, mount, env, model in runs if r % 2 == 0 else reversed(runs):
 
                 def cold() -> None:
                     drop_pages(local_file)
                     drop_pages(weed_data, "*")
+                    if hdfs is not None:
+                        drop_pages(hdfs.data_dir, "*")
 
                 cold()
                 for k, v in one_round(kind, mount, env, size, buf, model, cold).items():
@@ -176,7 +194,12 @@ def main() -> None:
     print(f"{args.size} file, medians of {args.repeats} rounds, MiB/s (1 worker, 64 MiB blocks)\n")
     print("| under-store | cold read | migration | warm read | direct read (no Thaw) |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    names = {"local": "local directory", "s3": "S3 (SeaweedFS)", "s3-paced": f"S3, paced at {args.ufs_speed}"}
+    names = {
+        "local": "local directory",
+        "s3": "S3 (SeaweedFS)",
+        "s3-paced": f"S3, paced at {args.ufs_speed}",
+        "hdfs": "HDFS (MiniDFSCluster, 1 DataNode)",
+    }
     for kind, row in table.items():
         cells = [
             f"{row[k]:,.0f}" if k in row else "-" for k in ("cold read", "migration", "warm read", "direct")
