@@ -201,3 +201,34 @@ def test_a_cluster_that_fails_early_leaves_no_scratch_directory(
     with pytest.raises(thaw.ThawError):
         thaw.LocalCluster(mem_capacity="lots")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_python_writer_killed_mid_write_loses_its_file_after_its_lease(tmp_path: Path) -> None:
+    with thaw.LocalCluster(ufs=tmp_path / "ufs", block_size=BLOCK, writer_lease_ms=1000) as c:
+        client = thaw.Client(c.master)
+        script = textwrap.dedent(
+            f"""
+            import sys, time, thaw
+            w = thaw.Client({c.master!r}).open("/half.bin", "wb")
+            w.write(b"x" * (3 * {BLOCK}))
+            w.flush()
+            print("written", flush=True)
+            time.sleep(600)
+            """
+        )
+        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "written"
+            info = client.stat("/half.bin")
+            assert not info["complete"]
+            assert f"pid {proc.pid}" in info["writer"], info
+        finally:
+            proc.kill()
+            proc.wait()
+        deadline = time.monotonic() + 15
+        while client.exists("/half.bin"):
+            assert time.monotonic() < deadline, "the dead writer's file is still there"
+            time.sleep(0.1)
+        with client.open("/half.bin", "wb") as w:
+            w.write(b"whole")
+        assert client.cat("/half.bin") == b"whole"

@@ -100,6 +100,10 @@ class LocalCluster:
     this port and worker ``i`` on the port + 1 + ``i`` (0: free ports); the
     addresses are in :attr:`metrics` ("master", "worker 0", ...). Default none.
 
+    ``writer_lease_ms``: an unfinished file whose writer (a process killed
+    mid-write) has not renewed its lease for this long is deleted, with its
+    blocks; live writers renew theirs in the background.
+
     ``web_port``: the master serves its web dashboard (workers, jobs, files,
     migration events) on this port (0: a free one); its URL is in
     :attr:`dashboard`. Default none.
@@ -117,6 +121,7 @@ class LocalCluster:
         mem_root: str | os.PathLike[str] = "/dev/shm",
         heartbeat_ms: int = 500,
         worker_timeout_ms: int = 5000,
+        writer_lease_ms: int = 60_000,
         binary: str | None = None,
         startup_timeout: float = 60.0,
         migration_policy: str = "dyrs",
@@ -179,6 +184,7 @@ class LocalCluster:
             "--state-dir", str(Path(self._tmp, "state")),
             "--heartbeat-ms", str(heartbeat_ms),
             "--worker-timeout-ms", str(worker_timeout_ms),
+            "--writer-lease-ms", str(writer_lease_ms),
             "--exit-with-stdin",
             "--remove-on-exit", self._tmp,
             "--migration-policy", migration_policy,

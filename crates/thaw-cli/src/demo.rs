@@ -126,7 +126,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         web_port: None,
         device_model: None,
         worker_device_model: Vec::new(),
-        timing: Timing { heartbeat_ms: 500, worker_timeout_ms: 5000 },
+        timing: Timing { heartbeat_ms: 500, worker_timeout_ms: 5000, writer_lease_ms: 60_000 },
         planner: Default::default(),
         buffer: Default::default(),
         checkpoint: Default::default(),

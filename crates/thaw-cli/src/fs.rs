@@ -28,7 +28,7 @@ pub enum FsCommand {
     },
     /// Print a file to standard output.
     Cat { path: String },
-    /// Copy a local file into Thaw.
+    /// Copy a local file into Thaw (`-`: standard input, until it ends).
     Put {
         local: PathBuf,
         path: String,
@@ -109,8 +109,12 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
             r.copy_to(&out, u64::MAX).await?;
         }
         FsCommand::Put { local, path, write_type: (write_type, replication), block_size, force, temporary } => {
-            let file = std::fs::File::open(&local).with_context(|| format!("cannot open {}", local.display()))?;
-            let len = file.metadata().with_context(|| format!("cannot open {}", local.display()))?.len();
+            let stdin = local.as_os_str() == "-";
+            let file = if stdin {
+                None
+            } else {
+                Some(std::fs::File::open(&local).with_context(|| format!("cannot open {}", local.display()))?)
+            };
             let opts = WriteOptions {
                 write_type,
                 block_size: block_size.unwrap_or(0),
@@ -120,8 +124,19 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
                 temporary,
             };
             let mut w = client.create(&path, opts).await?;
-            // A file still growing is taken up to its length at the start.
-            w.write_from_file(&file, 0, len).await.with_context(|| format!("copying {}", local.display()))?;
+            match &file {
+                Some(file) => {
+                    let len = file.metadata().with_context(|| format!("cannot open {}", local.display()))?.len();
+                    // A file still growing is taken up to its length at the start.
+                    w.write_from_file(file, 0, len).await.with_context(|| format!("copying {}", local.display()))?;
+                }
+                None => {
+                    if let Err(e) = copy_stdin(&mut w).await {
+                        w.abort().await;
+                        return Err(e.context("copying standard input"));
+                    }
+                }
+            }
             let info = w.close().await?;
             println!(
                 "{} -> {} ({} bytes, {})",
@@ -175,6 +190,38 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
         FsCommand::Mv { src, dst } => {
             client.rename(&src, &dst).await?;
         }
+    }
+    Ok(())
+}
+
+/// Copies standard input into `w` until it ends, a chunk at a time, read on a
+/// blocking thread (a pipe may stay silent for long; the writer's lease is
+/// renewed meanwhile).
+async fn copy_stdin(w: &mut thaw_client::FileWriter) -> anyhow::Result<()> {
+    use std::io::Read;
+    const CHUNK: usize = 4 << 20;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(2);
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let mut buf = vec![0u8; CHUNK];
+            let r = match stdin.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Ok(buf)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => Err(e),
+            };
+            let failed = r.is_err();
+            if tx.blocking_send(r).is_err() || failed {
+                break;
+            }
+        }
+    });
+    while let Some(chunk) = rx.recv().await {
+        w.write(&chunk?).await?;
     }
     Ok(())
 }

@@ -21,6 +21,15 @@ fn flags(f: &FileInfo) -> String {
     v.join(",")
 }
 
+/// Who holds an unfinished file and how much longer, unless renewed.
+fn lease_note(f: &FileInfo) -> Option<String> {
+    if f.complete || f.writer.is_empty() {
+        return None;
+    }
+    let left = f.lease_expires_ms.saturating_sub(thaw_common::now_ms()).div_ceil(1000);
+    Some(format!("written by {}, lease {left} s more unless renewed", f.writer))
+}
+
 /// The answer of `thaw fs recompute`.
 pub fn print_rebuild(f: &FileInfo, as_json: bool) {
     if as_json {
@@ -52,7 +61,10 @@ pub fn print_listing(entries: &[FileInfo], as_json: bool) {
             println!("{:>12}  {:>6}  {:<20}  {}/", "-", "-", "dir", f.name);
         } else {
             let mem = (f.in_memory_bytes * 100).checked_div(f.length).unwrap_or(100);
-            println!("{:>12}  {:>5}%  {:<20}  {}", f.length, mem, flags(f), f.name);
+            match lease_note(f) {
+                Some(note) => println!("{:>12}  {:>5}%  {:<20}  {}  ({note})", f.length, mem, flags(f), f.name),
+                None => println!("{:>12}  {:>5}%  {:<20}  {}", f.length, mem, flags(f), f.name),
+            }
         }
     }
 }
@@ -72,6 +84,9 @@ pub fn print_stat(f: &FileInfo, as_json: bool) {
     println!("block size  {}", format_size(f.block_size));
     println!("write type  {}", write_type_name(f.write_type()));
     println!("state       {}", flags(f));
+    if let Some(note) = lease_note(f) {
+        println!("writer      {note}");
+    }
     if !f.persist_error.is_empty() {
         println!("checkpoint  last try failed: {}", f.persist_error);
     }

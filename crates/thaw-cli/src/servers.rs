@@ -351,6 +351,11 @@ pub struct Timing {
     /// A worker silent this long (milliseconds) is declared dead.
     #[arg(long, default_value_t = 10_000)]
     pub worker_timeout_ms: u64,
+    /// An unfinished file whose writer has not renewed its lease for this
+    /// long (milliseconds; writers renew every third of it) is deleted, as a
+    /// write that will never finish.
+    #[arg(long, default_value_t = 60_000)]
+    pub writer_lease_ms: u64,
 }
 
 #[derive(Args)]
@@ -503,6 +508,7 @@ fn master_config(
     c.default_block_size = block_size;
     c.heartbeat_interval = Duration::from_millis(t.heartbeat_ms.max(10));
     c.worker_timeout = Duration::from_millis(t.worker_timeout_ms.max(t.heartbeat_ms * 2));
+    c.writer_lease = Duration::from_millis(t.writer_lease_ms.max(300));
     c.migration_policy = p.migration_policy;
     c.priority = p.priority;
     c.default_lease = Duration::from_millis(p.job_lease_ms.max(100));

@@ -207,6 +207,7 @@ async fn a_lineage_output_first_written_without_checksums_is_never_rebuilt_unche
         path: "/out".into(),
         write_type: WriteType::AsyncThrough as i32,
         client: Some(h0),
+        writer: "a hand-made writer".into(),
         ..Default::default()
     };
     let created = master.create_file(create).await.unwrap().into_inner();

@@ -109,6 +109,8 @@ pub fn file_json(f: &FileInfo) -> Value {
         "write_type": write_type_name(f.write_type()),
         "in_memory_bytes": f.in_memory_bytes,
         "mtime_ms": f.mtime_ms,
+        "writer": f.writer,
+        "lease_expires_ms": f.lease_expires_ms,
         "blocks": blocks,
     })
 }

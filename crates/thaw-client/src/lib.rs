@@ -26,6 +26,31 @@ pub struct Client {
     master: MasterServiceClient<Channel>,
     config: Arc<ClientConfig>,
     pool: Arc<data::Pool>,
+    /// This client's name as a writer: its leases on unfinished files.
+    writer: Arc<str>,
+}
+
+/// A writer's name, unique to this client: who (the user), where (host, pid)
+/// and which client of the process, as `thaw fs ls` shows the holder of an
+/// unfinished file.
+fn writer_name(config: &ClientConfig) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let user = ["USER", "LOGNAME"].iter().find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
+    // SAFETY: getuid cannot fail.
+    let user = user.unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }));
+    let host = if config.position.host.is_empty() { thaw_common::hostname() } else { config.position.host.clone() };
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut name = format!("{user}@{host} pid {} client {n}", std::process::id());
+    // A name too long for the master (a strange USER) is cut, staying unique.
+    if name.len() > 200 {
+        let mut cut = 120;
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        name = format!("{}... pid {} client {n}", &name[..cut], std::process::id());
+    }
+    name
 }
 
 impl Client {
@@ -37,7 +62,13 @@ impl Client {
             .connect_lazy();
         let master =
             MasterServiceClient::new(channel).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20);
-        Ok(Client { master, config: Arc::new(config), pool: Arc::default() })
+        let writer = writer_name(&config).into();
+        Ok(Client { master, config: Arc::new(config), pool: Arc::default(), writer })
+    }
+
+    /// This client's name as the writer of unfinished files.
+    pub fn writer_name(&self) -> &str {
+        &self.writer
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -48,7 +79,12 @@ impl Client {
     pub fn with_job(&self, job_id: impl Into<String>) -> Client {
         let mut config = (*self.config).clone();
         config.job_id = job_id.into();
-        Client { master: self.master.clone(), config: Arc::new(config), pool: self.pool.clone() }
+        Client {
+            master: self.master.clone(),
+            config: Arc::new(config),
+            pool: self.pool.clone(),
+            writer: self.writer.clone(),
+        }
     }
 
     /// The same cluster, with reads of lost files failing at once (`DataLost`)
@@ -57,7 +93,12 @@ impl Client {
     pub fn without_rebuild_wait(&self) -> Client {
         let mut config = (*self.config).clone();
         config.rebuild_wait = std::time::Duration::ZERO;
-        Client { master: self.master.clone(), config: Arc::new(config), pool: self.pool.clone() }
+        Client {
+            master: self.master.clone(),
+            config: Arc::new(config),
+            pool: self.pool.clone(),
+            writer: self.writer.clone(),
+        }
     }
 
     fn rpc_err(&self, s: tonic::Status) -> ThawError {

@@ -2,7 +2,13 @@
 //! bytes stream straight to them (or, to a single worker on this host, go into
 //! its block files directly: [`crate::local_write`]), and `close` completes the
 //! file at the master once every worker has stored its part. A failed write
-//! deletes the partial file.
+//! deletes the partial file. Until then the unfinished file is this client's
+//! under a writer lease, renewed in the background ([`LeaseRenewer`]): a
+//! writer killed mid-write stops renewing, and the master deletes its file.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use futures::future::try_join_all;
 use thaw_common::frame;
@@ -68,9 +74,66 @@ pub fn parse_write_type(s: &str) -> Result<(WriteType, u32)> {
     }
 }
 
+/// Renews this client's lease on one unfinished file every third of the
+/// lease, until the write ends (the task stops when this is dropped). A
+/// renewal the master refuses (the lease ran out while this process was
+/// paused or cut off, and the file was deleted) marks the write as lost.
+struct LeaseRenewer {
+    task: tokio::task::JoinHandle<()>,
+    lost: Arc<AtomicBool>,
+}
+
+impl LeaseRenewer {
+    fn start(client: Client, file_id: u64, lease: Duration) -> Self {
+        let lost = Arc::new(AtomicBool::new(false));
+        let flag = lost.clone();
+        let task = tokio::spawn(async move {
+            let mut lease = lease;
+            let mut wait = lease / 3;
+            loop {
+                tokio::time::sleep(wait).await;
+                let req = RenewWriterLeaseRequest { writer: client.writer_name().to_string(), file_ids: vec![file_id] };
+                match client.master().renew_writer_lease(req).await {
+                    Ok(r) => {
+                        let r = r.into_inner();
+                        if r.lost.contains(&file_id) {
+                            tracing::warn!(file_id, "the master no longer holds this write's lease: the write is lost");
+                            flag.store(true, Ordering::Relaxed);
+                            return;
+                        }
+                        if r.lease_ms > 0 {
+                            lease = Duration::from_millis(r.lease_ms);
+                        }
+                        wait = lease / 3;
+                    }
+                    // The master may be restarting: try again soon, within the lease.
+                    Err(s) => {
+                        tracing::debug!(file_id, error = %s.message(), "lease renewal failed; trying again");
+                        wait = (lease / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
+                    }
+                }
+            }
+        });
+        LeaseRenewer { task, lost }
+    }
+
+    fn lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for LeaseRenewer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 pub struct FileWriter {
     client: Client,
     info: FileInfo,
+    /// Keeps the unfinished file this writer's (none for a rebuild, whose
+    /// file is complete, or a master that grants no leases).
+    lease: Option<LeaseRenewer>,
     /// This write rebuilds a lost file (a recomputation): never deleted on failure.
     recovery: bool,
     streams: Vec<(String, TcpStream)>,
@@ -92,10 +155,13 @@ impl FileWriter {
             overwrite: opts.overwrite,
             temporary: opts.temporary,
             recover_lineage: client.config().recover_lineage,
+            writer: client.writer_name().to_string(),
         };
         let resp = client.master().create_file(req).await.map_err(|s| client.rpc_err(s))?.into_inner();
         let info = resp.info.ok_or_else(|| ThawError::internal("create answer without info"))?;
         let recovery = resp.recovery;
+        let lease = (resp.writer_lease_ms > 0)
+            .then(|| LeaseRenewer::start(client.clone(), info.file_id, Duration::from_millis(resp.writer_lease_ms)));
         // A rebuild is written as the file was first written.
         let write_type = if recovery { info.write_type() } else { opts.write_type };
         let (tier, ufs_path) = match write_type {
@@ -108,6 +174,7 @@ impl FileWriter {
         let mut writer = FileWriter {
             client,
             info,
+            lease,
             recovery,
             streams: Vec::new(),
             local: None,
@@ -173,7 +240,21 @@ impl FileWriter {
         self.written
     }
 
+    /// Fails the write if the master no longer holds this writer's lease.
+    async fn check_lease(&mut self) -> Result<()> {
+        if self.lease.as_ref().is_some_and(LeaseRenewer::lost) {
+            let e = ThawError::precondition(format!(
+                "{}: the master deleted this unfinished file because its writer's lease ran out \
+                 (this process was paused or cut off from the master for longer than the lease)",
+                self.info.path
+            ));
+            return Err(self.fail(e).await);
+        }
+        Ok(())
+    }
+
     pub async fn write(&mut self, mut data: &[u8]) -> Result<()> {
+        self.check_lease().await?;
         if let Some(sink) = self.local.as_mut() {
             let r = sink.write(data).await;
             self.written = sink.written;
@@ -207,6 +288,7 @@ impl FileWriter {
     /// returns the bytes written). A short-circuit write copies them into the
     /// block files in the kernel; a streamed one reads them through a buffer.
     pub async fn write_from_file(&mut self, src: &std::fs::File, offset: u64, len: u64) -> Result<u64> {
+        self.check_lease().await?;
         if let Some(sink) = self.local.as_mut() {
             let r = sink.write_from(src, offset, len).await;
             self.written = sink.written;
@@ -262,6 +344,7 @@ impl FileWriter {
 
     /// Sends what is buffered, ends the streams, and completes the file.
     pub async fn close(mut self) -> Result<FileInfo> {
+        self.check_lease().await?;
         if let Some(sink) = self.local.take() {
             let (addr, total) = (sink.addr.clone(), sink.written);
             match sink.finish().await {
@@ -326,6 +409,10 @@ impl FileWriter {
         self.local = None;
         if self.recovery {
             // The file is someone else's: it stays as it was (lost).
+            return;
+        }
+        if self.lease.as_ref().is_some_and(LeaseRenewer::lost) {
+            // The master deleted it already; the path may name another file now.
             return;
         }
         if let Err(d) = self.client.delete(&self.info.path, false).await {

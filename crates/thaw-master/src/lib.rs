@@ -6,6 +6,7 @@ pub mod affinity;
 pub mod checkpoint;
 pub mod cluster;
 pub mod journal;
+pub mod leases;
 pub mod lineage;
 pub mod master;
 pub mod metrics;
@@ -79,7 +80,10 @@ pub async fn serve_with_http(
             loop {
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
-                    _ = tick.tick() => master.expire_workers(),
+                    _ = tick.tick() => {
+                        master.expire_workers();
+                        master.expire_writer_leases();
+                    }
                 }
             }
         })

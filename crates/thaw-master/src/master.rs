@@ -14,6 +14,7 @@ use thaw_ufs::UnderStore;
 use crate::checkpoint::{Checkpoints, Order};
 use crate::cluster::Cluster;
 use crate::journal::{Journal, JournalOp};
+use crate::leases::WriterLeases;
 use crate::lineage::Lineages;
 use crate::migration::{Migrations, Policy, Priority};
 use crate::namespace::{DirTotals, Namespace, NewInode, ROOT_ID};
@@ -62,6 +63,9 @@ pub struct MasterConfig {
     pub address: String,
     /// Cache affinity classes and their thresholds (cava.txt IV-A).
     pub affinity: crate::affinity::AffinityConfig,
+    /// An unfinished file whose writer has not renewed its lease for this
+    /// long is deleted (crate::leases).
+    pub writer_lease: Duration,
 }
 
 impl MasterConfig {
@@ -84,9 +88,13 @@ impl MasterConfig {
             recompute_executor: RecomputeExecutor::Local,
             address: String::new(),
             affinity: Default::default(),
+            writer_lease: Duration::from_secs(60),
         }
     }
 }
+
+/// Longest writer name a create call may give (it is journaled with the file).
+pub const MAX_WRITER_NAME: usize = 256;
 
 struct State {
     ns: Namespace,
@@ -101,6 +109,8 @@ struct State {
     /// Complete files not persisted: the only ones that can be lost (the
     /// workflow manager looks for losses among these, not the whole namespace).
     unpersisted: std::collections::BTreeSet<u64>,
+    /// Unfinished files' writers (soft state: restarted from the journal).
+    leases: WriterLeases,
     /// Applications' cache affinities and caching probabilities (soft state).
     apps: crate::affinity::Apps,
     apps_refreshed: Option<Instant>,
@@ -114,6 +124,7 @@ impl State {
             self.migrations.drop_file(*f);
             self.checkpoints.drop_file(*f);
             self.unpersisted.remove(f);
+            self.leases.release(*f);
             take_crcs(&mut self.block_crcs, *f);
         }
     }
@@ -184,6 +195,18 @@ impl Master {
             .into_iter()
             .filter(|f| ns.get(*f).is_some_and(|i| i.rec.complete && !i.rec.persisted))
             .collect();
+        // Every unfinished file starts a fresh lease for its recorded writer,
+        // which goes on renewing it if it is still alive.
+        let mut leases = WriterLeases::new(config.writer_lease);
+        let (now, wall) = (Instant::now(), now_ms());
+        for f in ns.files_under(ROOT_ID) {
+            if let Some(i) = ns.get(f).filter(|i| !i.rec.complete) {
+                leases.grant(f, &i.rec.writer, now, wall);
+            }
+        }
+        if !leases.is_empty() {
+            tracing::info!(files = leases.len(), "unfinished files: their writers have one lease to renew them");
+        }
         Ok(Master {
             state: RwLock::new(State {
                 ns,
@@ -195,6 +218,7 @@ impl Master {
                 recomputer_mode: config.recompute_mode,
                 block_crcs: Default::default(),
                 unpersisted,
+                leases,
                 apps: crate::affinity::Apps::new(config.affinity.clone()),
                 apps_refreshed: None,
             }),
@@ -239,6 +263,7 @@ impl Master {
             ufs_mtime_ms: st.mtime_ms,
             temporary: false,
             lineage_id: 0,
+            writer: String::new(),
         }
     }
 
@@ -385,6 +410,12 @@ impl Master {
             }
         }
         info.temporary = r.temporary;
+        if !r.complete
+            && let Some((writer, until)) = st.leases.holder(id)
+        {
+            info.writer = writer.to_string();
+            info.lease_expires_ms = until;
+        }
         info.lineage_id = r.lineage_id;
         let (rebuild, detail) =
             if info.lost { Self::rebuild_state(st, id, r.lineage_id) } else { (Rebuild::None, String::new()) };
@@ -510,6 +541,12 @@ impl Master {
                 "block size {block_size} is outside [{MIN_BLOCK_SIZE}, {MAX_BLOCK_SIZE}]"
             )));
         }
+        if req.writer.is_empty() && req.recover_lineage == 0 {
+            return Err(ThawError::invalid("a file's writer must name itself (CreateFileRequest.writer)"));
+        }
+        if req.writer.len() > MAX_WRITER_NAME {
+            return Err(ThawError::invalid(format!("a writer's name is at most {MAX_WRITER_NAME} bytes")));
+        }
         let parent_path = path::join(parent_comps);
         let parent = if req.recursive {
             self.mkdir(MkdirRequest { path: parent_path.clone(), recursive: true, exist_ok: true }).await?;
@@ -528,7 +565,16 @@ impl Master {
             }
         }
         match self.resolve(&full).await {
-            Ok(_) if req.overwrite => {
+            Ok(id) if req.overwrite => {
+                // An unfinished file another writer still renews is that writer's.
+                if let Some((writer, until)) = self.read().leases.holder(id)
+                    && writer != req.writer
+                {
+                    return Err(ThawError::already_exists(format!(
+                        "{full} is being written by {writer} (its lease runs {} s more unless renewed)",
+                        until.saturating_sub(now_ms()).div_ceil(1000)
+                    )));
+                }
                 self.delete(DeleteRequest { path: full.clone(), recursive: false }).await?;
             }
             Ok(_) => return Err(ThawError::already_exists(format!("{full} already exists"))),
@@ -542,16 +588,25 @@ impl Master {
         // A file at an output path of a lineage is that lineage's output.
         let owner = st.lineages.pending_output(&full);
         let lineage_id = owner.map_or(0, |(l, _)| l);
-        let new = NewInode { block_size, write_type, temporary: req.temporary, lineage_id, ..Default::default() };
+        let new = NewInode {
+            block_size,
+            write_type,
+            temporary: req.temporary,
+            lineage_id,
+            writer: req.writer.clone(),
+            ..Default::default()
+        };
         let (id, op) = st.ns.add(parent, name, new)?;
         let mut ops = vec![op];
         if let Some((l, index)) = owner {
             ops.extend(st.lineages.tie(l, index, id));
         }
         self.commit(&st, &ops)?;
+        st.leases.grant(id, &req.writer, now, now_ms());
         let info = Self::file_info(&st, id, false, &client);
-        tracing::debug!(path = %full, file_id = id, ?write_type, "file created");
-        Ok(CreateFileResponse { info: Some(info), workers, recovery: false })
+        tracing::debug!(path = %full, file_id = id, ?write_type, writer = %req.writer, "file created");
+        let writer_lease_ms = st.leases.limit().as_millis() as u64;
+        Ok(CreateFileResponse { info: Some(info), workers, recovery: false, writer_lease_ms })
     }
 
     pub async fn complete_file(&self, req: CompleteFileRequest) -> Result<CompleteFileResponse> {
@@ -630,8 +685,10 @@ impl Master {
             r.persisted = is_persisted_write(write_type);
             r.ufs_mtime_ms = ufs_mtime;
             r.block_crc32 = if crcs.len() as u64 == blocks { crcs } else { Vec::new() };
+            r.writer.clear();
         })?;
         self.commit(&st, &[op])?;
+        st.leases.release(req.file_id);
         if !is_persisted_write(write_type) {
             st.unpersisted.insert(req.file_id);
         }
@@ -642,6 +699,43 @@ impl Master {
             self.work_ready();
         }
         Ok(CompleteFileResponse { info: Some(Self::file_info(&st, req.file_id, false, &Position::default())) })
+    }
+
+    /// A writer renews its leases on the unfinished files it still writes;
+    /// the answer names those it no longer holds (their writes have failed).
+    pub fn renew_writer_lease(&self, req: RenewWriterLeaseRequest) -> Result<RenewWriterLeaseResponse> {
+        if req.writer.is_empty() {
+            return Err(ThawError::invalid("a writer must name itself"));
+        }
+        let mut st = self.write();
+        let lost = st.leases.renew(&req.writer, &req.file_ids, Instant::now(), now_ms());
+        Ok(RenewWriterLeaseResponse { lost, lease_ms: st.leases.limit().as_millis() as u64 })
+    }
+
+    /// Deletes the unfinished files whose writers stopped renewing their
+    /// leases (killed, or cut off for longer than a lease): the namespace
+    /// entry, its journal record and the blocks some worker committed. The
+    /// workers dropped the writer's staged bytes when its connection ended.
+    pub fn expire_writer_leases(&self) {
+        let mut guard = self.write();
+        let st = &mut *guard;
+        let expired = st.leases.take_expired(Instant::now());
+        for (file, writer) in expired {
+            if st.ns.get(file).is_none_or(|i| i.rec.complete) {
+                continue;
+            }
+            let path = st.ns.path_of(file);
+            let (_, ops) = st.remove_tree(file);
+            if let Err(e) = self.commit(st, &ops) {
+                tracing::error!(path, error = %e, "could not journal the recovery of an unfinished file");
+                continue;
+            }
+            tracing::warn!(
+                path,
+                writer,
+                "the writer of an unfinished file stopped renewing its lease: the file is deleted"
+            );
+        }
     }
 
     /// One request to the under-store (see `UnderStore::check`).

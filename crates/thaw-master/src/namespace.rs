@@ -36,6 +36,8 @@ pub struct NewInode {
     pub ufs_mtime_ms: u64,
     pub temporary: bool,
     pub lineage_id: u64,
+    /// An unfinished file's writer (see `crate::leases`).
+    pub writer: String,
 }
 
 /// What a directory's subtree holds, as the namespace knows it (the
@@ -174,6 +176,7 @@ impl Namespace {
             persist_requested: false,
             lineage_id: new.lineage_id,
             block_crc32: Vec::new(),
+            writer: new.writer,
         };
         self.inodes.get_mut(&parent).expect("checked").children.insert(name.to_string(), id);
         self.inodes.insert(id, Inode { rec: rec.clone(), children: BTreeMap::new() });

@@ -62,6 +62,9 @@ impl MasterService for MasterRpc {
     async fn renew_lease(&self, r: Request<RenewLeaseRequest>) -> Reply<RenewLeaseResponse> {
         Ok(Response::new(self.master.renew_lease(r.into_inner())))
     }
+    async fn renew_writer_lease(&self, r: Request<RenewWriterLeaseRequest>) -> Reply<RenewWriterLeaseResponse> {
+        reply(self.master.renew_writer_lease(r.into_inner()))
+    }
     async fn list_jobs(&self, r: Request<ListJobsRequest>) -> Reply<ListJobsResponse> {
         reply(self.master.list_jobs(r.into_inner()))
     }

@@ -513,7 +513,7 @@ impl Master {
         st.recomputer.recovering.insert(fid, l);
         tracing::debug!(lineage = l, file_id = fid, path = %full, "rebuilding a lost file");
         let info = Self::file_info(st, fid, false, client);
-        Ok(Some(CreateFileResponse { info: Some(info), workers, recovery: true }))
+        Ok(Some(CreateFileResponse { info: Some(info), workers, recovery: true, writer_lease_ms: 0 }))
     }
 
     /// Checks a block of a file being rebuilt against the CRC-32 of the first
