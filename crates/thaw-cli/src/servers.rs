@@ -371,6 +371,11 @@ pub struct MasterArgs {
     /// Directory of the journal (the namespace survives restarts here).
     #[arg(long, value_parser = dir_arg)]
     journal_dir: PathBuf,
+    /// Start even if the journal's records do not form a tree (a disk error,
+    /// a hand edit), dropping the records that do not fit, each logged. By
+    /// default the master refuses to start on such a journal, saying why.
+    #[arg(long)]
+    salvage_journal: bool,
     /// Port (0: any free port; the chosen address is printed).
     #[arg(long, default_value_t = 19998)]
     port: u16,
@@ -528,7 +533,7 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let metrics = listen_metrics(&args.bind, args.metrics_port).await?;
     let web = listen_optional(&args.bind, args.web_port, "--web-port").await?;
-    let config = master_config(
+    let mut config = master_config(
         args.ufs,
         args.journal_dir,
         args.block_size,
@@ -537,6 +542,7 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
         &args.recompute,
         &args.affinity,
     );
+    config.salvage_journal = args.salvage_journal;
     say(format_args!("thaw master listening on {addr}"));
     if let Some(m) = &metrics {
         say(format_args!("thaw master metrics listening on {}", m.local_addr()?));

@@ -70,7 +70,7 @@ impl Journal {
         let mut out = Loaded::default();
         for row in table.iter().map_err(jerr)? {
             let (id, bytes) = row.map_err(jerr)?;
-            let rec = decode(bytes.value()).map_err(|e| e.context(format!("inode {}", id.value())))?;
+            let rec = decode_inode(bytes.value()).map_err(|e| e.context(format!("inode {}", id.value())))?;
             out.inodes.push(rec);
         }
         let lineage = txn.open_table(LINEAGE).map_err(jerr)?;
@@ -118,7 +118,7 @@ impl Journal {
 }
 
 /// Decodes a record of any version this build knows (only 1 so far).
-fn decode(bytes: &[u8]) -> Result<InodeRecord> {
+pub fn decode_inode(bytes: &[u8]) -> Result<InodeRecord> {
     let rec = InodeRecord::decode(bytes).map_err(jerr)?;
     match rec.version {
         1 => Ok(rec),
@@ -128,7 +128,7 @@ fn decode(bytes: &[u8]) -> Result<InodeRecord> {
     }
 }
 
-fn decode_lineage(bytes: &[u8]) -> Result<LineageRecord> {
+pub fn decode_lineage(bytes: &[u8]) -> Result<LineageRecord> {
     let rec = LineageRecord::decode(bytes).map_err(jerr)?;
     match rec.version {
         1 => Ok(rec),

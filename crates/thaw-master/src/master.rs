@@ -66,6 +66,9 @@ pub struct MasterConfig {
     /// An unfinished file whose writer has not renewed its lease for this
     /// long is deleted (crate::leases).
     pub writer_lease: Duration,
+    /// Start on a journal whose records do not form a tree by dropping the
+    /// records that do not fit (each logged), instead of refusing to start.
+    pub salvage_journal: bool,
 }
 
 impl MasterConfig {
@@ -89,6 +92,7 @@ impl MasterConfig {
             address: String::new(),
             affinity: Default::default(),
             writer_lease: Duration::from_secs(60),
+            salvage_journal: false,
         }
     }
 }
@@ -176,7 +180,40 @@ impl Master {
         config.affinity.check()?;
         let journal = Journal::open(&config.journal_dir)?;
         let loaded = journal.load()?;
-        let ns = Namespace::from_records(loaded.inodes, loaded.next_id);
+        let loaded_ids: Vec<u64> = loaded.inodes.iter().map(|r| r.id).collect();
+        let (ns, problems) = Namespace::from_records(loaded.inodes, loaded.next_id);
+        if !problems.is_empty() {
+            let dir = config.journal_dir.display();
+            if !config.salvage_journal {
+                let shown: Vec<&str> = problems.iter().take(5).map(String::as_str).collect();
+                return Err(ThawError::internal(format!(
+                    "the journal in {dir} is inconsistent ({} problems: {}{}); nothing was loaded. \
+                     Restore it from a copy, or start with --salvage-journal to drop the records that do not fit",
+                    problems.len(),
+                    shown.join("; "),
+                    if problems.len() > shown.len() { "; ..." } else { "" }
+                )));
+            }
+            for p in &problems {
+                tracing::warn!(journal = %dir, "salvaging the journal: dropped {p}");
+            }
+            // Journal the drops, so the next start finds a consistent journal.
+            let mut ops: Vec<JournalOp> = loaded_ids
+                .into_iter()
+                .filter(|id| *id == ROOT_ID || ns.get(*id).is_none())
+                .map(JournalOp::Delete)
+                .collect();
+            ops.sort_by_key(|op| match op {
+                JournalOp::Delete(id) => *id,
+                _ => 0,
+            });
+            ops.dedup_by_key(|op| match op {
+                JournalOp::Delete(id) => *id,
+                _ => 0,
+            });
+            journal.commit(&ops, ns.next_id())?;
+            tracing::warn!(journal = %dir, problems = problems.len(), "journal salvaged");
+        }
         let lineages = Lineages::from_records(loaded.lineages, loaded.next_lineage_id);
         let ufs = UnderStore::open(&config.ufs_uri)?;
         tracing::info!(

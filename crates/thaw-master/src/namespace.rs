@@ -1,7 +1,7 @@
 //! The namespace tree: pure state and decisions, no I/O. Every mutation returns
 //! the journal ops that make it durable; the caller commits them before answering.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use thaw_common::ids::{block_count, block_length};
 use thaw_common::proto::{InodeRecord, WriteType};
@@ -61,9 +61,18 @@ pub struct Namespace {
 }
 
 impl Namespace {
-    /// Rebuilds the tree from journal records. Records whose parent is gone (a crash
-    /// cannot leave any, but a bug could) are dropped rather than served.
-    pub fn from_records(records: Vec<InodeRecord>, next_id: u64) -> Self {
+    /// Rebuilds the tree from journal records, keeping only what forms a
+    /// tree under the root, and says what it dropped and why. A crash cannot
+    /// leave such records (every change is one transaction); a bug, a disk
+    /// error or a hand edit can, and the master refuses to start on them
+    /// unless told to salvage ([`crate::master::MasterConfig::salvage_journal`]):
+    /// - a record with the root's id, or an id given twice;
+    /// - a name that is not a namespace entry ("", ".", "..", with a '/', a NUL
+    ///   or a backslash, or too long);
+    /// - a parent that is missing or is a file, or a name its directory already has;
+    /// - a record not reachable from the root (a cycle, or under a dropped one).
+    pub fn from_records(records: Vec<InodeRecord>, next_id: u64) -> (Self, Vec<String>) {
+        let mut problems = Vec::new();
         let mut inodes: HashMap<u64, Inode> = HashMap::new();
         let root = InodeRecord {
             version: RECORD_VERSION,
@@ -77,33 +86,73 @@ impl Namespace {
         let mut max_id = ROOT_ID;
         for rec in records {
             max_id = max_id.max(rec.id);
-            inodes.insert(rec.id, Inode { rec, children: BTreeMap::new() });
+            let name_ok = !rec.name.is_empty()
+                && rec.name != "."
+                && rec.name != ".."
+                && !rec.name.contains(['/', '\0', '\\'])
+                && rec.name.len() <= path::MAX_NAME_BYTES;
+            if rec.id == ROOT_ID {
+                problems.push(format!("record {:?} claims the root's id", rec.name));
+            } else if !name_ok {
+                problems.push(format!("inode {} has the name {:?}, which no entry may have", rec.id, rec.name));
+            } else {
+                match inodes.entry(rec.id) {
+                    std::collections::hash_map::Entry::Occupied(_) => {
+                        problems.push(format!("inode {} is recorded twice", rec.id));
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(Inode { rec, children: BTreeMap::new() });
+                    }
+                }
+            }
         }
-        let links: Vec<(u64, u64, String)> = inodes
+        let mut links: Vec<(u64, u64, String)> = inodes
             .values()
             .filter(|i| i.rec.id != ROOT_ID)
             .map(|i| (i.rec.parent_id, i.rec.id, i.rec.name.clone()))
             .collect();
+        // In id order, so which of two same-named entries stays is the same every start.
+        links.sort_unstable_by_key(|(_, id, _)| *id);
         for (parent, id, name) in links {
-            match inodes.get_mut(&parent) {
-                Some(p) if p.is_dir() => {
-                    p.children.insert(name, id);
-                }
-                _ => {
-                    inodes.remove(&id);
-                }
-            }
+            let taken = match inodes.get_mut(&parent) {
+                Some(p) if p.is_dir() => match p.children.entry(name.clone()) {
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(id);
+                        continue;
+                    }
+                    std::collections::btree_map::Entry::Occupied(o) => Some(*o.get()),
+                },
+                _ => None,
+            };
+            problems.push(match taken {
+                Some(other) => format!("inode {id} is named {name:?} in directory {parent}, as inode {other} is"),
+                None => format!("inode {id} ({name:?}) has no directory {parent} to be in"),
+            });
+            inodes.remove(&id);
         }
-        // Drop subtrees that are no longer reachable from the root.
-        let mut reachable = std::collections::HashSet::new();
+        // Drop what is not reachable from the root (cycles, and what hung
+        // under a dropped record).
+        let mut reachable = HashSet::new();
         let mut stack = vec![ROOT_ID];
         while let Some(id) = stack.pop() {
-            if reachable.insert(id) {
-                stack.extend(inodes[&id].children.values().copied());
+            if let Some(i) = inodes.get(&id)
+                && reachable.insert(id)
+            {
+                stack.extend(i.children.values().copied());
             }
         }
+        let mut unreachable: Vec<u64> = inodes.keys().copied().filter(|id| !reachable.contains(id)).collect();
+        unreachable.sort_unstable();
+        for id in &unreachable {
+            problems.push(format!("inode {id} is not reachable from the root"));
+        }
         inodes.retain(|id, _| reachable.contains(id));
-        Namespace { inodes, next_id: next_id.max(max_id + 1) }
+        // A dropped record may still be named as a child: forget such names.
+        let kept: HashSet<u64> = inodes.keys().copied().collect();
+        for i in inodes.values_mut() {
+            i.children.retain(|_, c| kept.contains(c));
+        }
+        (Namespace { inodes, next_id: next_id.max(max_id + 1) }, problems)
     }
 
     pub fn next_id(&self) -> u64 {
@@ -315,7 +364,7 @@ mod tests {
 
     #[test]
     fn totals_sum_a_subtree_within_a_budget_of_files() {
-        let mut ns = Namespace::from_records(vec![], 0);
+        let mut ns = Namespace::from_records(vec![], 0).0;
         let (a, _) = ns.add(ROOT_ID, "a", dir()).unwrap();
         let (b, _) = ns.add(a, "b", dir()).unwrap();
         // Block size 4: 10 bytes are 3 blocks (4, 4, 2), 4 bytes one.
@@ -340,7 +389,7 @@ mod tests {
 
     #[test]
     fn tree_ops_and_journal_replay_agree() {
-        let mut ns = Namespace::from_records(vec![], 0);
+        let mut ns = Namespace::from_records(vec![], 0).0;
         let mut journal = HashMap::new();
         let (a, op) = ns.add(ROOT_ID, "a", dir()).unwrap();
         replay(&mut journal, &[op]);
@@ -362,7 +411,8 @@ mod tests {
         assert!(files.is_empty());
         replay(&mut journal, &ops);
         let next = ns.next_id();
-        let back = Namespace::from_records(journal.values().cloned().collect(), next);
+        let (back, problems) = Namespace::from_records(journal.values().cloned().collect(), next);
+        assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(back.lookup(&["c", "f"]), Some(f));
         assert_eq!(back.lookup(&["a"]), None);
         assert_eq!(back.len(), ns.len());
@@ -379,9 +429,13 @@ mod tests {
             name: format!("n{id}"),
             ..Default::default()
         };
-        let ns = Namespace::from_records(vec![rec(5, 99), rec(6, 5)], 0);
+        let (ns, problems) = Namespace::from_records(vec![rec(5, 99), rec(6, 5)], 0);
         assert_eq!(ns.len(), 1);
         assert!(ns.next_id() > 6);
+        assert_eq!(
+            problems,
+            ["inode 5 (\"n5\") has no directory 99 to be in", "inode 6 (\"n6\") has no directory 5 to be in"]
+        );
     }
 }
 
@@ -428,7 +482,7 @@ mod properties {
         /// ever handed out twice.
         #[test]
         fn journal_replay_rebuilds_the_tree(ops in proptest::collection::vec(op(), 1..60)) {
-            let mut ns = Namespace::from_records(vec![], 0);
+            let mut ns = Namespace::from_records(vec![], 0).0;
             let mut journal: HashMap<u64, InodeRecord> = HashMap::new();
             let mut issued = std::collections::HashSet::new();
             let pick = |ns: &Namespace, i: usize| {
@@ -469,7 +523,8 @@ mod properties {
                     }
                 }
             }
-            let back = Namespace::from_records(journal.into_values().collect(), ns.next_id());
+            let (back, problems) = Namespace::from_records(journal.into_values().collect(), ns.next_id());
+            prop_assert!(problems.is_empty(), "{:?}", problems);
             prop_assert_eq!(paths(&back), paths(&ns));
             prop_assert!(back.next_id() >= ns.next_id());
         }

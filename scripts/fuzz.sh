@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the fuzz targets of crates/thaw-fuzz for SECONDS each (release build,
+# bolero's random engine, stable toolchain) and prints how many inputs each
+# ran; a failing input is printed and kept by bolero under
+# crates/thaw-fuzz/tests/__fuzz__/<target>/crashes (commit it with the fix:
+# every later `cargo test` replays it). RELIABILITY.md has the figures.
+#   scripts/fuzz.sh [SECONDS] [TARGET]        e.g. scripts/fuzz.sh 600 data_stream
+# Coverage-guided, with libFuzzer (cargo install cargo-bolero first):
+#   cargo bolero test -p thaw-fuzz --engine libfuzzer --sanitizer NONE -T 10min data_stream
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH=${1:-60}
+TARGET=${2:-}
+BOLERO_RANDOM_TEST_TIME_MS=$((SECONDS_EACH * 1000)) \
+  cargo test --release --locked -p thaw-fuzz --test fuzz -- --nocapture --test-threads 1 ${TARGET:+--exact "$TARGET"} 2>&1 |
+  grep -E "^test |iterations/s|panicked|Input|Error|test result"
