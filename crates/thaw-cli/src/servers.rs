@@ -432,6 +432,11 @@ pub struct WorkerArgs {
     /// Data connections served at once; past it clients are told the worker is busy.
     #[arg(long, default_value_t = thaw_worker::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Mid-request, a client that sends or takes no byte for this long
+    /// (milliseconds) is cut off, so slow or stopped clients cannot hold
+    /// connections and blocks.
+    #[arg(long, default_value_t = thaw_worker::data::DEFAULT_STALL_TIMEOUT.as_millis() as u64)]
+    stall_timeout_ms: u64,
     #[command(flatten)]
     buffer: BufferArgs,
     #[command(flatten)]
@@ -572,6 +577,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         advertise: args.advertise,
         remove_mem_on_exit: false,
         max_connections: args.max_connections,
+        stall_timeout: Duration::from_millis(args.stall_timeout_ms.max(100)),
         migration: args.buffer.config(),
         replacement: args.buffer.replacement,
         cache_window: args.buffer.cache_window,
@@ -680,6 +686,7 @@ impl LocalCluster {
                 advertise: None,
                 remove_mem_on_exit: true,
                 max_connections: thaw_worker::DEFAULT_MAX_CONNECTIONS,
+                stall_timeout: thaw_worker::data::DEFAULT_STALL_TIMEOUT,
                 migration: args.buffer.config(),
                 replacement: args.buffer.replacement,
                 cache_window: args.buffer.cache_window,

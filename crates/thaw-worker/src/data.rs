@@ -20,6 +20,7 @@ use thaw_proto::DATA_PROTOCOL_VERSION;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio_io_timeout::TimeoutStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::Worker;
@@ -38,12 +39,54 @@ pub const MAX_INTERFERENCE_STREAMS: u32 = 64;
 /// connections for less, see the client's pool).
 pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// Default of `WorkerConfig::stall_timeout`: once a request has begun, a
+/// client that sends or takes no byte for this long is cut off. A client
+/// that reads one byte a second, or sends its request that way, would
+/// otherwise hold a connection, a task and perhaps a block for ever.
+pub const DEFAULT_STALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A client's data connection: every read and write fails with TimedOut
+/// after the worker's stall timeout without progress.
+pub(crate) type DataSock = std::pin::Pin<Box<TimeoutStream<TcpStream>>>;
+
+/// Connections waiting for their next request, oldest first: the ones a
+/// full worker closes to take new ones.
+#[derive(Default)]
+struct Idle {
+    next: u64,
+    waiting: std::collections::BTreeMap<u64, CancellationToken>,
+}
+
+impl Idle {
+    fn enter(idle: &std::sync::Mutex<Idle>) -> (u64, CancellationToken) {
+        let mut i = idle.lock().unwrap_or_else(|e| e.into_inner());
+        i.next += 1;
+        let (seq, token) = (i.next, CancellationToken::new());
+        i.waiting.insert(seq, token.clone());
+        (seq, token)
+    }
+
+    fn leave(idle: &std::sync::Mutex<Idle>, seq: u64) {
+        idle.lock().unwrap_or_else(|e| e.into_inner()).waiting.remove(&seq);
+    }
+
+    /// Closes the connection idle the longest; false if none is idle.
+    fn evict_oldest(idle: &std::sync::Mutex<Idle>) -> bool {
+        let oldest = idle.lock().unwrap_or_else(|e| e.into_inner()).waiting.pop_first();
+        oldest.map(|(_, token)| token.cancel()).is_some()
+    }
+}
+
 /// Accepts connections until shutdown; each connection is an owned task holding
-/// one of `max_connections` permits. Past the cap a connection is told the worker
-/// is busy and closed, so a client fails over instead of waiting unserved.
+/// one of `max_connections` permits. At the cap, the connection idle the
+/// longest (between requests: a client's pool, or someone holding sockets
+/// open to starve the worker) is closed to make room; only when every
+/// connection is mid-request is a new one told the worker is busy and closed,
+/// so a client fails over instead of waiting unserved.
 pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: CancellationToken) {
     let max = worker.config.max_connections.max(1);
     let permits = Arc::new(tokio::sync::Semaphore::new(max));
+    let idle = Arc::new(std::sync::Mutex::new(Idle::default()));
     loop {
         let (mut sock, peer) = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -56,8 +99,15 @@ pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: Cancell
                 }
             },
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, "connection refused: {max} connections open");
+        let mut permit = permits.clone().try_acquire_owned().ok();
+        if permit.is_none() && Idle::evict_oldest(&idle) {
+            // The closed connection gives its permit back as its task ends.
+            let wait = tokio::time::timeout(std::time::Duration::from_secs(1), permits.clone().acquire_owned());
+            permit = wait.await.ok().and_then(Result::ok);
+            tracing::debug!(%peer, "closed the longest-idle connection to take a new one");
+        }
+        let Some(permit) = permit else {
+            tracing::warn!(%peer, "connection refused: {max} connections open, none idle");
             worker.tasks.spawn(async move {
                 let busy = ThawError::unavailable(format!("worker busy: {max} connections open"));
                 let _ = frame::write_msg(&mut sock, &frame::error_response(&busy)).await;
@@ -66,10 +116,11 @@ pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: Cancell
         };
         let w = worker.clone();
         let stop = shutdown.clone();
+        let idle = idle.clone();
         worker.tasks.spawn(async move {
             tokio::select! {
                 _ = stop.cancelled() => {}
-                _ = handle_connection(w, sock) => {}
+                _ = handle_connection(w, sock, &idle) => {}
             }
             drop(permit);
             tracing::trace!(%peer, "connection closed");
@@ -77,15 +128,30 @@ pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: Cancell
     }
 }
 
-async fn handle_connection(worker: Arc<Worker>, mut sock: TcpStream) {
+async fn handle_connection(worker: Arc<Worker>, sock: TcpStream, idle: &std::sync::Mutex<Idle>) {
     let _ = sock.set_nodelay(true);
+    let stall = worker.config.stall_timeout;
+    let mut sock: DataSock = Box::pin(TimeoutStream::new(sock));
+    sock.as_mut().set_write_timeout_pinned(Some(stall));
     loop {
-        let next = tokio::time::timeout(IDLE_TIMEOUT, frame::read_msg(&mut sock)).await;
-        let req: DataRequest = match next {
-            Err(_idle) => return,
-            Ok(Ok(Some(r))) => r,
-            Ok(Ok(None)) => return,
-            Ok(Err(e)) => {
+        // Between requests a connection may idle (a client's pool keeps it);
+        // once a request's first byte is here, the rest must follow.
+        sock.as_mut().set_read_timeout_pinned(Some(IDLE_TIMEOUT));
+        let mut first = [0u8; 1];
+        let (seq, evicted) = Idle::enter(idle);
+        let got = tokio::select! {
+            r = sock.read(&mut first) => r,
+            _ = evicted.cancelled() => return,
+        };
+        Idle::leave(idle, seq);
+        if !matches!(got, Ok(1)) {
+            return;
+        }
+        sock.as_mut().set_read_timeout_pinned(Some(stall));
+        let req: DataRequest = match frame::read_msg(&mut (&first[..]).chain(&mut sock)).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
                 tracing::debug!(error = %e, "bad request");
                 let _ = frame::write_msg(&mut sock, &frame::error_response(&e)).await;
                 return;
@@ -102,7 +168,7 @@ async fn handle_connection(worker: Arc<Worker>, mut sock: TcpStream) {
     }
 }
 
-async fn dispatch(w: &Arc<Worker>, sock: &mut TcpStream, req: DataRequest, sent: &mut bool) -> Result<()> {
+async fn dispatch(w: &Arc<Worker>, sock: &mut DataSock, req: DataRequest, sent: &mut bool) -> Result<()> {
     if req.version != DATA_PROTOCOL_VERSION {
         return Err(ThawError::invalid(format!(
             "data protocol version {} is not supported (this worker speaks {DATA_PROTOCOL_VERSION})",
@@ -128,7 +194,7 @@ async fn dispatch(w: &Arc<Worker>, sock: &mut TcpStream, req: DataRequest, sent:
 
 async fn serve_request(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
+    sock: &mut DataSock,
     job: String,
     request: Option<data_request::Request>,
     sent: &mut bool,
@@ -148,7 +214,7 @@ async fn serve_request(
     }
 }
 
-async fn send_stats(w: &Arc<Worker>, sock: &mut TcpStream, sent: &mut bool) -> Result<()> {
+async fn send_stats(w: &Arc<Worker>, sock: &mut DataSock, sent: &mut bool) -> Result<()> {
     let stats = WorkerStats {
         tiers: w.tiers().map(|t| w.tier_usage(t)).collect(),
         jobs: w.stats.snapshot(),
@@ -189,7 +255,7 @@ fn range(offset: u64, length: u64, len: u64) -> Result<(u64, u64)> {
 
 async fn read_block(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
+    sock: &mut DataSock,
     job: &str,
     req: ReadBlockRequest,
     sent: &mut bool,
@@ -208,7 +274,7 @@ async fn read_block(
 /// `filled`: the block was just filled from the under-store for this read.
 async fn serve_stored(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
+    sock: &mut DataSock,
     job: &str,
     req: &ReadBlockRequest,
     filled: bool,
@@ -266,11 +332,16 @@ async fn serve_stored(
 /// Sends `[off, off + n)` of a file with sendfile(2): no user-space copy, no page
 /// faults. Only for files whose reads cannot stall (tmpfs): the call runs on the
 /// async thread.
-async fn send_file(sock: &mut TcpStream, file: &std::fs::File, mut off: u64, mut n: u64) -> std::io::Result<()> {
+async fn send_file(sock: &mut DataSock, file: &std::fs::File, mut off: u64, mut n: u64) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
+    let stall = sock.write_timeout().unwrap_or(DEFAULT_STALL_TIMEOUT);
+    let sock = sock.get_ref();
     let (out_fd, in_fd) = (sock.as_raw_fd(), file.as_raw_fd());
     while n > 0 {
-        sock.writable().await?;
+        // A reader that takes nothing for the stall timeout is cut off.
+        tokio::time::timeout(stall, sock.writable()).await.map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, format!("the reader took nothing for {stall:?}"))
+        })??;
         let sent = sock.try_io(tokio::io::Interest::WRITABLE, || {
             let mut at = off as libc::off_t;
             // SAFETY: both descriptors are open for the duration of the call.
@@ -317,7 +388,7 @@ fn spawn_file_reader(file: std::fs::File, off: u64, n: u64) -> mpsc::Receiver<st
 /// and leaves a fill of the whole block running behind it.
 async fn read_through(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
+    sock: &mut DataSock,
     job: &str,
     req: &ReadBlockRequest,
     ufs: UfsSource,
@@ -370,7 +441,7 @@ async fn read_through(
 
 async fn cache_block(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
+    sock: &mut DataSock,
     job: &str,
     req: CacheBlockRequest,
     sent: &mut bool,
@@ -445,7 +516,7 @@ pub(crate) async fn undo_write(
 
 async fn write_file(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
+    sock: &mut DataSock,
     job: &str,
     req: WriteFileRequest,
     sent: &mut bool,
@@ -461,7 +532,7 @@ async fn write_file(
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn end_write(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
+    sock: &mut DataSock,
     job: &str,
     file_id: u64,
     result: Result<u64>,
@@ -488,7 +559,7 @@ pub(crate) async fn end_write(
 /// Receives chunks until the end marker, cutting them into blocks of `bs` bytes.
 async fn receive_file(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
+    sock: &mut DataSock,
     req: &WriteFileRequest,
     bs: u64,
     tier: Option<&Arc<TierStore>>,
@@ -505,10 +576,14 @@ async fn receive_file(
         tier.filter(|t| t.tier == Tier::Disk).and_then(|_| w.device_stream(DeviceKind::Disk)).map(|d| d.writing());
     let mut under = ufs.as_ref().and_then(|_| w.device_stream(DeviceKind::Ufs)).map(|d| d.writing());
     loop {
+        // A writer may pause between chunks (a slow producer), as between
+        // requests; within a chunk it may not stall.
+        sock.as_mut().set_read_timeout_pinned(Some(IDLE_TIMEOUT));
         let n = frame::read_chunk_len(sock).await?;
         if n == 0 {
             break;
         }
+        sock.as_mut().set_read_timeout_pinned(Some(w.config.stall_timeout));
         if let Some(d) = disk.as_mut() {
             d.consume(n as u64).await;
         }
@@ -563,7 +638,7 @@ async fn receive_file(
 
 async fn open_local(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
+    sock: &mut DataSock,
     job: &str,
     req: OpenLocalBlockRequest,
     sent: &mut bool,

@@ -66,6 +66,8 @@ pub struct WorkerConfig {
     pub remove_mem_on_exit: bool,
     /// Data connections served at once; past it a client is told the worker is busy.
     pub max_connections: usize,
+    /// Mid-request, a client that sends or takes nothing for this long is cut off.
+    pub stall_timeout: Duration,
     pub migration: MigrationConfig,
     /// Emulated devices in front of DISK-tier and under-store reads (evaluation
     /// only; default none: reads run at the machine's speed).

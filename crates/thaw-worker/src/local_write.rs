@@ -16,7 +16,6 @@ use thaw_common::frame;
 use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_id};
 use thaw_common::proto::*;
 use thaw_common::{Result, ThawError};
-use tokio::net::TcpStream;
 
 use crate::Worker;
 use crate::cache::BlockFile;
@@ -29,7 +28,7 @@ const UFS_CHUNK: u64 = 4 << 20;
 
 pub(crate) async fn write_local(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
+    sock: &mut crate::data::DataSock,
     job: &str,
     req: WriteFileRequest,
     sent: &mut bool,
@@ -60,7 +59,7 @@ pub(crate) async fn write_local(
 /// Runs the steps of the exchange until its finish; the file's length.
 async fn receive_local(
     w: &Arc<Worker>,
-    sock: &mut TcpStream,
+    sock: &mut crate::data::DataSock,
     (file_id, checksum): (u64, bool),
     bs: u64,
     tier: &Arc<TierStore>,
@@ -75,6 +74,7 @@ async fn receive_local(
     loop {
         // A client that stops sending (stopped, not dead: a dead one's socket
         // closes) gives its reservation back after the idle timeout.
+        sock.as_mut().set_read_timeout_pinned(Some(IDLE_TIMEOUT));
         let step = tokio::time::timeout(IDLE_TIMEOUT, frame::read_msg::<_, LocalWriteStep>(sock))
             .await
             .map_err(|_| {
