@@ -37,6 +37,19 @@ impl LocalSink {
         Ok(LocalSink { addr: addr.to_string(), sock, block_size, block: None, written: 0 })
     }
 
+    /// Says which file system a block file write found full: the worker's
+    /// tier directory, smaller than the capacity the worker was given.
+    fn full(&self, e: ThawError) -> ThawError {
+        if e.kind != thaw_common::ErrorKind::ResourceExhausted {
+            return e;
+        }
+        ThawError::exhausted(format!(
+            "the tier of worker {} is full: its directory's file system has no space left, though the \
+             tier's capacity is not used up (give the worker a capacity its file system can hold): {}",
+            self.addr, e.message
+        ))
+    }
+
     /// One step of the exchange and its answer.
     async fn step(&mut self, step: local_write_step::Step) -> Result<DataResponse> {
         let addr = &self.addr;
@@ -99,7 +112,7 @@ impl LocalSink {
             let k = (self.room().await? as usize).min(data.len());
             let (file, _) = self.block.as_mut().expect("opened by room");
             let mut out: &File = file;
-            blocking(|| std::io::Write::write_all(&mut out, &data[..k]))?;
+            blocking(|| std::io::Write::write_all(&mut out, &data[..k])).map_err(|e| self.full(e.into()))?;
             data = &data[k..];
             self.advance(k as u64).await?;
         }
@@ -113,7 +126,7 @@ impl LocalSink {
         while done < len {
             let k = self.room().await?.min(len - done);
             let (file, _) = self.block.as_ref().expect("opened by room");
-            let n = blocking(|| copy_range(src, offset + done, k, file))?;
+            let n = blocking(|| copy_range(src, offset + done, k, file)).map_err(|e| self.full(e.into()))?;
             done += n;
             self.advance(n).await?;
             if n < k {

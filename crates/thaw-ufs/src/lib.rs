@@ -84,6 +84,11 @@ fn dal_err(e: opendal::Error, what: &str, path: &str) -> ThawError {
     match os {
         Some(libc::ENOTDIR) => return ThawError::not_dir(msg),
         Some(libc::EISDIR) => return ThawError::is_dir(msg),
+        Some(libc::ENOSPC | libc::EDQUOT) => {
+            return ThawError::exhausted(format!(
+                "under-store {what} {path}: the under-store is full (no space left on its file system)"
+            ));
+        }
         _ => {}
     }
     match e.kind() {
