@@ -8,6 +8,7 @@
 mod checkpoint_order;
 mod cold;
 mod heartbeat;
+mod load;
 mod measure;
 mod metadata;
 mod migrate_cli;
@@ -73,6 +74,9 @@ enum Which {
     /// A cache replacement decision at 100,000 cached blocks, per policy
     /// (lru, lfu, ca, cava), against the 50 us target.
     Replacement,
+    /// 64 remote readers alone, and beside idle, stalled and half-sent
+    /// connections (issue 18): throughput and p50/p99 latency.
+    LoadUnderAttack,
 }
 
 /// What every benchmark is given.
@@ -157,6 +161,11 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     }
     if wants(Which::Replacement) {
         replacement::run(cfg)?.into_iter().for_each(&mut done);
+    }
+    if wants(Which::LoadUnderAttack) {
+        let c = load::run(cfg).await?;
+        println!("  {}", c.notes);
+        done(c);
     }
     Ok(results)
 }
