@@ -75,6 +75,7 @@ pub async fn run(cfg: &Config) -> Result<Comparison> {
         all.sort_by(f64::total_cmp);
         all.get(((all.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(f64::NAN)
     };
+    let count = |runs: &[Run]| runs.iter().map(|r| r.latencies_ms.len()).sum::<usize>();
     let (thaw, baseline) = (rate(&attacked), rate(&alone));
     Ok(Comparison {
         name: "load-under-attack".into(),
@@ -91,12 +92,17 @@ pub async fn run(cfg: &Config) -> Result<Comparison> {
         thaw_runs: attacked.iter().map(|r| r.bytes_per_sec / f64::from(1 << 20)).collect(),
         baseline_runs: alone.iter().map(|r| r.bytes_per_sec / f64::from(1 << 20)).collect(),
         notes: format!(
-            "1 MiB read latency alone p50 {:.1} ms p99 {:.1} ms; under attack p50 {:.1} ms p99 {:.1} ms; \
-             attacker connections opened: {}",
+            "1 MiB reads alone {} (p50 {:.1} ms, p99 {:.1} ms, max {:.0} ms); under attack {} (p50 {:.1} ms, \
+             p99 {:.1} ms, max {:.0} ms); reads slower than 1 s under attack: {}; attacker connections opened: {}",
+            count(&alone),
             pct(&alone, 0.5),
             pct(&alone, 0.99),
+            pct(&alone, 1.0),
+            count(&attacked),
             pct(&attacked, 0.5),
             pct(&attacked, 0.99),
+            pct(&attacked, 1.0),
+            attacked.iter().flat_map(|r| &r.latencies_ms).filter(|l| **l > 1000.0).count(),
             made.load(Ordering::Relaxed)
         ),
     })
