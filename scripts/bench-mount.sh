@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `cat` of a 1 GiB file in worker MEM through `thaw mount`, beside `cat` of the
 # same bytes in a tmpfs file, interleaved, medians of N runs (BENCHMARKS.md,
-# "thaw mount"). Three mounts side by side: the default (passthrough for
-# single-block files, the kernel's page cache kept across opens otherwise:
-# timed again with its pages dropped, as a first read), --direct-io (the block
-# file spliced into each reply), and --direct-io --no-splice (pread + copy).
+# "thaw mount"). Four mounts side by side: the default (passthrough for
+# single-block files; otherwise direct_io, the block file spliced into each
+# reply, since cat's reads are large), --page-cache (the kernel's page cache
+# kept across opens; timed again with its pages dropped, as a first read),
+# --direct-io, and --direct-io --no-splice (pread + copy).
 # Two Thaw files: 64 MiB blocks (16 block files) and one 1 GiB block
 # (passthrough where the kernel has it).
 # Usage: scripts/bench-mount.sh [SIZE_MIB] [RUNS]   (needs root or fusermount3)
@@ -50,6 +51,7 @@ mount_one() { # NAME ARGS...
   exit 1
 }
 mount_one default
+mount_one pagecache --page-cache
 mount_one direct --direct-io
 mount_one pread --direct-io --no-passthrough --no-splice
 
@@ -69,8 +71,9 @@ cases=(
   "tmpfs file, dd bs=1M (cat's buffer on the mount)|$SHM/tmpfs.bin|dd"
   "the worker's block file itself (tmpfs)|$BLOCKFILE"
   "mount, one block (passthrough)|$WORK/mnt-default/bench/oneblock.bin"
-  "mount, 64 MiB blocks (page cache kept)|$WORK/mnt-default/bench/blocks64.bin"
-  "mount, 64 MiB blocks, first read (pages dropped)|$WORK/mnt-default/bench/blocks64.bin|cold"
+  "mount, 64 MiB blocks (default)|$WORK/mnt-default/bench/blocks64.bin"
+  "mount --page-cache, 64 MiB blocks (kept)|$WORK/mnt-pagecache/bench/blocks64.bin"
+  "mount --page-cache, first read (pages dropped)|$WORK/mnt-pagecache/bench/blocks64.bin|cold"
   "mount --direct-io, 64 MiB blocks (splice)|$WORK/mnt-direct/bench/blocks64.bin"
   "mount --direct-io --no-splice, 64 MiB blocks (pread)|$WORK/mnt-pread/bench/blocks64.bin"
 )
@@ -90,10 +93,10 @@ for c in "${cases[@]}"; do
   m=$(echo "${times[$name]}" | median)
   awk -v n="$name" -v m="$m" -v b="$base" -v s="$SIZE_MIB" 'BEGIN {printf "%-55s %9.3f %10.0f %8.2fx\n", n, m, s / m, b / m}'
 done
-for name in default direct pread; do
+for name in default pagecache direct pread; do
   "$BIN" umount "$WORK/mnt-$name"
 done
 wait "${pids[@]:1}" 2>/dev/null || true
-for name in default direct pread; do
+for name in default pagecache direct pread; do
   grep served "$WORK/mount-$name.log" | sed "s/^/$name: /"
 done

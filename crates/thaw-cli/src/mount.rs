@@ -29,12 +29,16 @@ pub struct MountArgs {
     /// the block file into the reply.
     #[arg(long)]
     no_splice: bool,
-    /// Open files not in passthrough with direct_io: no second copy of their
-    /// bytes in the kernel's page cache, but one round trip to this process
-    /// per read (faster for one pass over large files, slower for many small
-    /// reads; by default the page cache is kept while a file is unchanged).
-    #[arg(long)]
+    /// Read every file not in passthrough with direct_io: no second copy of
+    /// its bytes in the kernel's page cache, one round trip to this process
+    /// per read. By default a file goes through the page cache once its
+    /// readers are seen making small reads (columnar readers), else direct_io.
+    #[arg(long, conflicts_with = "page_cache")]
     direct_io: bool,
+    /// Read every file not in passthrough through the kernel's page cache,
+    /// kept across opens while the file is unchanged.
+    #[arg(long)]
+    page_cache: bool,
     /// Let users other than the mounting one read the mount.
     #[arg(long)]
     allow_other: bool,
@@ -75,7 +79,11 @@ pub async fn mount(mut cfg: thaw_client::ClientConfig, args: MountArgs) -> anyho
         timeout,
         threads: args.threads as usize,
         passthrough: !args.no_passthrough,
-        direct_io: args.direct_io,
+        cache: match (args.direct_io, args.page_cache) {
+            (true, _) => thaw_fuse::CacheMode::Never,
+            (_, true) => thaw_fuse::CacheMode::Always,
+            _ => thaw_fuse::CacheMode::Auto,
+        },
         allow_other: args.allow_other,
         splice: !args.no_splice,
     };

@@ -284,10 +284,10 @@ async fn programs_read_the_namespace_through_the_mount_and_writes_are_refused() 
     assert!(streamed >= far.len() as u64, "{served:?}");
 }
 
-/// A multi-block file read again is served by the kernel's page cache (the
-/// mount process sees its bytes once), until its path names another file:
-/// then the new bytes are read, even at the same size. With --direct-io
-/// every read reaches the mount process.
+/// With --page-cache, a multi-block file read again is served by the
+/// kernel's page cache (the mount process sees its bytes once), until its
+/// path names another file: then the new bytes are read, even at the same
+/// size. With --direct-io every read reaches the mount process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rereads_come_from_the_page_cache_until_the_path_names_another_file() {
     require_fuse!();
@@ -296,7 +296,7 @@ async fn rereads_come_from_the_page_cache_until_the_path_names_another_file() {
     // 4 blocks and a bit (1 MiB blocks): never passthrough.
     let first = data(4 * MIB + 1000, 5);
     h0.write_all("/c/f.bin", &first, opts(WriteType::MustCache)).await.unwrap();
-    let mut cached = Mount::start(&c, &[]);
+    let mut cached = Mount::start(&c, &["--page-cache"]);
     let mut direct = Mount::start(&c, &["--direct-io"]);
     for _ in 0..3 {
         assert!(std::fs::read(cached.path("/c/f.bin")).unwrap() == first);
@@ -401,6 +401,49 @@ async fn bad_mount_and_umount_arguments_fail_clearly() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a directory") && err.contains("missing"), "{err}");
+}
+
+/// By default a file is read with direct_io until its readers are seen
+/// making small reads (a columnar reader's pattern); then its later opens go
+/// through the page cache and rereads no longer reach the mount process. A
+/// file read in large requests (`cat`, `std::fs::read`) stays direct.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_readers_move_a_file_to_the_page_cache_and_large_readers_do_not() {
+    require_fuse!();
+    let c = start(ClusterOptions::workers(1)).await;
+    let h0 = c.client("h0", "r0");
+    let len = 4 * MIB + 1000;
+    let (small, large) = (data(len, 11), data(len, 12));
+    h0.write_all("/a/small.bin", &small, opts(WriteType::MustCache)).await.unwrap();
+    h0.write_all("/a/large.bin", &large, opts(WriteType::MustCache)).await.unwrap();
+    let mut m = Mount::start(&c, &[]);
+    // Reads of 4 KiB at scattered offsets, as a parquet reader's: the first
+    // handle's reads all reach the mount; then the file moves to the page cache.
+    let scattered = |path: &std::path::Path| {
+        let f = std::fs::File::open(path).unwrap();
+        for i in 0..1024u64 {
+            let at = (i * 65_537) % (len as u64 - 4096);
+            let mut buf = [0u8; 4096];
+            f.read_exact_at(&mut buf, at).unwrap();
+            assert!(buf[..] == small[at as usize..at as usize + 4096]);
+        }
+    };
+    for _ in 0..4 {
+        scattered(&m.path("/a/small.bin"));
+    }
+    // Whole-file reads in large requests: direct each time.
+    for _ in 0..3 {
+        assert!(std::fs::read(m.path("/a/large.bin")).unwrap() == large);
+    }
+    m.stop();
+    let [_, _, local, ..] = m.served();
+    // large.bin: 3 whole reads. small.bin: the first handle's 1024 x 4 KiB
+    // direct (4 MiB), then page-cache fills of at most the file once; all
+    // four handles direct would be 16 MiB, and all cached would leave
+    // large.bin read once.
+    let len = len as u64;
+    assert!(local >= 3 * len + 1024 * 4096, "{local}");
+    assert!(local <= 3 * len + 1024 * 4096 + len + (512 << 10), "small reads kept reaching the mount: {local}");
 }
 
 /// A user who is not root mounts through the setuid `fusermount3` (no

@@ -20,7 +20,7 @@ use tokio::runtime::Handle;
 
 use crate::inodes::{Attr, Inodes, ROOT};
 use crate::splice::Splicer;
-use crate::{MountOptions, ServeStats};
+use crate::{CacheMode, MountOptions, ServeStats};
 
 /// Local block files an open handle keeps open (each holds the worker's
 /// in-use lock on its block): the one being read and the next ones the
@@ -69,6 +69,12 @@ struct OpenFile {
     remote: Mutex<Vec<usize>>,
     /// Keeps the kernel's backing file while this handle is open (passthrough).
     _backing: Option<Arc<BackingId>>,
+    /// Opened with `direct_io`: its reads are counted, to choose how later
+    /// opens read (`CacheMode::Auto`).
+    direct: bool,
+    file_id: u64,
+    reads: AtomicU64,
+    read_bytes: AtomicU64,
 }
 
 impl ThawFs {
@@ -303,7 +309,7 @@ impl Filesystem for ThawFs {
         let _ = config.set_max_background(64);
         let _ = config.set_congestion_threshold(48);
         let caps = config.capabilities();
-        if self.opts.direct_io && caps.contains(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+        if self.opts.cache != CacheMode::Always && caps.contains(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
             // Shared mmap of direct_io files (polars maps parquet files).
             let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         }
@@ -395,6 +401,14 @@ impl Filesystem for ThawFs {
             };
             backing = id;
         }
+        let direct = match self.opts.cache {
+            CacheMode::Never => true,
+            CacheMode::Always => false,
+            CacheMode::Auto => {
+                !crate::inodes::read_in_small_pieces(&path)
+                    && !self.inodes.lock().unwrap().small_reads(ino.0, info.file_id)
+            }
+        };
         let open = Arc::new(OpenFile {
             length: info.length,
             block_size: info.block_size,
@@ -403,9 +417,13 @@ impl Filesystem for ThawFs {
             local: Mutex::new(local_first.into_iter().map(|f| (0, Arc::new(f))).collect()),
             remote: Mutex::default(),
             _backing: backing.clone(),
+            direct: direct && backing.is_none(),
+            file_id: info.file_id,
+            reads: AtomicU64::new(0),
+            read_bytes: AtomicU64::new(0),
         });
         self.files.lock().unwrap().insert(fh, open);
-        let flags = if self.opts.direct_io {
+        let flags = if direct {
             FopenFlags::FOPEN_DIRECT_IO
         } else if self.inodes.lock().unwrap().keep_cache(ino.0, info.file_id) {
             FopenFlags::FOPEN_KEEP_CACHE
@@ -436,6 +454,10 @@ impl Filesystem for ThawFs {
         let Some(f) = self.files.lock().unwrap().get(&fh.0).cloned() else {
             return reply.error(Errno::EBADF);
         };
+        if f.direct {
+            f.reads.fetch_add(1, Ordering::Relaxed);
+            f.read_bytes.fetch_add(u64::from(size), Ordering::Relaxed);
+        }
         if let Some(n) = self.splice_local(req, &f, offset, size) {
             self.stats.local_bytes.fetch_add(n, Ordering::Relaxed);
             self.stats.spliced_bytes.fetch_add(n, Ordering::Relaxed);
@@ -455,14 +477,18 @@ impl Filesystem for ThawFs {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.files.lock().unwrap().remove(&fh.0);
+        let closed = self.files.lock().unwrap().remove(&fh.0);
+        if let Some(f) = closed.filter(|f| f.direct) {
+            let (reads, bytes) = (f.reads.load(Ordering::Relaxed), f.read_bytes.load(Ordering::Relaxed));
+            self.inodes.lock().unwrap().note_reads(ino.0, f.file_id, reads, bytes);
+        }
         reply.ok();
     }
 

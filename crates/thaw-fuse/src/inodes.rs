@@ -11,6 +11,26 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+/// Reads under this size on average (over one handle's life, with at least
+/// [`MIN_READS_SEEN`] of them) are small: a columnar reader's pattern, for
+/// which the page cache pays and `direct_io`'s round trip per read does not.
+/// Sequential readers ask for 128 KiB (read-ahead) to 1 MiB (FUSE's largest).
+pub const SMALL_READ: u64 = 64 << 10;
+/// Reads a handle must have made before its pattern counts.
+pub const MIN_READS_SEEN: u64 = 8;
+
+/// File name endings of formats read in small pieces at scattered offsets
+/// (columnar files: a footer, then column chunks and page headers; embedded
+/// databases: pages): these go through the page cache from their first open.
+pub const SMALL_PIECE_FORMATS: [&str; 9] =
+    [".parquet", ".pq", ".orc", ".arrow", ".feather", ".ipc", ".lance", ".duckdb", ".sqlite"];
+
+/// Whether `path` names a file of a format read in small pieces.
+pub fn read_in_small_pieces(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
+    SMALL_PIECE_FORMATS.iter().any(|ext| name.ends_with(ext))
+}
+
 /// The inode number of the mount's root (`/` in the namespace).
 pub const ROOT: u64 = 1;
 
@@ -31,6 +51,8 @@ struct Node {
     /// The file (by id) whose bytes the kernel's page cache of this inode
     /// holds, since the last open that used the page cache.
     cached_file: Option<u64>,
+    /// The file (by id) whose readers were seen making small reads.
+    small_reads: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -44,7 +66,7 @@ pub struct Inodes {
 impl Inodes {
     pub fn new(ttl: Duration) -> Self {
         let mut t = Inodes { by_ino: HashMap::new(), by_path: HashMap::new(), next: ROOT + 1, ttl };
-        t.by_ino.insert(ROOT, Node { path: "/".into(), attr: None, cached_file: None });
+        t.by_ino.insert(ROOT, Node { path: "/".into(), attr: None, cached_file: None, small_reads: None });
         t.by_path.insert("/".into(), ROOT);
         t
     }
@@ -80,7 +102,7 @@ impl Inodes {
         }
         let ino = self.next;
         self.next += 1;
-        self.by_ino.insert(ino, Node { path: path.to_string(), attr: None, cached_file: None });
+        self.by_ino.insert(ino, Node { path: path.to_string(), attr: None, cached_file: None, small_reads: None });
         self.by_path.insert(path.to_string(), ino);
         ino
     }
@@ -112,6 +134,24 @@ impl Inodes {
         let keep = n.cached_file == Some(file_id);
         n.cached_file = Some(file_id);
         keep
+    }
+
+    /// Notes what one handle of `ino` (the file `file_id`) read with
+    /// `direct_io`: `reads` requests of `bytes` in all. Small reads on average
+    /// mark the file for the page cache ([`Inodes::small_reads`]).
+    pub fn note_reads(&mut self, ino: u64, file_id: u64, reads: u64, bytes: u64) {
+        if reads < MIN_READS_SEEN || bytes / reads >= SMALL_READ {
+            return;
+        }
+        if let Some(n) = self.by_ino.get_mut(&ino) {
+            n.small_reads = Some(file_id);
+        }
+    }
+
+    /// Whether readers of `ino`, while it is the file `file_id`, were seen
+    /// making small reads (then opens go through the page cache).
+    pub fn small_reads(&self, ino: u64, file_id: u64) -> bool {
+        self.by_ino.get(&ino).is_some_and(|n| n.small_reads == Some(file_id))
     }
 
     /// Forgets the attributes of `path` (the master says it is gone); its
@@ -189,6 +229,34 @@ mod tests {
         let other = t.ino("/g");
         assert!(!t.keep_cache(other, 8));
         assert!(!t.keep_cache(9999, 8));
+    }
+
+    #[test]
+    fn small_readers_mark_a_file_for_the_page_cache_until_it_changes() {
+        let mut t = Inodes::new(Duration::from_secs(1));
+        let ino = t.ino("/f.parquet");
+        assert!(!t.small_reads(ino, 7));
+        // Too few reads to judge, then large ones: no mark.
+        t.note_reads(ino, 7, MIN_READS_SEEN - 1, 100);
+        t.note_reads(ino, 7, 100, 100 << 20);
+        assert!(!t.small_reads(ino, 7));
+        // Small on average: marked, for this file only.
+        t.note_reads(ino, 7, 100, 100 * 4096);
+        assert!(t.small_reads(ino, 7));
+        assert!(!t.small_reads(ino, 8));
+        // The path written anew: a new file, judged afresh.
+        t.note_reads(ino, 8, 50, 50 << 20);
+        assert!(!t.small_reads(ino, 8));
+    }
+
+    #[test]
+    fn columnar_and_database_files_are_known_by_name() {
+        for p in ["/t/part-0.parquet", "/T/X.PARQUET", "/a.orc", "/b.arrow", "/c.feather", "/d.duckdb", "/e.sqlite"] {
+            assert!(read_in_small_pieces(p), "{p}");
+        }
+        for p in ["/logs/app.log", "/big.bin", "/data.csv", "/parquet/notes.txt", "/x.parquet.tmp"] {
+            assert!(!read_in_small_pieces(p), "{p}");
+        }
     }
 
     #[test]

@@ -18,27 +18,36 @@
 //!   tmpfs file; pread and a copy where splicing is not possible). A block on
 //!   another host goes through the client's stream (with its fail-over), as
 //!   `thaw fs cat` would.
-//! - **Page cache**: a file not in passthrough is read through the kernel's
-//!   page cache, kept across opens (FOPEN_KEEP_CACHE) for as long as its path
-//!   names the same Thaw file ([`inodes::Inodes::keep_cache`]: complete Thaw
-//!   files never change, so the cache cannot go stale; a path written anew
-//!   drops it). Measured why (BENCHMARKS.md, "thaw mount"): columnar readers
-//!   make many small reads (DuckDB's query over `make demo`'s 512 MiB makes
-//!   about 21,000 preads of 256 B to 37 KiB), and through FUSE each uncached
-//!   read is a round trip to this process (about 35 us). With the page cache
-//!   that query runs at 0.95x of warm local files once the mount has read the
-//!   files (0.68x the first time), against 0.56x with `direct_io` every time.
-//!   The price, stated: the pages read are a second, reclaimable copy of MEM
-//!   data, and the first read of a large file fills it at about 0.3x of a
-//!   tmpfs read (two copies) where `direct_io` streams at 0.6-0.8x.
-//!   `direct_io: true` (`thaw mount --direct-io`) is for one-pass streaming of
-//!   large files and for memory that cannot hold two copies; shared mmap of
-//!   direct_io files still works (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6+).
-//!   FUSE file systems over object stores offer users the same choice (s3fs's
-//!   and ossfs's `kernel_cache` for data read often, direct reads for one
-//!   pass); Thaw's default follows its readers. Files report a 4 MiB `st_blksize`, so `cat`/`cp` ask
-//!   for several requests' worth per system call, served in parallel
-//!   (read-ahead, or FUSE_ASYNC_DIO with direct_io).
+//! - **Page cache**: a file not in passthrough is read one of two ways,
+//!   chosen per open (`CacheMode::Auto`).
+//!   - With `direct_io`: each read is a request to this process, answered by
+//!     splicing the block file into the reply (one copy), with no second copy
+//!     of the bytes in the kernel's page cache. One pass over a large file
+//!     (`cat`, `cp`) runs at 0.74-0.89x of reading a tmpfs file.
+//!   - Through the page cache: a file of a format read in small pieces
+//!     ([`inodes::SMALL_PIECE_FORMATS`]: parquet, ORC, Arrow, DuckDB and
+//!     SQLite files) from its first open, and any other file once its readers
+//!     are seen making small reads (under [`inodes::SMALL_READ`] on average
+//!     over a handle's life). Columnar readers do: DuckDB's query over `make demo`'s 512 MiB makes about
+//!     21,000 preads of 256 B to 37 KiB, each a ~35 us round trip here with
+//!     `direct_io`. The pages are kept across opens (FOPEN_KEEP_CACHE) while
+//!     the path names the same Thaw file ([`inodes::Inodes::keep_cache`]:
+//!     complete Thaw files never change; a path written anew drops them).
+//!   - Measured (BENCHMARKS.md, "thaw mount"):
+//!     - that query runs at 0.92-0.94x of warm local files once the pages are
+//!       cached, against 0.49-0.56x with `direct_io` alone;
+//!     - a first `cat` through the page cache runs at only 0.26-0.35x (two
+//!       copies, and a page-cache insertion per 4 KiB page), which is why it
+//!       is not used for every file.
+//!   - `--page-cache` (`CacheMode::Always`) and `--direct-io`
+//!     (`CacheMode::Never`) fix the choice. Shared mmap of direct_io files
+//!     works (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6+).
+//!   - FUSE file systems over object stores leave users this choice
+//!     (s3fs's and ossfs's `kernel_cache` for data read often, direct reads
+//!     for one pass); Thaw makes it from what it sees.
+//!   - Files report a 4 MiB `st_blksize`, so `cat`/`cp` ask for several
+//!     requests' worth per system call, served in parallel (FUSE_ASYNC_DIO,
+//!     or read-ahead).
 //! - **Threads**: `threads` event loops serve requests (fuser's `n_threads`),
 //!   so one slow remote read does not hold back the readers of local blocks.
 //! - **Failure**: every client call is bounded by `timeout`: a master or
@@ -59,6 +68,20 @@ use std::time::Duration;
 pub use fuser::BackgroundSession;
 use thaw_client::Client;
 
+/// How a file that is not in passthrough is read: through the kernel's page
+/// cache (kept across opens while the file is the same Thaw file), or with
+/// `direct_io` (every read a request to this process, no second copy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheMode {
+    /// `direct_io` at first; the page cache for a file whose readers were
+    /// seen making small reads ([`inodes::SMALL_READ`] on average).
+    Auto,
+    /// Always the page cache.
+    Always,
+    /// Always `direct_io`.
+    Never,
+}
+
 /// How the mount serves.
 #[derive(Debug, Clone)]
 pub struct MountOptions {
@@ -70,10 +93,8 @@ pub struct MountOptions {
     pub threads: usize,
     /// Open single-block local files in kernel passthrough when the kernel has it.
     pub passthrough: bool,
-    /// Open files not in passthrough with `direct_io`: no second copy of MEM
-    /// data in the kernel's page cache, one round trip per read (the default
-    /// keeps the page cache across opens; see the crate's doc).
-    pub direct_io: bool,
+    /// How files not in passthrough use the kernel's page cache.
+    pub cache: CacheMode,
     /// Let other users than the mounting one read the mount (`allow_other`).
     pub allow_other: bool,
     /// Answer reads of local blocks by splicing the block file into the reply
@@ -88,7 +109,7 @@ impl Default for MountOptions {
             timeout: Duration::from_secs(5),
             threads: 8,
             passthrough: true,
-            direct_io: false,
+            cache: CacheMode::Auto,
             allow_other: false,
             splice: true,
         }
@@ -157,7 +178,7 @@ pub fn mount(client: Client, rt: tokio::runtime::Handle, mountpoint: &Path, opts
         config.acl = fuser::SessionACL::All;
     }
     config.n_threads = Some(opts.threads.max(1));
-    let (direct_io, splice) = (opts.direct_io, opts.splice);
+    let (cache, splice) = (opts.cache, opts.splice);
     let stats = Arc::new(ServeStats::default());
     let splicer = Arc::new(OnceLock::new());
     let fs = fs::ThawFs::new(client, rt, opts, stats.clone(), splicer.clone());
@@ -172,7 +193,7 @@ pub fn mount(client: Client, rt: tokio::runtime::Handle, mountpoint: &Path, opts
         }
     }
     let session = session.spawn()?;
-    if !direct_io {
+    if cache != CacheMode::Never {
         raise_readahead(mountpoint, 4096);
     }
     Ok(Mounted { session, stats })
