@@ -256,7 +256,14 @@ async fn a_worker_at_its_connection_cap_says_busy_instead_of_hanging() {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     }
-    // With both slots held, the next connection is told the worker is busy.
+    // Idle connections give their slots up to new ones (the longest-idle is
+    // closed); connections in the middle of a request do not. Both start a
+    // request (two bytes of its length) and stall: the next connection is
+    // told the worker is busy.
+    for sock in &mut idle {
+        sock.write_all(&[0, 0]).await.unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let resp = raw_exchange(&addr, &framed(&stats)).await;
     assert_eq!(code(&resp), ErrorCode::Unavailable, "{}", resp.message);
     assert!(resp.message.contains("busy"), "{}", resp.message);

@@ -52,10 +52,26 @@ struct Mount {
 
 impl Mount {
     fn start(c: &Cluster, extra: &[&str]) -> Mount {
+        Mount::start_as(c, extra, &[])
+    }
+
+    /// `thaw mount` run through `wrapper` (a program and its arguments that
+    /// run a command, e.g. `setpriv` as another user; empty: none). The
+    /// mount point is open to every user then.
+    fn start_as(c: &Cluster, extra: &[&str], wrapper: &[&str]) -> Mount {
         let dir = tempfile::Builder::new().prefix("thaw-mnt-").tempdir().unwrap();
         let name = dir.path().file_name().unwrap().to_string_lossy().into_owned();
         let log = c.root().join(format!("{name}.log"));
-        let mut child = Command::new(BIN)
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(BIN);
+                cmd
+            }
+            None => Command::new(BIN),
+        };
+        let mut child = cmd
             .arg("mount")
             .arg(dir.path())
             .args(["--master", c.master_addr()])
@@ -70,7 +86,8 @@ impl Mount {
             .unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert!(line.starts_with("thaw mounted on"), "{line:?}\n{}", c.logs());
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(line.starts_with("thaw mounted on"), "{line:?}\n{text}\n{}", c.logs());
         assert!(is_mounted(dir.path()));
         Mount { child: Some(child), dir, log }
     }
@@ -463,44 +480,27 @@ async fn a_user_who_is_not_root_mounts_reads_and_unmounts_through_fusermount3() 
     let c = start(ClusterOptions::workers(1)).await;
     let bytes = data(3 * MIB + 17, 8);
     c.client("h0", "r0").write_all("/u/f.bin", &bytes, opts(WriteType::MustCache)).await.unwrap();
-    let dir = tempfile::Builder::new().prefix("thaw-mnt-user-").tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let as_nobody = |args: &[&std::ffi::OsStr]| {
-        let mut cmd = Command::new("setpriv");
-        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]).args(args).env("HOME", dir.path());
-        cmd
-    };
-    if !as_nobody(&["--version".as_ref()]).output().is_ok_and(|o| o.status.success()) {
+    const NOBODY: [&str; 4] = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+    let nobody_runs_thaw = Command::new(NOBODY[0]).args(&NOBODY[1..]).arg(BIN).arg("--version").output();
+    if !nobody_runs_thaw.is_ok_and(|o| o.status.success()) {
         println!("SKIPPED: nobody cannot run {BIN} (a directory above it is closed to other users)");
         return;
     }
-    let log = c.root().join("mount-user.log");
-    let mut child =
-        as_nobody(&["mount".as_ref(), dir.path().as_os_str(), "--master".as_ref(), c.master_addr().as_ref()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let text = || std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(line.starts_with("thaw mounted on"), "{line:?}\n{}", text());
+    let mut m = Mount::start_as(&c, &[], &NOBODY);
+    let dir = m.dir.path().to_path_buf();
+    let text = || std::fs::read_to_string(&m.log).unwrap_or_default();
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    let entry = mounts.lines().find(|l| l.split(' ').nth(1) == dir.path().to_str()).expect("mounted");
+    let entry = mounts.lines().find(|l| l.split(' ').nth(1) == dir.to_str()).expect("mounted");
     assert!(entry.contains("user_id=65534"), "{entry}");
     // The mounting user reads it; others, root too, may not (no --allow-other).
-    assert_eq!(raw_err(std::fs::read(dir.path().join("u/f.bin"))), libc::EACCES);
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "cat"])
-        .arg(dir.path().join("u/f.bin"))
-        .output()
-        .unwrap();
+    assert_eq!(raw_err(std::fs::read(dir.join("u/f.bin"))), libc::EACCES);
+    let out = Command::new(NOBODY[0]).args(&NOBODY[1..]).arg("cat").arg(dir.join("u/f.bin")).output().unwrap();
     assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), text());
     assert!(out.stdout == bytes, "the bytes read differ");
-    let out = as_nobody(&["umount".as_ref(), dir.path().as_os_str()]).output().unwrap();
+    let out = Command::new(NOBODY[0]).args(&NOBODY[1..]).arg(BIN).arg("umount").arg(&dir).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!is_mounted(dir.path()));
+    assert!(!is_mounted(&dir));
+    let mut child = m.child.take().unwrap();
     let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("thaw mount ends when unmounted");
     assert!(status.success(), "{status:?}\n{}", text());
 }

@@ -31,24 +31,6 @@ fn request(r: data_request::Request) -> Vec<u8> {
     out
 }
 
-/// Reads until the worker closes the connection; the bytes read, or `None`
-/// if it is still open after `limit`.
-async fn read_to_close(sock: &mut TcpStream, limit: Duration) -> Option<usize> {
-    tokio::time::timeout(limit, async {
-        let mut buf = vec![0u8; 1 << 20];
-        let mut n = 0;
-        while let Ok(k) = sock.read(&mut buf).await {
-            if k == 0 {
-                break;
-            }
-            n += k;
-        }
-        n
-    })
-    .await
-    .ok()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_readers_and_senders_are_cut_off_while_others_are_served() {
     let c = cluster(64).await;

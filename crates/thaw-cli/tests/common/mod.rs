@@ -79,3 +79,22 @@ pub async fn wait_in_memory(client: &Client, id: &str) -> thaw_common::proto::Jo
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// Reads a data connection until the worker closes it; the bytes read, or
+/// `None` if it is still open after `limit`.
+pub async fn read_to_close(sock: &mut tokio::net::TcpStream, limit: std::time::Duration) -> Option<usize> {
+    use tokio::io::AsyncReadExt;
+    tokio::time::timeout(limit, async {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0;
+        while let Ok(k) = sock.read(&mut buf).await {
+            if k == 0 {
+                break;
+            }
+            n += k;
+        }
+        n
+    })
+    .await
+    .ok()
+}
