@@ -52,6 +52,12 @@ struct Cli {
     /// Where the JSON summary is written.
     #[arg(long, default_value = "bench-out/results.json")]
     out: PathBuf,
+    /// `chaos`: cycles of the campaign.
+    #[arg(long, default_value_t = 100)]
+    cycles: usize,
+    /// `chaos`: the seed of its operations and faults.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -77,6 +83,10 @@ enum Which {
     /// 64 remote readers alone, and beside idle, stalled and half-sent
     /// connections (issue 18): throughput and p50/p99 latency.
     LoadUnderAttack,
+    /// The randomized fault campaign (issue 18): `--cycles` cycles of mixed
+    /// load, kill -9, restarts and SIGSTOP, with the checks after each (not
+    /// part of `all`).
+    Chaos,
 }
 
 /// What every benchmark is given.
@@ -104,6 +114,9 @@ fn size_arg(s: &str) -> Result<u64, String> {
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     anyhow::ensure!(cli.repeats > 0 && cli.size > 0, "--repeats and --size must be positive");
+    if cli.bench == Which::Chaos {
+        return chaos(cli.seed, cli.cycles).await;
+    }
     let cfg = Config { size: cli.size, repeats: cli.repeats, meta_secs: cli.meta_secs };
     println!(
         "thaw-bench: {} per read run, median of {} alternating repeats after one warm-up run of each side",
@@ -114,6 +127,21 @@ async fn main() -> Result<()> {
     print_table(&results);
     write_json(&cli.out, &cfg, &results)?;
     println!("JSON summary: {}", cli.out.display());
+    Ok(())
+}
+
+/// The fault campaign: prints its report; fails if it found anything.
+async fn chaos(seed: u64, cycles: usize) -> Result<()> {
+    let cfg = thaw_testkit::chaos::ChaosConfig { seed, cycles, workers: 4, ops_per_cycle: 40 };
+    let started = std::time::Instant::now();
+    let report = thaw_testkit::chaos::run(&setup::thaw_bin()?, &cfg).await?;
+    println!(
+        "chaos campaign, seed {seed}, {} of {cycles} cycles in {:.0} s",
+        report.cycles,
+        started.elapsed().as_secs_f64()
+    );
+    println!("{report:#?}");
+    anyhow::ensure!(report.clean() && report.cycles == cycles, "the campaign found problems");
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use thaw_client::{Client, ClientConfig};
 use thaw_common::proto::Position;
 
+pub mod chaos;
 pub mod hdfs;
 pub mod s3;
 
@@ -307,6 +308,15 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// The process id of worker `i`, while it runs.
+    pub fn worker_pid(&self, i: usize) -> Option<u32> {
+        self.workers[i].child.as_ref().map(Child::id)
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers.len()
     }
 
     /// kill -9 of the master.
