@@ -10,7 +10,8 @@
 //!   target random inputs for a second, after the regression inputs kept in
 //!   `tests/__fuzz__/` (one per bug found);
 //! - longer with `scripts/fuzz.sh SECONDS [TARGET]` (the same, in release);
-//! - under libFuzzer, coverage-guided, with `cargo bolero test` (see the script).
+//! - under libFuzzer, coverage-guided, with `cargo bolero test` (see the
+//!   script; its build does not link here yet).
 //!
 //! Random bytes rarely spell a valid frame or spec, so the targets that take
 //! structure read their input as a recipe ([`stream_from`], [`text_from`]):

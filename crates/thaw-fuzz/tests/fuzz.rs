@@ -3,7 +3,7 @@
 //! runs that) and reports how many (`-- --nocapture`), after the inputs under
 //! `tests/__fuzz__/<test>/corpus` and `.../crashes` (a regression input for
 //! every bug found, replayed on every run). `scripts/fuzz.sh` runs longer;
-//! `cargo bolero test` runs the same tests under libFuzzer (coverage-guided).
+//! `cargo bolero test` is to run the same tests under libFuzzer (not linking here yet).
 
 macro_rules! fuzz {
     ($name:ident, $target:path) => {
