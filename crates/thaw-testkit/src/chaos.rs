@@ -40,6 +40,9 @@ pub struct ChaosReport {
     pub ops_acknowledged: u64,
     pub writes_acknowledged: u64,
     pub reads_failed: u64,
+    /// Files written to memory only (must-cache, async-through not yet
+    /// persisted) whose only copy died with a worker: allowed, counted.
+    pub non_durable_lost: u64,
     pub bytes_verified: u64,
     pub wrong_reads: u64,
     pub durable_lost: u64,
@@ -107,6 +110,9 @@ impl Rng {
     }
 }
 
+/// Acknowledged files kept at once (each cycle verifies all of them).
+const MAX_FILES: usize = 60;
+
 const WRITE_TYPES: [WriteType; 5] = [
     WriteType::MustCache,
     WriteType::CacheThrough,
@@ -123,7 +129,8 @@ pub async fn run(bin: &std::path::Path, cfg: &ChaosConfig) -> Result<ChaosReport
     let mut rng = Rng(cfg.seed);
     let mut report = ChaosReport::default();
     let mut files: BTreeMap<String, Acked> = BTreeMap::new();
-    // Paths an operation touched whose outcome a fault hid.
+    // Paths an operation touched whose outcome a fault hid, and files that
+    // were not durable and lost their only copy (still in the namespace).
     let mut uncertain: BTreeSet<String> = BTreeSet::new();
     let mut next_file = 0u64;
     for cycle in 0..cfg.cycles {
@@ -139,7 +146,7 @@ pub async fn run(bin: &std::path::Path, cfg: &ChaosConfig) -> Result<ChaosReport
         for job in jobs.into_iter().chain(more) {
             let _ = client.evict(&job, &[]).await;
         }
-        verify(&c, &files, &uncertain, &mut report).await?;
+        verify(&c, &mut files, &mut uncertain, &mut report).await?;
         report.cycles = cycle + 1;
         if !report.clean() {
             break;
@@ -164,7 +171,12 @@ async fn load(
             .then(|| files.keys().nth(rng.below(files.len() as u64) as usize).cloned().expect("in range"))
     };
     for _ in 0..n {
-        let roll = rng.below(100);
+        // A bounded working set (each cycle reads all of it back): past
+        // MAX_FILES, writes give way to deletes.
+        let mut roll = rng.below(100);
+        if roll < 40 && files.len() >= MAX_FILES {
+            roll = 70;
+        }
         if roll < 40 || files.is_empty() {
             *next_file += 1;
             let path = format!("/chaos/d{}/f{}", *next_file % 7, *next_file);
@@ -270,13 +282,14 @@ async fn fault(c: &mut Cluster, rng: &mut Rng, report: &mut ChaosReport) -> Resu
 /// The checks after a cycle (see the module's doc).
 async fn verify(
     c: &Cluster,
-    files: &BTreeMap<String, Acked>,
-    uncertain: &BTreeSet<String>,
+    files: &mut BTreeMap<String, Acked>,
+    uncertain: &mut BTreeSet<String>,
     report: &mut ChaosReport,
 ) -> Result<()> {
     c.wait_for_workers(c.workers(), Duration::from_secs(30)).await?;
     let client = c.remote_client();
-    for (path, want) in files {
+    let mut lost = Vec::new();
+    for (path, want) in files.iter() {
         let expected = bytes(want.len, want.seed);
         let durable = want.durable()
             || (want.write_type == WriteType::AsyncThrough && client.stat(path).await.is_ok_and(|i| i.persisted));
@@ -301,12 +314,20 @@ async fn verify(
                             "{path} ({:?}): acknowledged and durable, unreadable: {e}",
                             want.write_type
                         ));
+                    } else {
+                        // Its only copy died with a worker: no longer read.
+                        lost.push(path.clone());
                     }
                     break;
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         }
+    }
+    for path in lost {
+        files.remove(&path);
+        report.non_durable_lost += 1;
+        uncertain.insert(path);
     }
     // The namespace: every acknowledged file, and nothing else but paths a
     // fault left in doubt.
