@@ -9,17 +9,10 @@ pub use thaw_testkit::{Cluster, ClusterOptions, WorkerSpec};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_thaw");
 
-/// Deterministic pseudo-random bytes (seeded), so failures reproduce.
+/// Deterministic pseudo-random bytes (seeded), so failures reproduce: the
+/// same as the fault campaign's.
 pub fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    thaw_testkit::chaos::bytes(len, seed)
 }
 
 pub fn sha(bytes: &[u8]) -> String {
