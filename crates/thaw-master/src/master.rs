@@ -27,6 +27,9 @@ mod lineage;
 mod metrics;
 mod recompute;
 mod workers;
+mod writers;
+
+pub use writers::MAX_WRITER_NAME;
 
 pub use jobs::{MAX_JOB_ID, MIN_LEASE_MS};
 pub use metrics::Gauges;
@@ -96,9 +99,6 @@ impl MasterConfig {
         }
     }
 }
-
-/// Longest writer name a create call may give (it is journaled with the file).
-pub const MAX_WRITER_NAME: usize = 256;
 
 struct State {
     ns: Namespace,
@@ -198,19 +198,12 @@ impl Master {
                 tracing::warn!(journal = %dir, "salvaging the journal: dropped {p}");
             }
             // Journal the drops, so the next start finds a consistent journal.
-            let mut ops: Vec<JournalOp> = loaded_ids
+            // Journal ids are keys: each appears once.
+            let ops: Vec<JournalOp> = loaded_ids
                 .into_iter()
                 .filter(|id| *id == ROOT_ID || ns.get(*id).is_none())
                 .map(JournalOp::Delete)
                 .collect();
-            ops.sort_by_key(|op| match op {
-                JournalOp::Delete(id) => *id,
-                _ => 0,
-            });
-            ops.dedup_by_key(|op| match op {
-                JournalOp::Delete(id) => *id,
-                _ => 0,
-            });
             journal.commit(&ops, ns.next_id())?;
             tracing::warn!(journal = %dir, problems = problems.len(), "journal salvaged");
         }
@@ -388,18 +381,6 @@ impl Master {
             self.commit(st, &ops)?;
         }
         Ok(())
-    }
-
-    /// Totals of the subtree at `path` (a directory the namespace knows),
-    /// walking at most `budget` files: one page must not stall the master's
-    /// lock on a namespace of millions of files. No under-store calls.
-    pub fn dir_totals(&self, path: &str, budget: usize) -> Result<DirTotals> {
-        let comps = path::components(path)?;
-        let st = self.read();
-        let id = st.ns.lookup(&comps).ok_or_else(|| ThawError::not_found(format!("no such directory: {path}")))?;
-        Ok(st.ns.totals(id, budget, |file_id, index| {
-            st.cluster.block(block_id(file_id, index)).is_some_and(|b| b.replicas.iter().any(|x| x.tier == Tier::Mem))
-        }))
     }
 
     fn file_info(st: &State, id: u64, with_blocks: bool, client: &Position) -> FileInfo {
@@ -736,43 +717,6 @@ impl Master {
             self.work_ready();
         }
         Ok(CompleteFileResponse { info: Some(Self::file_info(&st, req.file_id, false, &Position::default())) })
-    }
-
-    /// A writer renews its leases on the unfinished files it still writes;
-    /// the answer names those it no longer holds (their writes have failed).
-    pub fn renew_writer_lease(&self, req: RenewWriterLeaseRequest) -> Result<RenewWriterLeaseResponse> {
-        if req.writer.is_empty() {
-            return Err(ThawError::invalid("a writer must name itself"));
-        }
-        let mut st = self.write();
-        let lost = st.leases.renew(&req.writer, &req.file_ids, Instant::now(), now_ms());
-        Ok(RenewWriterLeaseResponse { lost, lease_ms: st.leases.limit().as_millis() as u64 })
-    }
-
-    /// Deletes the unfinished files whose writers stopped renewing their
-    /// leases (killed, or cut off for longer than a lease): the namespace
-    /// entry, its journal record and the blocks some worker committed. The
-    /// workers dropped the writer's staged bytes when its connection ended.
-    pub fn expire_writer_leases(&self) {
-        let mut guard = self.write();
-        let st = &mut *guard;
-        let expired = st.leases.take_expired(Instant::now());
-        for (file, writer) in expired {
-            if st.ns.get(file).is_none_or(|i| i.rec.complete) {
-                continue;
-            }
-            let path = st.ns.path_of(file);
-            let (_, ops) = st.remove_tree(file);
-            if let Err(e) = self.commit(st, &ops) {
-                tracing::error!(path, error = %e, "could not journal the recovery of an unfinished file");
-                continue;
-            }
-            tracing::warn!(
-                path,
-                writer,
-                "the writer of an unfinished file stopped renewing its lease: the file is deleted"
-            );
-        }
     }
 
     /// One request to the under-store (see `UnderStore::check`).
