@@ -55,15 +55,36 @@ def default_master() -> str:
     return os.environ.get("THAW_MASTER") or DEFAULT_MASTER
 
 
+_CREDENTIAL_VARS = ("THAW_TOKEN", "THAW_TOKEN_FILE", "THAW_SECRET_FILE", "THAW_USER")
+
+
+def _credentials(master: str, token: str | None, secret_file: str | None) -> tuple[str | None, str | None]:
+    """What a client proves itself with: its own ``token`` or ``secret_file``,
+    else the secret of the :class:`~thaw.LocalCluster` at ``master`` started in
+    this process with one (if the environment names no credentials), else
+    the environment's (``THAW_TOKEN``, ``THAW_TOKEN_FILE``, ``THAW_SECRET_FILE``)."""
+    if token is not None or secret_file is not None:
+        return token, secret_file
+    if not any(os.environ.get(k) for k in _CREDENTIAL_VARS[:3]):
+        for c in reversed(_clusters):
+            if c.master == master and getattr(c, "secret_file", None):
+                return None, c.secret_file
+    return None, None
+
+
 def _native_client(master: str, settings: tuple[Any, ...]) -> _native.NativeClient:
-    """One native client per (process, master, settings): clients made for the same
-    cluster share connections; a forked child makes its own."""
-    key = (os.getpid(), master, settings)
+    """One native client per (process, master, settings, credentials): clients
+    made for the same cluster share connections; a forked child makes its own."""
+    host, rack, worker, short_circuit, read_cache, token, secret_file = settings
+    token, secret_file = _credentials(master, token, secret_file)
+    env = tuple(os.environ.get(k) for k in _CREDENTIAL_VARS)
+    key = (os.getpid(), master, settings, token, secret_file, env)
     with _natives_lock:
         c = _natives.get(key)
         if c is None:
-            host, rack, worker, short_circuit, read_cache = settings
-            c = _native.NativeClient(master, None, host, rack, worker, short_circuit, read_cache)
+            c = _native.NativeClient(
+                master, None, host, rack, worker, short_circuit, read_cache, token, secret_file
+            )
             _natives[key] = c
         return c
 
@@ -77,7 +98,11 @@ class Client:
     say where this client runs, for locality (default: ``THAW_HOST`` or the host
     name, ``THAW_RACK``, ``THAW_WORKER``). ``short_circuit=False`` never reads block
     files directly; ``read_cache`` ("mem", "disk", "none") is where a read of a
-    cold block leaves it.
+    cold block leaves it. On a cluster with a secret, ``token`` (from
+    :meth:`issue_token` or ``thaw auth token``) or ``secret_file`` (acting as
+    ``THAW_USER`` or the OS user) prove who calls; by default the
+    environment's ``THAW_TOKEN``, ``THAW_TOKEN_FILE`` or ``THAW_SECRET_FILE``,
+    or the secret of a :class:`~thaw.LocalCluster` this process started.
     """
 
     def __init__(
@@ -90,9 +115,12 @@ class Client:
         worker: str | None = None,
         short_circuit: bool | None = None,
         read_cache: str | None = None,
+        token: str | None = None,
+        secret_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.master = master or default_master()
-        self._settings = (host, rack, worker, short_circuit, read_cache)
+        secret = None if secret_file is None else os.fspath(secret_file)
+        self._settings = (host, rack, worker, short_circuit, read_cache, token, secret)
         self._job_id = job_id
         self._native_base()  # fail now on a bad setting
 
@@ -100,8 +128,16 @@ class Client:
         return f"thaw.Client(master={self.master!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        host, rack, worker, short_circuit, read_cache = self._settings
-        kwargs = dict(host=host, rack=rack, worker=worker, short_circuit=short_circuit, read_cache=read_cache)
+        host, rack, worker, short_circuit, read_cache, token, secret_file = self._settings
+        kwargs = dict(
+            host=host,
+            rack=rack,
+            worker=worker,
+            short_circuit=short_circuit,
+            read_cache=read_cache,
+            token=token,
+            secret_file=secret_file,
+        )
         return (_make_client, (self.master, self._job_id, kwargs))
 
     def _native_base(self) -> _native.NativeClient:
@@ -145,6 +181,31 @@ class Client:
 
     def mv(self, src: str, dst: str) -> dict[str, Any]:
         return self.native().rename(src, dst)
+
+    # -- security (a cluster with a secret) -------------------------------------
+
+    def chmod(self, path: str, mode: int) -> dict[str, Any]:
+        """Sets an entry's permission bits (e.g. ``0o640``): its owner or the
+        superuser."""
+        return self.native().set_attributes(path, mode=mode)
+
+    def chown(self, path: str, owner: str | None = None, group: str | None = None) -> dict[str, Any]:
+        """Gives an entry to ``owner`` (the superuser only) and/or ``group`` (its
+        owner, to one of its own groups)."""
+        return self.native().set_attributes(path, owner=owner, group=group)
+
+    def whoami(self) -> dict[str, Any]:
+        """Whom the master takes this client for: ``user``, ``groups``,
+        ``superuser``, and ``security`` (whether it checks at all)."""
+        user, groups, superuser, security = self.native().who_am_i()
+        return {"user": user, "groups": groups, "superuser": superuser, "security": security}
+
+    def issue_token(self, user: str = "", groups: list[str] | None = None, hours: float = 0) -> str:
+        """A token from the master, for ``THAW_TOKEN`` or ``Client(token=...)``:
+        this client's own (``user`` empty) or, for a superuser, ``user``'s in
+        ``groups``. ``hours`` 0: the master's default lifetime (24 h)."""
+        token, _ = self.native().issue_token(user, groups or [], int(hours * 3_600_000))
+        return token
 
     def status(self) -> dict[str, Any]:
         """The cluster: under-store, file and in-memory block counts, and each

@@ -143,6 +143,7 @@ class LocalCluster:
         env: dict[str, str] | None = None,
         metrics_port: int | None = None,
         web_port: int | None = None,
+        secret_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -170,6 +171,9 @@ class LocalCluster:
         else:
             self.ufs = str(Path(self._tmp, "ufs") if ufs is None else Path(ufs).resolve())
         self._env = None if env is None else {**os.environ, **env}
+        #: The cluster secret (security on): clients of this process use it
+        #: unless the environment names credentials; others need a token.
+        self.secret_file = None if secret_file is None else os.fspath(secret_file)
         self.log_path = str(Path(self._tmp, "cluster.log"))
         cmd = [
             binary,
@@ -210,6 +214,8 @@ class LocalCluster:
             cmd += ["--metrics-port", str(metrics_port)]
         if web_port is not None:
             cmd += ["--web-port", str(web_port)]
+        if self.secret_file is not None:
+            cmd += ["--secret-file", self.secret_file]
         for index, spec in sorted((worker_device_models or {}).items()):
             cmd += ["--worker-device-model", f"{index}:{spec}"]
         try:

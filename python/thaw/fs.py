@@ -69,6 +69,9 @@ class ThawFileSystem(AbstractFileSystem):
     cache-through, through, replicated:N); ``open(..., temporary=True)`` marks an
     async-through file never to be persisted unless asked.
     ``block_size``: block size of new files (default: the master's).
+    ``token``/``secret_file``: credentials on a cluster with a secret (default:
+    the environment's; see :class:`thaw.Client`); they travel with the
+    filesystem when it is pickled (to Dask workers).
     """
 
     protocol = "thaw"
@@ -84,10 +87,12 @@ class ThawFileSystem(AbstractFileSystem):
         write_type: str = "cache-through",
         block_size: int | None = None,
         client: Client | None = None,
+        token: str | None = None,
+        secret_file: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.client = client or Client(master, job_id)
+        self.client = client or Client(master, job_id, token=token, secret_file=secret_file)
         self.master = self.client.master
         self.write_type = write_type
         self.default_block_size = int(block_size or 0)
@@ -99,6 +104,9 @@ class ThawFileSystem(AbstractFileSystem):
             "job_id": self.client._job_id,
             "write_type": self.write_type,
             "block_size": self.default_block_size or None,
+            # Credentials travel with the file system (to Dask workers).
+            "token": self.client._settings[5],
+            "secret_file": self.client._settings[6],
         }
         return (_make_fs, (opts,))
 

@@ -150,7 +150,8 @@ fn attack(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let addr = cluster.worker_addr(0).to_string();
     let read = data_request::Request::ReadBlock(ReadBlockRequest { block_id: block, ..Default::default() });
-    let body = DataRequest { version: 1, job_id: "attacker".into(), request: Some(read) }.encode_to_vec();
+    let body = DataRequest { version: 1, job_id: "attacker".into(), request: Some(read), ..Default::default() }
+        .encode_to_vec();
     let mut read_request = (body.len() as u32).to_be_bytes().to_vec();
     read_request.extend(body);
     let kinds = std::iter::repeat_n(Vec::new(), IDLE_HOLDERS)

@@ -3,8 +3,9 @@
 //! metadata lookups. Every figure is the median of alternating repeats. Results go
 //! to stdout and to a JSON summary (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|migrate-cli|early-ask|planner|user-paths|writes|checkpoint-order] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|migrate-cli|early-ask|planner|user-paths|writes|checkpoint-order|auth-cost] [--size 1GiB] [--repeats 5]`
 
+mod auth_cost;
 mod checkpoint_order;
 mod cold;
 mod heartbeat;
@@ -83,6 +84,9 @@ enum Which {
     /// 64 remote readers alone, and beside idle, stalled and half-sent
     /// connections (issue 18): throughput and p50/p99 latency.
     LoadUnderAttack,
+    /// What a secret costs (issue 18): metadata lookups and remote reads on
+    /// a secured cluster against an open one (target: < 5%; not part of `all`).
+    AuthCost,
     /// The randomized fault campaign (issue 18): `--cycles` cycles of mixed
     /// load, kill -9, restarts and SIGSTOP, with the checks after each (not
     /// part of `all`).
@@ -194,6 +198,9 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
         let c = load::run(cfg).await?;
         println!("  {}", c.notes);
         done(c);
+    }
+    if which == Which::AuthCost {
+        auth_cost::run(cfg).await?.into_iter().for_each(&mut done);
     }
     Ok(results)
 }

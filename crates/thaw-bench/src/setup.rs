@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, ensure};
 use thaw_client::{Client, ClientConfig};
+use thaw_common::auth::Credentials;
 use thaw_common::proto::{Position, Tier};
 use thaw_testkit::{Cluster, ClusterOptions};
 
@@ -35,12 +36,22 @@ pub async fn one_worker(block_size: u64, mem_capacity: u64) -> Result<Cluster> {
 /// (short-circuit on, read-through cached in MEM), whatever `THAW_*` variables
 /// the environment holds, so every run measures the same thing.
 pub fn client(cluster: &Cluster, host: &str, rack: &str) -> Result<Client> {
+    client_as(cluster, host, rack, thaw_common::auth::SUPERUSER)
+}
+
+/// [`client`], acting as `user` on a cluster with a secret (credentials
+/// minted with it; none on a cluster without one, whatever the environment says).
+pub fn client_as(cluster: &Cluster, host: &str, rack: &str, user: &str) -> Result<Client> {
     let mut cfg = ClientConfig::from_env(Some(cluster.master_addr().to_string()));
     cfg.position = Position { host: host.into(), rack: rack.into(), worker_address: String::new() };
     cfg.job_id = "thaw-bench".into();
     cfg.short_circuit = true;
     cfg.cache_on_read = Some(Tier::Mem);
-    Ok(Client::new(cfg)?)
+    let credentials = match &cluster.secret {
+        Some(s) => Some(std::sync::Arc::new(Credentials::from_secret(s.clone(), user, Vec::new())?)),
+        None => None,
+    };
+    Ok(Client::with_credentials(cfg, credentials)?)
 }
 
 /// A client on a host no worker is on: every byte crosses loopback TCP.

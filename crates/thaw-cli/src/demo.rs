@@ -132,6 +132,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         checkpoint: Default::default(),
         recompute: Default::default(),
         affinity: Default::default(),
+        secret: Default::default(),
     };
     let cluster = LocalCluster::start(&local, CancellationToken::new()).await?;
     println!(

@@ -45,6 +45,9 @@ pub enum FsCommand {
         /// (async-through only).
         #[arg(long)]
         temporary: bool,
+        /// Permission bits, in octal (default 644).
+        #[arg(long, value_parser = parse_mode)]
+        mode: Option<u32>,
     },
     /// Rebuild a lost file from its lineage (tachyon.txt 2.6): reruns the
     /// programs that wrote it, and those of its lost inputs first.
@@ -91,6 +94,24 @@ pub enum FsCommand {
     },
     /// Rename a file or directory.
     Mv { src: String, dst: String },
+    /// Change an entry's permission bits (octal, e.g. 600): its owner or the
+    /// superuser.
+    Chmod {
+        #[arg(value_parser = parse_mode)]
+        mode: u32,
+        path: String,
+    },
+    /// Change an entry's owner (`OWNER` or `OWNER:GROUP`): the superuser only.
+    Chown { owner: String, path: String },
+    /// Change an entry's group: its owner, to one of its own groups.
+    Chgrp { group: String, path: String },
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s, 8) {
+        Ok(m) if m <= 0o777 && !s.is_empty() => Ok(m),
+        _ => Err(format!("{s:?} is not a mode: three octal digits, e.g. 640")),
+    }
 }
 
 fn parse_write_type(s: &str) -> Result<(WriteType, u32), String> {
@@ -108,7 +129,7 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
             let out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
             r.copy_to(&out, u64::MAX).await?;
         }
-        FsCommand::Put { local, path, write_type: (write_type, replication), block_size, force, temporary } => {
+        FsCommand::Put { local, path, write_type: (write_type, replication), block_size, force, temporary, mode } => {
             let stdin = local.as_os_str() == "-";
             let file = if stdin {
                 None
@@ -122,6 +143,7 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
                 recursive: true,
                 overwrite: force,
                 temporary,
+                mode,
             };
             let mut w = client.create(&path, opts).await?;
             match &file {
@@ -189,6 +211,19 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
         }
         FsCommand::Mv { src, dst } => {
             client.rename(&src, &dst).await?;
+        }
+        FsCommand::Chmod { mode, path } => {
+            client.set_attributes(&path, Some(mode), None, None).await?;
+        }
+        FsCommand::Chown { owner, path } => {
+            let (owner, group) = match owner.split_once(':') {
+                Some((o, g)) => (o.to_string(), Some(g.to_string())),
+                None => (owner, None),
+            };
+            client.set_attributes(&path, None, Some(owner), group).await?;
+        }
+        FsCommand::Chgrp { group, path } => {
+            client.set_attributes(&path, None, None, Some(group)).await?;
         }
     }
     Ok(())

@@ -1,5 +1,6 @@
 //! `thaw`: one binary for the local cluster, the servers, and the client commands.
 
+mod auth;
 mod demo;
 mod fs;
 mod interfere;
@@ -45,6 +46,9 @@ enum Command {
     /// File system commands.
     #[command(subcommand)]
     Fs(fs::FsCommand),
+    /// Security: the cluster secret, tokens, who you are.
+    #[command(subcommand)]
+    Auth(auth::AuthCommand),
     /// Lineage: which program derives which files from which (tachyon.txt 2.4),
     /// so files lost before their checkpoint can be rebuilt.
     #[command(subcommand)]
@@ -168,6 +172,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Master(args) => servers::run_master(args).await,
         Command::Worker(args) => servers::run_worker(args, cli.master).await,
         Command::Fs(cmd) => fs::run(client()?, cmd).await,
+        Command::Auth(auth::AuthCommand::Secret { path }) => auth::secret(&path),
+        Command::Auth(cmd) => auth::run(client()?, cmd).await,
         Command::Lineage(cmd) => lineage::run(client()?, cmd).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Mount(args) => {

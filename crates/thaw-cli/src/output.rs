@@ -56,17 +56,33 @@ pub fn print_listing(entries: &[FileInfo], as_json: bool) {
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return;
     }
+    let owner_w = entries.iter().map(|f| f.owner.len()).max().unwrap_or(0);
+    let group_w = entries.iter().map(|f| f.group.len()).max().unwrap_or(0);
     for f in entries {
+        let who = format!("{}  {:<owner_w$}  {:<group_w$}", permissions(f), f.owner, f.group);
         if f.is_dir {
-            println!("{:>12}  {:>6}  {:<20}  {}/", "-", "-", "dir", f.name);
+            println!("{who}  {:>12}  {:>6}  {:<20}  {}/", "-", "-", "dir", f.name);
         } else {
             let mem = (f.in_memory_bytes * 100).checked_div(f.length).unwrap_or(100);
             match lease_note(f) {
-                Some(note) => println!("{:>12}  {:>5}%  {:<20}  {}  ({note})", f.length, mem, flags(f), f.name),
-                None => println!("{:>12}  {:>5}%  {:<20}  {}", f.length, mem, flags(f), f.name),
+                Some(note) => println!("{who}  {:>12}  {:>5}%  {:<20}  {}  ({note})", f.length, mem, flags(f), f.name),
+                None => println!("{who}  {:>12}  {:>5}%  {:<20}  {}", f.length, mem, flags(f), f.name),
             }
         }
     }
+}
+
+/// `drwxr-xr-x`, as `ls -l` shows an entry's type and mode.
+pub fn permissions(f: &FileInfo) -> String {
+    let mut s = String::with_capacity(10);
+    s.push(if f.is_dir { 'd' } else { '-' });
+    for shift in [6, 3, 0] {
+        let bits = (f.mode >> shift) & 7;
+        s.push(if bits & 4 != 0 { 'r' } else { '-' });
+        s.push(if bits & 2 != 0 { 'w' } else { '-' });
+        s.push(if bits & 1 != 0 { 'x' } else { '-' });
+    }
+    s
 }
 
 pub fn print_stat(f: &FileInfo, as_json: bool) {
@@ -76,6 +92,7 @@ pub fn print_stat(f: &FileInfo, as_json: bool) {
     }
     println!("path        {}", f.path);
     println!("type        {}", if f.is_dir { "directory" } else { "file" });
+    println!("permissions {} {} {} ({:o})", permissions(f), f.owner, f.group, f.mode);
     if f.is_dir {
         return;
     }

@@ -3,10 +3,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use thaw_common::auth::Secret;
 use thaw_common::size::format_size;
 use thaw_master::MasterConfig;
 use thaw_master::checkpoint::Order as CheckpointOrder;
@@ -90,6 +92,8 @@ pub struct LocalArgs {
     pub recompute: RecomputeArgs,
     #[command(flatten)]
     pub affinity: AffinityArgs,
+    #[command(flatten)]
+    pub secret: SecretArgs,
 }
 
 /// How the master rebuilds lost files from lineage (tachyon.txt 2.6).
@@ -343,6 +347,25 @@ fn priority_arg(s: &str) -> Result<Priority, String> {
     Priority::parse(s).map_err(|e| e.message)
 }
 
+/// The cluster secret: security on (thaw_common::auth).
+#[derive(Args, Clone, Default)]
+pub struct SecretArgs {
+    /// A file holding the cluster secret (at least 32 bytes, mode 600; `thaw
+    /// auth secret` makes one), the same on the master and every worker. With
+    /// it, every call must carry a token signed with it (clients: THAW_TOKEN,
+    /// THAW_TOKEN_FILE or THAW_SECRET_FILE), workers serve only reads and
+    /// writes the master granted, and paths have owners and modes that are
+    /// enforced. Without it, anyone who reaches the ports can do anything.
+    #[arg(long, env = "THAW_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+}
+
+impl SecretArgs {
+    pub fn load(&self) -> anyhow::Result<Option<Arc<Secret>>> {
+        self.secret_file.as_deref().map(|p| Secret::load(p).map(Arc::new)).transpose().map_err(Into::into)
+    }
+}
+
 #[derive(Args, Clone)]
 pub struct Timing {
     /// Worker heartbeat interval, milliseconds.
@@ -400,6 +423,8 @@ pub struct MasterArgs {
     recompute: RecomputeArgs,
     #[command(flatten)]
     affinity: AffinityArgs,
+    #[command(flatten)]
+    secret: SecretArgs,
 }
 
 #[derive(Args)]
@@ -448,6 +473,8 @@ pub struct WorkerArgs {
     /// bandwidth / (1 + penalty * (n - 1))). `thaw interfere` adds synthetic load.
     #[arg(long, value_parser = device_model_arg)]
     device_model: Option<DeviceModels>,
+    #[command(flatten)]
+    secret: SecretArgs,
 }
 
 fn device_model_arg(s: &str) -> Result<DeviceModels, String> {
@@ -548,6 +575,7 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
         &args.affinity,
     );
     config.salvage_journal = args.salvage_journal;
+    config.secret = args.secret.load()?;
     say(format_args!("thaw master listening on {addr}"));
     if let Some(m) = &metrics {
         say(format_args!("thaw master metrics listening on {}", m.local_addr()?));
@@ -583,6 +611,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         cache_window: args.buffer.cache_window,
         device_models: args.device_model.unwrap_or_default(),
         checkpoint_bandwidth: args.checkpoint.checkpoint_bandwidth.unwrap_or(0),
+        secret: args.secret.load()?,
     };
     say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
     if let Some(m) = &metrics {
@@ -640,7 +669,8 @@ impl LocalCluster {
         let mem_root = args.mem_root.join(format!("thaw-local-{}-{}", args.port, std::process::id()));
         let master_listener = listen(&args.bind, args.port).await?;
         let master_addr = master_listener.local_addr()?;
-        let config = master_config(
+        let secret = args.secret.load()?;
+        let mut config = master_config(
             ufs.clone(),
             state.join("journal"),
             args.block_size,
@@ -649,6 +679,7 @@ impl LocalCluster {
             &args.recompute,
             &args.affinity,
         );
+        config.secret = secret.clone();
         // Every listener is bound before anything starts: a taken port fails the start.
         let mut metrics = Vec::new();
         for i in 0..=args.workers {
@@ -700,6 +731,7 @@ impl LocalCluster {
                     .or_else(|| args.device_model.clone())
                     .unwrap_or_default(),
                 checkpoint_bandwidth: args.checkpoint.checkpoint_bandwidth.unwrap_or(0),
+                secret: secret.clone(),
             };
             tasks.spawn(thaw_worker::serve_with_metrics(config, listener, metrics.next().flatten(), shutdown.clone()));
         }

@@ -23,7 +23,12 @@ fn framed(req: &DataRequest) -> Vec<u8> {
 }
 
 fn req(r: data_request::Request) -> DataRequest {
-    DataRequest { version: thaw_proto::DATA_PROTOCOL_VERSION, job_id: "bad".into(), request: Some(r) }
+    DataRequest {
+        version: thaw_proto::DATA_PROTOCOL_VERSION,
+        job_id: "bad".into(),
+        request: Some(r),
+        ..Default::default()
+    }
 }
 
 /// A write stream's header: 1 MiB blocks into `tier` and/or the under-store.

@@ -224,6 +224,7 @@ async fn a_lineage_output_first_written_without_checksums_is_never_rebuilt_unche
         version: thaw_proto::DATA_PROTOCOL_VERSION,
         job_id: String::new(),
         request: Some(data_request::Request::WriteFile(write)),
+        ..Default::default()
     };
     let mut sock = tokio::net::TcpStream::connect(c.worker_addr(0)).await.unwrap();
     frame::write_msg(&mut sock, &req).await.unwrap();

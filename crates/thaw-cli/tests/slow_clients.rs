@@ -25,7 +25,8 @@ async fn cluster(max_connections: usize) -> Cluster {
 }
 
 fn request(r: data_request::Request) -> Vec<u8> {
-    let body = DataRequest { version: 1, job_id: "attacker".into(), request: Some(r) }.encode_to_vec();
+    let body =
+        DataRequest { version: 1, job_id: "attacker".into(), request: Some(r), ..Default::default() }.encode_to_vec();
     let mut out = (body.len() as u32).to_be_bytes().to_vec();
     out.extend(body);
     out

@@ -197,6 +197,7 @@ async fn a_worker_commits_no_block_a_client_misreports() {
             ufs_path: String::new(),
             checksum: false,
         })),
+        ..Default::default()
     };
     let step = |s: local_write_step::Step| LocalWriteStep { step: Some(s) };
     let ok = ErrorCode::Ok as i32;

@@ -27,8 +27,15 @@ pub async fn connect(addr: &str) -> Result<TcpStream> {
     Ok(sock)
 }
 
-pub fn request(job: &str, r: data_request::Request) -> DataRequest {
-    DataRequest { version: DATA_PROTOCOL_VERSION, job_id: job.to_string(), request: Some(r) }
+/// A request carrying the master's grant for it (on a secured cluster).
+pub fn request(job: &str, access: Option<&SignedAccess>, r: data_request::Request) -> DataRequest {
+    DataRequest {
+        version: DATA_PROTOCOL_VERSION,
+        job_id: job.to_string(),
+        access: access.cloned(),
+        token: String::new(),
+        request: Some(r),
+    }
 }
 
 /// Sends a request and reads its response header.
@@ -88,16 +95,23 @@ impl Pool {
 }
 
 /// Sets the synthetic interference on a worker's emulated device.
-pub async fn device_control(pool: &Pool, addr: &str, job: &str, device: &str, streams: u32) -> Result<WorkerStats> {
+/// `token`: the caller's (a superuser's, on a secured cluster; else empty).
+pub async fn device_control(
+    pool: &Pool,
+    addr: &str,
+    (job, token): (&str, String),
+    device: &str,
+    streams: u32,
+) -> Result<WorkerStats> {
     let control = DeviceControlRequest { device: device.to_string(), interference_streams: streams };
-    let req = request(job, data_request::Request::DeviceControl(control));
+    let req = DataRequest { token, ..request(job, None, data_request::Request::DeviceControl(control)) };
     let (sock, resp) = pool.call(addr, &req).await?;
     pool.put(addr, sock);
     Ok(resp.stats.unwrap_or_default())
 }
 
-pub async fn worker_stats(pool: &Pool, addr: &str, job: &str) -> Result<WorkerStats> {
-    let req = request(job, data_request::Request::Stats(WorkerStatsRequest {}));
+pub async fn worker_stats(pool: &Pool, addr: &str, (job, token): (&str, String)) -> Result<WorkerStats> {
+    let req = DataRequest { token, ..request(job, None, data_request::Request::Stats(WorkerStatsRequest {})) };
     let (sock, resp) = pool.call(addr, &req).await?;
     pool.put(addr, sock);
     Ok(resp.stats.unwrap_or_default())

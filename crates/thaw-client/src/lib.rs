@@ -14,16 +14,17 @@ use std::sync::Arc;
 
 pub use config::{ClientConfig, DEFAULT_MASTER};
 pub use reader::{FileReader, LocalBlock, ReadStats};
-use thaw_common::proto::master_service_client::MasterServiceClient;
+use thaw_common::auth::{Credentials, MasterClient};
 use thaw_common::proto::*;
 use thaw_common::{Result, ThawError};
-use tonic::transport::Channel;
 pub use writer::{FileWriter, WriteOptions, parse_write_type};
 
 /// A handle on a Thaw cluster. Cheap to clone; clones share connections.
 #[derive(Clone)]
 pub struct Client {
-    master: MasterServiceClient<Channel>,
+    master: MasterClient,
+    /// What this client proves itself with (none: a cluster without a secret).
+    credentials: Option<Arc<Credentials>>,
     config: Arc<ClientConfig>,
     pool: Arc<data::Pool>,
     /// This client's name as a writer: its leases on unfinished files.
@@ -54,16 +55,24 @@ fn writer_name(config: &ClientConfig) -> String {
 }
 
 impl Client {
-    /// Connects to the master named in `config` (lazily: the first call dials).
+    /// Connects to the master named in `config` (lazily: the first call dials),
+    /// with the credentials of the environment (`THAW_TOKEN`,
+    /// `THAW_TOKEN_FILE` or `THAW_SECRET_FILE`; see `thaw_common::auth`).
     pub fn new(config: ClientConfig) -> Result<Self> {
-        let channel = Channel::from_shared(format!("http://{}", config.master))
-            .map_err(|e| ThawError::invalid(format!("master address {:?}: {e}", config.master)))?
-            .connect_timeout(std::time::Duration::from_secs(3))
-            .connect_lazy();
-        let master =
-            MasterServiceClient::new(channel).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20);
+        let credentials = Credentials::from_env()?.map(Arc::new);
+        Self::with_credentials(config, credentials)
+    }
+
+    /// [`Client::new`] with these credentials (none: a cluster without a secret).
+    pub fn with_credentials(config: ClientConfig, credentials: Option<Arc<Credentials>>) -> Result<Self> {
+        let master = thaw_common::auth::master_client(&config.master, credentials.clone())?;
         let writer = writer_name(&config).into();
-        Ok(Client { master, config: Arc::new(config), pool: Arc::default(), writer })
+        Ok(Client { master, credentials, config: Arc::new(config), pool: Arc::default(), writer })
+    }
+
+    /// The token this client sends (empty without credentials).
+    pub fn token(&self) -> String {
+        self.credentials.as_ref().map(|c| c.token()).unwrap_or_default()
     }
 
     /// This client's name as the writer of unfinished files.
@@ -81,6 +90,7 @@ impl Client {
         config.job_id = job_id.into();
         Client {
             master: self.master.clone(),
+            credentials: self.credentials.clone(),
             config: Arc::new(config),
             pool: self.pool.clone(),
             writer: self.writer.clone(),
@@ -95,6 +105,7 @@ impl Client {
         config.rebuild_wait = std::time::Duration::ZERO;
         Client {
             master: self.master.clone(),
+            credentials: self.credentials.clone(),
             config: Arc::new(config),
             pool: self.pool.clone(),
             writer: self.writer.clone(),
@@ -113,7 +124,7 @@ impl Client {
     }
 
     pub async fn mkdir(&self, path: &str, recursive: bool, exist_ok: bool) -> Result<FileInfo> {
-        let req = MkdirRequest { path: path.to_string(), recursive, exist_ok };
+        let req = MkdirRequest { path: path.to_string(), recursive, exist_ok, mode: None };
         let r = self.master.clone().mkdir(req).await.map_err(|s| self.rpc_err(s))?;
         r.into_inner().info.ok_or_else(|| ThawError::internal("mkdir answer without info"))
     }
@@ -411,21 +422,46 @@ impl Client {
 
     /// A worker's tier use and per-job counters, asked of the worker itself.
     pub async fn worker_stats(&self, data_address: &str) -> Result<WorkerStats> {
-        data::worker_stats(&self.pool, data_address, &self.config.job_id).await
+        data::worker_stats(&self.pool, data_address, (&self.config.job_id, self.token())).await
     }
 
     /// Runs `streams` synthetic readers on a worker's emulated `device` ("disk" or
     /// "ufs"; 0 stops them), as the dd jobs of dyrs.txt V-C; evaluation only, and
     /// the worker must model that device. Returns the worker's stats after.
     pub async fn device_control(&self, data_address: &str, device: &str, streams: u32) -> Result<WorkerStats> {
-        data::device_control(&self.pool, data_address, &self.config.job_id, device, streams).await
+        data::device_control(&self.pool, data_address, (&self.config.job_id, self.token()), device, streams).await
     }
 
     pub(crate) fn pool(&self) -> &data::Pool {
         &self.pool
     }
 
-    pub(crate) fn master(&self) -> MasterServiceClient<Channel> {
+    pub(crate) fn master(&self) -> MasterClient {
         self.master.clone()
+    }
+
+    /// chmod, chown, chgrp of `path` (each `None`: unchanged).
+    pub async fn set_attributes(
+        &self,
+        path: &str,
+        mode: Option<u32>,
+        owner: Option<String>,
+        group: Option<String>,
+    ) -> Result<FileInfo> {
+        let req = SetAttributesRequest { path: path.to_string(), mode, owner, group };
+        let r = self.master.clone().set_attributes(req).await.map_err(|s| self.rpc_err(s))?;
+        r.into_inner().info.ok_or_else(|| ThawError::internal("set-attributes answer without info"))
+    }
+
+    /// A token from the master: this client's own (`user` empty), or, for a
+    /// superuser, `user`'s in `groups`. `ttl_ms` 0: the master's default.
+    pub async fn issue_token(&self, user: &str, groups: &[String], ttl_ms: u64) -> Result<IssueTokenResponse> {
+        let req = IssueTokenRequest { user: user.to_string(), groups: groups.to_vec(), ttl_ms };
+        Ok(self.master.clone().issue_token(req).await.map_err(|s| self.rpc_err(s))?.into_inner())
+    }
+
+    /// Whom the master takes this client for.
+    pub async fn who_am_i(&self) -> Result<WhoAmIResponse> {
+        Ok(self.master.clone().who_am_i(WhoAmIRequest {}).await.map_err(|s| self.rpc_err(s))?.into_inner())
     }
 }

@@ -33,7 +33,14 @@ impl LocalSink {
     /// refuses (an older worker, a write with no tier), and the caller streams.
     pub async fn open(addr: &str, req: DataRequest, block_size: u64) -> Result<Self> {
         let mut sock = connect(addr).await?;
-        call(&mut sock, &req).await?;
+        let accepted = call(&mut sock, &req).await?;
+        // A secured worker's tier is its own user's: another user streams.
+        if !accepted.local_path.is_empty() && !writable(&accepted.local_path) {
+            return Err(ThawError::permission_denied(format!(
+                "cannot write into worker {addr}'s tier directory {}",
+                accepted.local_path
+            )));
+        }
         Ok(LocalSink { addr: addr.to_string(), sock, block_size, block: None, written: 0 })
     }
 
@@ -143,4 +150,11 @@ impl LocalSink {
         let resp = self.step(local_write_step::Step::Finish(total)).await?;
         Ok(resp.length)
     }
+}
+
+/// Whether this process may create files in directory `dir`.
+fn writable(dir: &str) -> bool {
+    let Ok(c) = std::ffi::CString::new(dir) else { return false };
+    // SAFETY: a valid NUL-terminated path.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
 }

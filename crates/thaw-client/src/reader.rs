@@ -599,7 +599,11 @@ impl Drop for FileReader {
 /// Opens a block stored on a worker of this host, to read its file directly.
 async fn open_local(client: &Client, addr: &str, block: &BlockInfo, index: usize) -> Result<Source> {
     let job = &client.config().job_id;
-    let req = request(job, data_request::Request::OpenLocal(OpenLocalBlockRequest { block_id: block.block_id }));
+    let req = request(
+        job,
+        block.access.as_ref(),
+        data_request::Request::OpenLocal(OpenLocalBlockRequest { block_id: block.block_id }),
+    );
     let (sock, resp) = client.pool().call(addr, &req).await?;
     client.pool().put(addr, sock);
     let file = std::fs::File::open(&resp.local_path)?;
@@ -631,7 +635,7 @@ async fn cache_then_open(
     tier: Tier,
 ) -> Result<Source> {
     let cache = CacheBlockRequest { block_id: block.block_id, ufs: Some(ufs), tier: tier as i32 };
-    let req = request(&client.config().job_id, data_request::Request::CacheBlock(cache));
+    let req = request(&client.config().job_id, block.access.as_ref(), data_request::Request::CacheBlock(cache));
     let (sock, _) = client.pool().call(addr, &req).await?;
     client.pool().put(addr, sock);
     match open_local(client, addr, block, index).await? {
@@ -671,7 +675,10 @@ async fn open_stream(
         cache_tier: cfg.cache_on_read.filter(|_| cache).map(|t| t as i32).unwrap_or(0),
     };
     let want = if length == 0 { block.length - offset } else { length.min(block.length - offset) };
-    let (sock, resp) = client.pool().call(addr, &request(&cfg.job_id, data_request::Request::ReadBlock(read))).await?;
+    let (sock, resp) = client
+        .pool()
+        .call(addr, &request(&cfg.job_id, block.access.as_ref(), data_request::Request::ReadBlock(read)))
+        .await?;
     if resp.length != want {
         return Err(ThawError::internal(format!(
             "worker {addr} offers {} bytes of block {}, expected {want}",

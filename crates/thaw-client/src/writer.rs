@@ -36,6 +36,8 @@ pub struct WriteOptions {
     pub overwrite: bool,
     /// Never checkpoint it unless asked (async-through only): intermediate data.
     pub temporary: bool,
+    /// Permission bits (none: 0644).
+    pub mode: Option<u32>,
 }
 
 impl Default for WriteOptions {
@@ -47,6 +49,7 @@ impl Default for WriteOptions {
             recursive: true,
             overwrite: false,
             temporary: false,
+            mode: None,
         }
     }
 }
@@ -156,10 +159,12 @@ impl FileWriter {
             temporary: opts.temporary,
             recover_lineage: client.config().recover_lineage,
             writer: client.writer_name().to_string(),
+            mode: opts.mode,
         };
         let resp = client.master().create_file(req).await.map_err(|s| client.rpc_err(s))?.into_inner();
         let info = resp.info.ok_or_else(|| ThawError::internal("create answer without info"))?;
         let recovery = resp.recovery;
+        let access = resp.access.clone();
         let lease = (resp.writer_lease_ms > 0)
             .then(|| LeaseRenewer::start(client.clone(), info.file_id, Duration::from_millis(resp.writer_lease_ms)));
         // A rebuild is written as the file was first written.
@@ -194,7 +199,7 @@ impl FileWriter {
         if let [w] = resp.workers.as_slice()
             && writer.short_circuit(w, tier)
         {
-            let open = request(&job, data_request::Request::WriteLocal(req.clone()));
+            let open = request(&job, access.as_ref(), data_request::Request::WriteLocal(req.clone()));
             match LocalSink::open(&w.data_address, open, writer.info.block_size).await {
                 Ok(sink) => {
                     writer.local = Some(sink);
@@ -208,7 +213,11 @@ impl FileWriter {
         for w in resp.workers {
             let opened = async {
                 let mut sock = connect(&w.data_address).await?;
-                frame::write_msg(&mut sock, &request(&job, data_request::Request::WriteFile(req.clone()))).await?;
+                frame::write_msg(
+                    &mut sock,
+                    &request(&job, access.as_ref(), data_request::Request::WriteFile(req.clone())),
+                )
+                .await?;
                 Ok::<_, ThawError>(sock)
             }
             .await;

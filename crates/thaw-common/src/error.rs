@@ -178,7 +178,7 @@ impl From<tonic::Status> for ThawError {
                 tonic::Code::NotFound => ErrorKind::NotFound,
                 tonic::Code::AlreadyExists => ErrorKind::AlreadyExists,
                 tonic::Code::InvalidArgument | tonic::Code::OutOfRange => ErrorKind::InvalidArgument,
-                tonic::Code::PermissionDenied => ErrorKind::PermissionDenied,
+                tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => ErrorKind::PermissionDenied,
                 tonic::Code::ResourceExhausted => ErrorKind::ResourceExhausted,
                 tonic::Code::DataLoss => ErrorKind::DataLost,
                 tonic::Code::FailedPrecondition => ErrorKind::FailedPrecondition,

@@ -1,6 +1,7 @@
 //! What every Thaw part shares: ids, sizes, paths, topology and locality
 //! ordering, and the error type.
 
+pub mod auth;
 pub mod error;
 pub mod filelock;
 pub mod frame;

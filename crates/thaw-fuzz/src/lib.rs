@@ -30,7 +30,7 @@ use thaw_common::proto::{
 pub const VERSION: u32 = 1;
 
 fn request(r: data_request::Request) -> DataRequest {
-    DataRequest { version: VERSION, job_id: "fuzz".into(), request: Some(r) }
+    DataRequest { version: VERSION, job_id: "fuzz".into(), request: Some(r), ..Default::default() }
 }
 
 /// Valid requests of every kind, with values near the edges (the first

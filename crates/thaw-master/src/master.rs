@@ -25,6 +25,7 @@ mod dashboard;
 mod jobs;
 mod lineage;
 mod metrics;
+pub mod permissions;
 mod recompute;
 mod workers;
 mod writers;
@@ -72,6 +73,15 @@ pub struct MasterConfig {
     /// Start on a journal whose records do not form a tree by dropping the
     /// records that do not fit (each logged), instead of refusing to start.
     pub salvage_journal: bool,
+    /// The cluster secret (`--secret-file`): with it every call must carry a
+    /// token signed with it and permissions are checked (`permissions`).
+    pub secret: Option<std::sync::Arc<thaw_common::auth::Secret>>,
+    /// Lifetime of tokens handed out by `IssueToken`: by default, and at most.
+    pub token_ttl: Duration,
+    pub token_max_ttl: Duration,
+    /// A superuser besides [`thaw_common::auth::SUPERUSER`]: the OS user
+    /// the master runs as (HDFS's rule for the NameNode's user).
+    pub superuser: String,
 }
 
 impl MasterConfig {
@@ -96,6 +106,10 @@ impl MasterConfig {
             affinity: Default::default(),
             writer_lease: Duration::from_secs(60),
             salvage_journal: false,
+            secret: None,
+            token_ttl: Duration::from_secs(24 * 3600),
+            token_max_ttl: Duration::from_secs(7 * 24 * 3600),
+            superuser: thaw_common::auth::os_user(),
         }
     }
 }
@@ -118,6 +132,8 @@ struct State {
     /// Applications' cache affinities and caching probabilities (soft state).
     apps: crate::affinity::Apps,
     apps_refreshed: Option<Instant>,
+    /// Jobs' submitters, on a secured master (`permissions`; soft state).
+    job_owners: std::collections::HashMap<String, String>,
 }
 
 impl State {
@@ -251,6 +267,7 @@ impl Master {
                 leases,
                 apps: crate::affinity::Apps::new(config.affinity.clone()),
                 apps_refreshed: None,
+                job_owners: Default::default(),
             }),
             journal,
             ufs,
@@ -294,6 +311,9 @@ impl Master {
             temporary: false,
             lineage_id: 0,
             writer: String::new(),
+            owner: String::new(),
+            group: String::new(),
+            mode: None,
         }
     }
 
@@ -399,6 +419,7 @@ impl Master {
             mtime_ms: r.mtime_ms,
             ..Default::default()
         };
+        permissions::describe(&mut info, r);
         if r.is_dir {
             info.persistence = Persistence::Persisted as i32;
             return info;
@@ -424,7 +445,13 @@ impl Master {
                 info.lost = true;
             }
             if with_blocks {
-                info.blocks.push(BlockInfo { block_id: bid, offset: index * r.block_size, length, replicas });
+                info.blocks.push(BlockInfo {
+                    block_id: bid,
+                    offset: index * r.block_size,
+                    length,
+                    replicas,
+                    access: None,
+                });
             }
         }
         info.temporary = r.temporary;
@@ -462,7 +489,10 @@ impl Master {
         if st.ns.get(id).is_none() {
             return Err(ThawError::not_found(format!("no such file or directory: {}", req.path)));
         }
-        let info = Self::file_info(&st, id, req.blocks, &client);
+        let is_dir = st.ns.get(id).is_some_and(|i| i.is_dir());
+        st.check(id, if req.blocks && !is_dir { permissions::READ } else { 0 })?;
+        let mut info = Self::file_info(&st, id, req.blocks, &client);
+        self.grant_reads(&st, &mut info);
         let read_through_workers = if req.blocks && !info.is_dir {
             let now = Instant::now();
             st.cluster.nearest_workers(&client).into_iter().map(|w| w.info(now)).collect()
@@ -475,17 +505,21 @@ impl Master {
     pub async fn list_status(&self, req: ListStatusRequest) -> Result<ListStatusResponse> {
         let id = self.resolve(&req.path).await?;
         let is_dir = self.read().ns.get(id).is_some_and(|i| i.is_dir());
+        self.read().check(id, if is_dir { permissions::READ | permissions::EXEC } else { 0 })?;
         if is_dir {
             let p = path::normalize(&req.path)?;
             self.sync_dir(id, &p).await?;
         }
         let st = self.read();
         let client = req.client.unwrap_or_default();
-        let entries = if is_dir {
+        let mut entries: Vec<FileInfo> = if is_dir {
             st.ns.children(id).into_iter().map(|(_, c)| Self::file_info(&st, c, req.blocks, &client)).collect()
         } else {
             vec![Self::file_info(&st, id, req.blocks, &client)]
         };
+        for e in &mut entries {
+            self.grant_reads(&st, e);
+        }
         Ok(ListStatusResponse { entries })
     }
 
@@ -519,9 +553,15 @@ impl Master {
                             "parent directory {here} does not exist (use recursive to create it)"
                         )));
                     }
+                    self.read().check_parent(parent)?;
                     self.ufs.create_dir(&here).await?;
                     let mut st = self.write();
-                    let new = NewInode { is_dir: true, complete: true, persisted: true, ..Default::default() };
+                    let new = NewInode {
+                        is_dir: true,
+                        complete: true,
+                        persisted: true,
+                        ..self.new_entry(&st, parent, req.mode)
+                    };
                     let (id, op) = match st.ns.add(parent, comps[depth], new) {
                         Ok(x) => x,
                         Err(e) if e.kind == thaw_common::ErrorKind::AlreadyExists && (req.exist_ok || !last) => {
@@ -567,11 +607,12 @@ impl Master {
         }
         let parent_path = path::join(parent_comps);
         let parent = if req.recursive {
-            self.mkdir(MkdirRequest { path: parent_path.clone(), recursive: true, exist_ok: true }).await?;
+            self.mkdir(MkdirRequest { path: parent_path.clone(), recursive: true, exist_ok: true, mode: None }).await?;
             self.resolve(&parent_path).await?
         } else {
             self.resolve(&parent_path).await.map_err(|e| e.context("parent directory"))?
         };
+        self.read().check_parent(parent)?;
         let full = path::join(&comps);
         let client = req.client.clone().unwrap_or_default();
         // A recomputation's write of a lineage output rebuilds the lost file in
@@ -612,7 +653,7 @@ impl Master {
             temporary: req.temporary,
             lineage_id,
             writer: req.writer.clone(),
-            ..Default::default()
+            ..self.new_entry(&st, parent, req.mode)
         };
         let (id, op) = st.ns.add(parent, name, new)?;
         let mut ops = vec![op];
@@ -624,7 +665,8 @@ impl Master {
         let info = Self::file_info(&st, id, false, &client);
         tracing::debug!(path = %full, file_id = id, ?write_type, writer = %req.writer, "file created");
         let writer_lease_ms = st.leases.limit().as_millis() as u64;
-        Ok(CreateFileResponse { info: Some(info), workers, recovery: false, writer_lease_ms })
+        let access = self.grant(true, id, &full);
+        Ok(CreateFileResponse { info: Some(info), workers, recovery: false, writer_lease_ms, access })
     }
 
     pub async fn complete_file(&self, req: CompleteFileRequest) -> Result<CompleteFileResponse> {
@@ -636,6 +678,7 @@ impl Master {
                 .get(req.file_id)
                 .filter(|i| !i.is_dir())
                 .ok_or_else(|| ThawError::not_found(format!("file id {} does not exist", req.file_id)))?;
+            st.check(req.file_id, permissions::WRITE)?;
             if ino.rec.complete && st.recomputer.is_recovering(req.file_id) {
                 let info = Self::finish_rebuild(st, req.file_id, req.length)?;
                 return Ok(CompleteFileResponse { info: Some(info) });
@@ -730,6 +773,11 @@ impl Master {
             return Err(ThawError::invalid("refusing to delete /"));
         }
         let id = self.resolve(&p).await?;
+        {
+            let st = self.read();
+            let parent = st.ns.get(id).map_or(ROOT_ID, |i| i.rec.parent_id);
+            st.check_parent(parent)?;
+        }
         // Before reading `persisted`: a checkpoint may be moving into place.
         let _moves = self.ufs_moves.lock().await;
         let (is_dir, persisted) = {
@@ -779,6 +827,11 @@ impl Master {
         let parent = self.resolve(&path::join(parent_comps)).await.map_err(|e| e.context("rename target parent"))?;
         if !self.read().ns.get(parent).is_some_and(|i| i.is_dir()) {
             return Err(ThawError::not_dir(format!("{} is not a directory", path::join(parent_comps))));
+        }
+        {
+            let st = self.read();
+            st.check_parent(st.ns.get(id).map_or(ROOT_ID, |i| i.rec.parent_id))?;
+            st.check_parent(parent)?;
         }
         let _moves = self.ufs_moves.lock().await;
         if self.ufs.stat(&src).await?.is_some() {

@@ -630,6 +630,11 @@ impl Migrations {
     }
 
     /// Where each of a job's blocks stands.
+    /// Whether job `job_id` is known (running or finished, not yet forgotten).
+    pub fn has_job(&self, job_id: &str) -> bool {
+        self.jobs.contains_key(job_id)
+    }
+
     pub fn job_info(&self, cluster: &Cluster, job_id: &str, now: Instant) -> Option<JobInfo> {
         let job = self.jobs.get(job_id)?;
         let mut info = JobInfo {

@@ -38,6 +38,10 @@ pub struct NewInode {
     pub lineage_id: u64,
     /// An unfinished file's writer (see `crate::leases`).
     pub writer: String,
+    /// Permissions (`crate::master::permissions`); "" and `None`: the defaults.
+    pub owner: String,
+    pub group: String,
+    pub mode: Option<u32>,
 }
 
 /// What a directory's subtree holds, as the namespace knows it (the
@@ -226,6 +230,9 @@ impl Namespace {
             lineage_id: new.lineage_id,
             block_crc32: Vec::new(),
             writer: new.writer,
+            owner: new.owner,
+            group: new.group,
+            mode: new.mode,
         };
         self.inodes.get_mut(&parent).expect("checked").children.insert(name.to_string(), id);
         self.inodes.insert(id, Inode { rec: rec.clone(), children: BTreeMap::new() });

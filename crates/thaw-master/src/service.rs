@@ -6,7 +6,10 @@ use thaw_common::proto::master_service_server::MasterService;
 use thaw_common::proto::*;
 use tonic::{Request, Response, Status};
 
+use thaw_common::{ThawError, auth};
+
 use crate::master::Master;
+use crate::master::permissions::{CALLER, Caller};
 
 pub struct MasterRpc {
     pub master: Arc<Master>,
@@ -18,90 +21,143 @@ fn reply<T>(r: thaw_common::Result<T>) -> Reply<T> {
     r.map(Response::new).map_err(Status::from)
 }
 
+impl MasterRpc {
+    /// Who sends `r`: on a master with a secret, the user its token names
+    /// (refused without a valid one); else whom it says it is.
+    fn authenticate<T>(&self, r: &Request<T>) -> Result<Caller, Status> {
+        let Some(secret) = self.master.secret() else {
+            let said = r.metadata().get(auth::USER_HEADER).and_then(|v| v.to_str().ok());
+            let user = said.filter(|u| auth::check_name(u, "user").is_ok()).unwrap_or_default();
+            let superuser = user == self.master.config().superuser;
+            return Ok(Caller { user: user.to_string(), groups: Vec::new(), checked: false, expires_ms: 0, superuser });
+        };
+        let Some(header) = r.metadata().get(auth::AUTH_HEADER) else {
+            return Err(ThawError::permission_denied(
+                "this cluster requires credentials: set THAW_TOKEN, THAW_TOKEN_FILE or THAW_SECRET_FILE",
+            )
+            .into());
+        };
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .ok_or_else(|| ThawError::permission_denied("authorization metadata must be `Bearer <token>`"))?;
+        let claims = secret.verify(token)?;
+        let superuser =
+            auth::is_superuser(&claims.user, &claims.groups) || claims.user == self.master.config().superuser;
+        Ok(Caller { user: claims.user, groups: claims.groups, checked: true, expires_ms: claims.expires_ms, superuser })
+    }
+}
+
+/// Serves an RPC as its caller ([`CALLER`]): authenticated first, and for the
+/// worker and executor protocols required to be the superuser.
+macro_rules! serve {
+    ($self:ident, $r:ident, superuser $what:literal, |$req:pat_param| $body:expr) => {{
+        let caller = $self.authenticate(&$r)?;
+        caller.require_superuser($what)?;
+        let $req = $r.into_inner();
+        CALLER.scope(caller, async move { $body }).await
+    }};
+    ($self:ident, $r:ident, |$req:pat_param| $body:expr) => {{
+        let caller = $self.authenticate(&$r)?;
+        let $req = $r.into_inner();
+        CALLER.scope(caller, async move { $body }).await
+    }};
+}
+
 #[tonic::async_trait]
 impl MasterService for MasterRpc {
     async fn mkdir(&self, r: Request<MkdirRequest>) -> Reply<MkdirResponse> {
-        reply(self.master.mkdir(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.mkdir(req).await))
     }
     async fn get_status(&self, r: Request<GetStatusRequest>) -> Reply<GetStatusResponse> {
-        reply(self.master.get_status(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.get_status(req).await))
     }
     async fn list_status(&self, r: Request<ListStatusRequest>) -> Reply<ListStatusResponse> {
-        reply(self.master.list_status(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.list_status(req).await))
     }
     async fn create_file(&self, r: Request<CreateFileRequest>) -> Reply<CreateFileResponse> {
-        reply(self.master.create_file(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.create_file(req).await))
     }
     async fn complete_file(&self, r: Request<CompleteFileRequest>) -> Reply<CompleteFileResponse> {
-        reply(self.master.complete_file(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.complete_file(req).await))
     }
     async fn delete(&self, r: Request<DeleteRequest>) -> Reply<DeleteResponse> {
-        reply(self.master.delete(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.delete(req).await))
     }
     async fn rename(&self, r: Request<RenameRequest>) -> Reply<RenameResponse> {
-        reply(self.master.rename(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.rename(req).await))
     }
-    async fn get_cluster_status(&self, _r: Request<GetClusterStatusRequest>) -> Reply<GetClusterStatusResponse> {
-        Ok(Response::new(self.master.cluster_status()))
+    async fn get_cluster_status(&self, r: Request<GetClusterStatusRequest>) -> Reply<GetClusterStatusResponse> {
+        serve!(self, r, |_req| Ok(Response::new(self.master.cluster_status())))
     }
     async fn register_worker(&self, r: Request<RegisterWorkerRequest>) -> Reply<RegisterWorkerResponse> {
-        reply(self.master.register_worker(r.into_inner()))
+        serve!(self, r, superuser "registering a worker", |req| reply(self.master.register_worker(req)))
     }
     async fn heartbeat(&self, r: Request<HeartbeatRequest>) -> Reply<HeartbeatResponse> {
-        Ok(Response::new(self.master.ask(r.into_inner()).await))
+        serve!(self, r, superuser "a worker's heartbeat", |req| Ok(Response::new(self.master.ask(req).await)))
     }
     async fn commit_block(&self, r: Request<CommitBlockRequest>) -> Reply<CommitBlockResponse> {
-        reply(self.master.commit_block(r.into_inner()))
+        serve!(self, r, superuser "committing a block (workers do)", |req| reply(self.master.commit_block(req)))
     }
     async fn migrate(&self, r: Request<MigrateRequest>) -> Reply<MigrateResponse> {
-        reply(self.master.migrate(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.migrate(req).await))
     }
     async fn evict(&self, r: Request<EvictRequest>) -> Reply<EvictResponse> {
-        reply(self.master.evict(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.evict(req).await))
     }
     async fn renew_lease(&self, r: Request<RenewLeaseRequest>) -> Reply<RenewLeaseResponse> {
-        Ok(Response::new(self.master.renew_lease(r.into_inner())))
+        serve!(self, r, |req| Ok(Response::new(self.master.renew_lease(req))))
     }
     async fn renew_writer_lease(&self, r: Request<RenewWriterLeaseRequest>) -> Reply<RenewWriterLeaseResponse> {
-        reply(self.master.renew_writer_lease(r.into_inner()))
+        serve!(self, r, |req| reply(self.master.renew_writer_lease(req)))
     }
     async fn list_jobs(&self, r: Request<ListJobsRequest>) -> Reply<ListJobsResponse> {
-        reply(self.master.list_jobs(r.into_inner()))
+        serve!(self, r, |req| reply(self.master.list_jobs(req)))
     }
     async fn report_app_usage(&self, r: Request<ReportAppUsageRequest>) -> Reply<ReportAppUsageResponse> {
-        reply(self.master.report_app_usage(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.report_app_usage(req).await))
     }
     async fn get_cache_report(&self, r: Request<GetCacheReportRequest>) -> Reply<GetCacheReportResponse> {
-        reply(Ok(self.master.cache_report(r.into_inner())))
+        serve!(self, r, |req| reply(Ok(self.master.cache_report(req))))
     }
     async fn report_job_tasks(&self, r: Request<ReportJobTasksRequest>) -> Reply<ReportJobTasksResponse> {
-        reply(self.master.report_job_tasks(r.into_inner()))
+        serve!(self, r, |req| reply(self.master.report_job_tasks(req)))
     }
     async fn migration_events(&self, r: Request<MigrationEventsRequest>) -> Reply<MigrationEventsResponse> {
-        Ok(Response::new(self.master.migration_events(r.into_inner())))
+        serve!(self, r, |req| Ok(Response::new(self.master.migration_events(req))))
     }
     async fn persist(&self, r: Request<PersistRequest>) -> Reply<PersistResponse> {
-        reply(self.master.persist(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.persist(req).await))
     }
     async fn checkpoint_done(&self, r: Request<CheckpointDoneRequest>) -> Reply<CheckpointDoneResponse> {
-        reply(self.master.checkpoint_done(r.into_inner()).await)
+        serve!(self, r, superuser "reporting a checkpoint (workers do)", |req| reply(self.master.checkpoint_done(req).await))
     }
     async fn submit_dependency(&self, r: Request<SubmitDependencyRequest>) -> Reply<SubmitDependencyResponse> {
-        reply(self.master.submit_dependency(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.submit_dependency(req).await))
     }
     async fn get_lineage(&self, r: Request<GetLineageRequest>) -> Reply<GetLineageResponse> {
-        reply(self.master.get_lineage(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.get_lineage(req).await))
     }
-    async fn list_lineage(&self, _r: Request<ListLineageRequest>) -> Reply<ListLineageResponse> {
-        Ok(Response::new(self.master.list_lineage()))
+    async fn list_lineage(&self, r: Request<ListLineageRequest>) -> Reply<ListLineageResponse> {
+        serve!(self, r, |_req| Ok(Response::new(self.master.list_lineage())))
     }
     async fn recompute(&self, r: Request<RecomputeRequest>) -> Reply<RecomputeResponse> {
-        reply(self.master.recompute(r.into_inner()).await)
+        serve!(self, r, |req| reply(self.master.recompute(req).await))
     }
     async fn claim_recomputations(&self, r: Request<ClaimRecomputationsRequest>) -> Reply<ClaimRecomputationsResponse> {
-        reply(self.master.claim_recomputations(r.into_inner()))
+        serve!(self, r, superuser "claiming lineage reruns (the executor does)", |req| reply(self.master.claim_recomputations(req)))
     }
     async fn recomputation_done(&self, r: Request<RecomputationDoneRequest>) -> Reply<RecomputationDoneResponse> {
-        Ok(Response::new(self.master.recomputation_done(r.into_inner())))
+        serve!(self, r, superuser "reporting a lineage rerun (the executor does)", |req| Ok(Response::new(self.master.recomputation_done(req))))
+    }
+    async fn set_attributes(&self, r: Request<SetAttributesRequest>) -> Reply<SetAttributesResponse> {
+        serve!(self, r, |req| reply(self.master.set_attributes(req).await))
+    }
+    async fn issue_token(&self, r: Request<IssueTokenRequest>) -> Reply<IssueTokenResponse> {
+        serve!(self, r, |req| reply(self.master.issue_token(req)))
+    }
+    async fn who_am_i(&self, r: Request<WhoAmIRequest>) -> Reply<WhoAmIResponse> {
+        serve!(self, r, |_req| Ok(Response::new(self.master.who_am_i())))
     }
 }

@@ -85,7 +85,45 @@ pub fn router(master: Arc<Master>) -> axum::Router {
         .fallback(|uri: axum::http::Uri| async move {
             WebError::NotFound(format!("no page at {}: see the links above", uri.path()))
         })
+        .layer(axum::middleware::from_fn_with_state(master.clone(), require_superuser))
         .with_state(master)
+}
+
+/// On a master with a secret the dashboard shows every path, so it is the
+/// superuser's: a superuser's token as the password of HTTP Basic
+/// authentication (a browser asks for it; `curl -u :TOKEN`), or as
+/// `Authorization: Bearer TOKEN`.
+async fn require_superuser(
+    State(m): State<Arc<Master>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(secret) = m.secret() else { return next.run(req).await };
+    let header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let token = if let Some(t) = header.strip_prefix("Bearer ") {
+        Some(t.to_string())
+    } else {
+        use base64::Engine;
+        header
+            .strip_prefix("Basic ")
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| s.split_once(':').map(|(_, password)| password.to_string()))
+    };
+    match token.map(|t| secret.verify(&t)) {
+        Some(Ok(c)) if thaw_common::auth::is_superuser(&c.user, &c.groups) || c.user == m.config().superuser => {
+            next.run(req).await
+        }
+        Some(Ok(c)) => {
+            (StatusCode::FORBIDDEN, format!("the dashboard is the superuser's, not {}'s\n", c.user)).into_response()
+        }
+        Some(Err(e)) => unauthorized(&e.message),
+        None => unauthorized("this dashboard asks for a superuser's token as the password (`thaw auth token`)"),
+    }
+}
+
+fn unauthorized(why: &str) -> Response {
+    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Basic realm=\"thaw\"")], format!("{why}\n")).into_response()
 }
 
 /// Serves the dashboard on `listener` until `shutdown` completes.

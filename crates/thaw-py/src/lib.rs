@@ -9,12 +9,13 @@ mod owned;
 mod reader;
 mod runtime;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use thaw_client::{Client, ClientConfig, FileWriter, WriteOptions};
 use thaw_common::ThawError;
+use thaw_common::auth::{Credentials, Secret};
 use thaw_common::proto::{DependencyKind, EvictionMode, LineageInfo, Tier};
 
 use crate::buffer::RawView;
@@ -46,7 +47,7 @@ impl NativeClient {
     /// settings default to the environment as for the CLI (`THAW_JOB_ID`,
     /// `THAW_HOST`, `THAW_RACK`, `THAW_WORKER`, `THAW_SHORT_CIRCUIT`, `THAW_READ_CACHE`).
     #[new]
-    #[pyo3(signature = (master=None, job_id=None, host=None, rack=None, worker=None, short_circuit=None, read_cache=None))]
+    #[pyo3(signature = (master=None, job_id=None, host=None, rack=None, worker=None, short_circuit=None, read_cache=None, token=None, secret_file=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         master: Option<String>,
@@ -56,6 +57,8 @@ impl NativeClient {
         worker: Option<String>,
         short_circuit: Option<bool>,
         read_cache: Option<String>,
+        token: Option<String>,
+        secret_file: Option<String>,
     ) -> PyResult<Self> {
         let mut cfg = ClientConfig::from_env(master);
         if let Some(j) = job_id {
@@ -85,7 +88,17 @@ impl NativeClient {
                 }
             };
         }
-        let client = runtime::enter(|| Client::new(cfg)).map_err(thaw_err)?;
+        // Given credentials, else the environment's (thaw_common::auth).
+        let credentials = match (token, secret_file) {
+            (Some(t), _) => Some(Credentials::Token(t)),
+            (None, Some(path)) => {
+                let secret = Arc::new(Secret::load(std::path::Path::new(&path)).map_err(thaw_err)?);
+                let (user, groups) = thaw_common::auth::os_identity();
+                Some(Credentials::from_secret(secret, &user, groups).map_err(thaw_err)?)
+            }
+            (None, None) => Credentials::from_env().map_err(thaw_err)?,
+        };
+        let client = runtime::enter(|| Client::with_credentials(cfg, credentials.map(Arc::new))).map_err(thaw_err)?;
         Ok(NativeClient { client: Owned::new(client) })
     }
 
@@ -127,6 +140,36 @@ impl NativeClient {
         let c = self.c()?;
         let info = wait(py, async move { c.mkdir(&path, recursive, exist_ok).await })?;
         json_to_py(py, &thaw_client::json::file_json(&info))
+    }
+
+    /// chmod, chown, chgrp of `path` (each `None`: unchanged).
+    #[pyo3(signature = (path, mode=None, owner=None, group=None))]
+    fn set_attributes(
+        &self,
+        py: Python<'_>,
+        path: String,
+        mode: Option<u32>,
+        owner: Option<String>,
+        group: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.c()?;
+        let info = wait(py, async move { c.set_attributes(&path, mode, owner, group).await })?;
+        json_to_py(py, &thaw_client::json::file_json(&info))
+    }
+
+    /// A token from the master: (token, expires_ms).
+    #[pyo3(signature = (user=String::new(), groups=Vec::new(), ttl_ms=0))]
+    fn issue_token(&self, py: Python<'_>, user: String, groups: Vec<String>, ttl_ms: u64) -> PyResult<(String, u64)> {
+        let c = self.c()?;
+        let t = wait(py, async move { c.issue_token(&user, &groups, ttl_ms).await })?;
+        Ok((t.token, t.expires_ms))
+    }
+
+    /// Whom the master takes this client for: (user, groups, superuser, security).
+    fn who_am_i(&self, py: Python<'_>) -> PyResult<(String, Vec<String>, bool, bool)> {
+        let c = self.c()?;
+        let me = wait(py, async move { c.who_am_i().await })?;
+        Ok((me.user, me.groups, me.superuser, me.security))
     }
 
     #[pyo3(signature = (path, recursive=false))]
@@ -565,7 +608,7 @@ fn write_options(
     temporary: bool,
 ) -> PyResult<WriteOptions> {
     let (write_type, replication) = thaw_client::parse_write_type(write_type).map_err(thaw_err)?;
-    Ok(WriteOptions { write_type, block_size, replication, recursive, overwrite, temporary })
+    Ok(WriteOptions { write_type, block_size, replication, recursive, overwrite, temporary, mode: None })
 }
 
 /// A file being written. Bytes stream to the chosen workers as they come; `close`

@@ -54,6 +54,9 @@ pub struct ClusterOptions {
     pub ufs_uri: Option<String>,
     /// Environment of every process (e.g. the S3 credentials).
     pub env: Vec<(String, String)>,
+    /// Security on: a fresh secret given to the master and the workers
+    /// (`--secret-file`); [`Cluster::client`] acts as the superuser.
+    pub secure: bool,
 }
 
 impl ClusterOptions {
@@ -67,6 +70,7 @@ impl ClusterOptions {
             master_args: Vec::new(),
             ufs_uri: None,
             env: Vec::new(),
+            secure: false,
         }
     }
 }
@@ -99,6 +103,8 @@ pub struct Cluster {
     mem_root: tempfile::TempDir,
     pub ufs: PathBuf,
     pub options: ClusterOptions,
+    /// The cluster secret (`ClusterOptions::secure`).
+    pub secret: Option<std::sync::Arc<thaw_common::auth::Secret>>,
     master: Proc,
     workers: Vec<Proc>,
 }
@@ -155,7 +161,18 @@ impl Cluster {
         };
         let ufs = root.path().join("ufs");
         std::fs::create_dir_all(&ufs)?;
+        let secret = if options.secure {
+            use std::os::unix::fs::OpenOptionsExt;
+            let path = root.path().join("secret");
+            let text = thaw_common::auth::Secret::generate()?;
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+            std::io::Write::write_all(&mut f, text.as_bytes())?;
+            Some(std::sync::Arc::new(thaw_common::auth::Secret::load(&path)?))
+        } else {
+            None
+        };
         let mut cluster = Cluster {
+            secret,
             bin,
             ufs,
             mem_root,
@@ -225,6 +242,7 @@ impl Cluster {
         .map(String::from)
         .to_vec();
         args.extend(o.master_args.iter().cloned());
+        args.extend(self.secret_args());
         spawn(&self.bin, &args, &o.env, &self.root.path().join("master.log"))
     }
 
@@ -254,6 +272,7 @@ impl Cluster {
         .map(String::from)
         .to_vec();
         args.extend(spec.extra_args.iter().cloned());
+        args.extend(self.secret_args());
         if let Some(model) = &spec.device_model {
             args.extend(["--device-model".to_string(), model.clone()]);
         }
@@ -261,13 +280,37 @@ impl Cluster {
     }
 
     /// A client placed at (host, rack); short-circuit reads happen when the host
-    /// matches a worker's.
+    /// matches a worker's. On a secured cluster it acts as the superuser.
     pub fn client(&self, host: &str, rack: &str) -> Client {
+        self.user_client(thaw_common::auth::SUPERUSER, &[], host, rack)
+    }
+
+    /// A client acting as `user` in `groups` (tokens minted with the
+    /// cluster's secret; on a cluster without one, the name it gives).
+    pub fn user_client(&self, user: &str, groups: &[&str], host: &str, rack: &str) -> Client {
         let mut cfg = ClientConfig::from_env(Some(self.master.addr.clone()));
         cfg.position = Position { host: host.into(), rack: rack.into(), worker_address: String::new() };
         cfg.job_id = String::new();
         cfg.retry_for = Duration::from_secs(15);
-        Client::new(cfg).expect("client config")
+        let credentials = self.secret.as_ref().map(|s| {
+            let groups = groups.iter().map(|g| g.to_string()).collect();
+            std::sync::Arc::new(
+                thaw_common::auth::Credentials::from_secret(s.clone(), user, groups).expect("user name"),
+            )
+        });
+        Client::with_credentials(cfg, credentials).expect("client config")
+    }
+
+    /// The secret file's path (`ClusterOptions::secure`).
+    pub fn secret_file(&self) -> Option<PathBuf> {
+        self.secret.as_ref().map(|_| self.root.path().join("secret"))
+    }
+
+    fn secret_args(&self) -> Vec<String> {
+        match self.secret_file() {
+            Some(p) => vec!["--secret-file".into(), p.display().to_string()],
+            None => Vec::new(),
+        }
     }
 
     /// A client on a host no worker is on.

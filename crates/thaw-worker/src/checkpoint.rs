@@ -345,6 +345,7 @@ mod tests {
             migration: Default::default(),
             device_models: Default::default(),
             checkpoint_bandwidth: 0,
+            secret: None,
         };
         let w = Worker::new(config, "127.0.0.1:2".into()).unwrap();
         let ufs = thaw_ufs::UnderStore::open(dir.join("ufs").to_str().unwrap()).unwrap();

@@ -180,6 +180,9 @@ async fn dispatch(w: &Arc<Worker>, sock: &mut DataSock, req: DataRequest, sent: 
             req.version
         )));
     }
+    if let Some(secret) = &w.config.secret {
+        crate::authorize::authorize(secret, &req)?;
+    }
     let job = req.job_id;
     let kind = match &req.request {
         Some(data_request::Request::ReadBlock(_)) => "read_block",

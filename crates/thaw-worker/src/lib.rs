@@ -3,6 +3,7 @@
 //! the master. See ARCHITECTURE.md, "worker".
 
 pub mod affinity;
+pub mod authorize;
 mod cache;
 pub mod checkpoint;
 pub mod data;
@@ -21,13 +22,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use thaw_common::proto::master_service_client::MasterServiceClient;
+use thaw_common::auth::Credentials;
 use thaw_common::proto::{BlockReport, Tier};
 use thaw_common::{Result, ThawError};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::transport::Channel;
 
 use crate::device::{Device, DeviceKind, DeviceModels};
 use crate::master_link::Registration;
@@ -75,6 +75,10 @@ pub struct WorkerConfig {
     /// Checkpoint copies to the under-store are paced to this many bytes per
     /// second (0: as fast as the idle I/O class lets them).
     pub checkpoint_bandwidth: u64,
+    /// The cluster secret (`--secret-file`): the worker authenticates to the
+    /// master with it, and serves only requests the master granted
+    /// (`authorize`).
+    pub secret: Option<Arc<thaw_common::auth::Secret>>,
 }
 
 /// Default of `WorkerConfig::max_connections`.
@@ -86,7 +90,7 @@ pub struct Worker {
     mem: Option<Arc<TierStore>>,
     disk: Option<Arc<TierStore>>,
     pub stats: JobStats,
-    master: MasterServiceClient<Channel>,
+    master: thaw_common::auth::MasterClient,
     registration: Mutex<Option<Registration>>,
     removed: Mutex<Vec<BlockReport>>,
     ufs: OnceLock<thaw_ufs::UnderStore>,
@@ -118,17 +122,24 @@ impl Worker {
         let open = |t: &TierConfig, tier, wipe| TierStore::open(tier, &t.dir, t.capacity, wipe, cache.clone());
         let mem = config.mem.as_ref().map(|t| open(t, Tier::Mem, true)).transpose()?;
         let disk = config.disk.as_ref().map(|t| open(t, Tier::Disk, false)).transpose()?;
-        let channel = Channel::from_shared(format!("http://{}", config.master))
-            .map_err(|e| ThawError::invalid(format!("master address {:?}: {e}", config.master)))?
-            .connect_timeout(std::time::Duration::from_secs(2))
-            .connect_lazy();
+        if config.secret.is_some() {
+            for t in [&mem, &disk].into_iter().flatten() {
+                authorize::restrict_dir(t.dir())?;
+            }
+        }
+        // The worker acts as the superuser.
+        let credentials = match &config.secret {
+            Some(s) => Some(Arc::new(Credentials::from_secret(s.clone(), thaw_common::auth::SUPERUSER, Vec::new())?)),
+            None => None,
+        };
+        let master = thaw_common::auth::master_client(&config.master, credentials)?;
         let migrator = Migrator::new(config.migration.clone(), config.mem.as_ref().map(|m| m.capacity).unwrap_or(0));
         let device = |kind| config.device_models.get(kind).map(|m| Device::new(kind, m));
         let (disk_device, ufs_device) = (device(DeviceKind::Disk), device(DeviceKind::Ufs));
         Ok(Worker {
             checkpoints: checkpoint::Checkpointer::new(config.checkpoint_bandwidth),
             migrator,
-            master: MasterServiceClient::new(channel),
+            master,
             config,
             address,
             mem,

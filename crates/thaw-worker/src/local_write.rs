@@ -50,7 +50,10 @@ pub(crate) async fn write_local(
             w.address
         )));
     }
-    frame::write_msg(sock, &DataResponse::default()).await?;
+    // Where the block files are written: a client that cannot write there
+    // (another user, on a secured worker) streams instead.
+    let accepted = DataResponse { local_path: tier.temp_dir().display().to_string(), ..Default::default() };
+    frame::write_msg(sock, &accepted).await?;
     let mut committed: Vec<(u64, u64)> = Vec::new();
     let result = receive_local(w, sock, (req.file_id, req.checksum), bs, &tier, &mut ufs, &mut committed).await;
     end_write(w, sock, job, req.file_id, result, Some(&tier), ufs, committed, sent).await

@@ -653,6 +653,16 @@ impl TierStore {
         (st.hits, st.misses, st.drops, st.skipped)
     }
 
+    /// The tier's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where blocks being written are.
+    pub fn temp_dir(&self) -> PathBuf {
+        self.dir.join("tmp")
+    }
+
     pub fn block_path(&self, block: u64) -> PathBuf {
         self.dir.join("blocks").join(block.to_string())
     }

@@ -3,6 +3,7 @@
 
 use crate::migration::BlockSpec;
 
+use super::permissions::{EXEC, READ};
 use super::*;
 
 /// Longest job id accepted.
@@ -36,6 +37,8 @@ impl Master {
             let p = path::normalize(&p)?;
             let id = self.resolve(&p).await?;
             let is_dir = self.read().ns.get(id).is_some_and(|i| i.is_dir());
+            // Moving a file into memory is reading it.
+            self.read().check(id, if is_dir { READ | EXEC } else { READ })?;
             if is_dir {
                 self.sync_dir(id, &p).await?;
                 let st = self.read();
@@ -99,6 +102,7 @@ impl Master {
         let lease = (req.lease_ms > 0).then(|| Duration::from_millis(req.lease_ms));
         let mut st = self.write();
         let st = &mut *st;
+        st.check_job_owner(&req.job_id)?;
         let n = blocks.len();
         st.migrations.migrate(&st.cluster, &req.job_id, eviction, lease, blocks, Instant::now())?;
         st.migrations.set_origin(&req.job_id, &req.origin)?;
@@ -120,6 +124,7 @@ impl Master {
         };
         let mut st = self.write();
         let st = &mut *st;
+        st.check_job_owner(&req.job_id)?;
         let live = live_workers(&st.cluster);
         st.migrations.evict(&req.job_id, blocks.as_deref(), &live)?;
         tracing::info!(job = %req.job_id, all = blocks.is_none(), "evict");

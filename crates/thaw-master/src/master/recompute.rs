@@ -304,13 +304,26 @@ impl Master {
 
     /// The environment a rerun's command gets (besides THAW_LINEAGE_CONFIG).
     fn run_env(&self, s: &Start) -> Vec<(String, String)> {
-        vec![
+        let mut env = vec![
             ("THAW_MASTER".into(), self.config.address.clone()),
             ("THAW_RECOVER_LINEAGE".into(), s.lineage.to_string()),
             ("THAW_LINEAGE_ID".into(), s.lineage.to_string()),
             ("THAW_LOST_FILES".into(), s.lost_paths.join("\n")),
             ("THAW_JOB_ID".into(), format!("recompute-{}", s.lineage)),
-        ]
+        ];
+        // On a secured cluster only the superuser registers the commands the
+        // master runs (`submit_dependency`); a rerun acts as it, for as long as
+        // it may run.
+        if let Some(secret) = self.secret() {
+            let ttl = self.config.recompute_timeout.as_millis() as u64 + 60_000;
+            let claims = thaw_common::proto::TokenClaims {
+                user: thaw_common::auth::SUPERUSER.into(),
+                groups: Vec::new(),
+                expires_ms: thaw_common::now_ms() + ttl,
+            };
+            env.push(("THAW_TOKEN".into(), secret.mint(&claims)));
+        }
+        env
     }
 
     fn plan_recomputation(&self, st: &mut State) -> Vec<Start> {
@@ -506,6 +519,7 @@ impl Master {
             st.recomputer.nondeterministic.entry(l).or_insert_with(|| why.clone());
             return Err(ThawError::precondition(format!("refused: {why}")));
         }
+        st.check(fid, super::permissions::WRITE)?;
         let wt = ino.rec.write_type();
         let now = Instant::now();
         let workers: Vec<WorkerInfo> =
@@ -513,7 +527,8 @@ impl Master {
         st.recomputer.recovering.insert(fid, l);
         tracing::debug!(lineage = l, file_id = fid, path = %full, "rebuilding a lost file");
         let info = Self::file_info(st, fid, false, client);
-        Ok(Some(CreateFileResponse { info: Some(info), workers, recovery: true, writer_lease_ms: 0 }))
+        let access = self.grant(true, fid, full);
+        Ok(Some(CreateFileResponse { info: Some(info), workers, recovery: true, writer_lease_ms: 0, access }))
     }
 
     /// Checks a block of a file being rebuilt against the CRC-32 of the first

@@ -1,0 +1,95 @@
+//! `thaw auth ...`: the cluster secret and users' tokens.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Subcommand;
+use thaw_client::Client;
+use thaw_common::auth::Secret;
+
+#[derive(Subcommand)]
+pub enum AuthCommand {
+    /// Make a cluster secret: 32 random bytes, hex, in a new file of mode
+    /// 600. Give the same file to the master and every worker
+    /// (--secret-file), and to administrators (THAW_SECRET_FILE).
+    Secret {
+        /// The file to create (refused if it exists).
+        path: PathBuf,
+    },
+    /// Get a token from the master and print it: your own (for a job, a
+    /// notebook, a Dask cluster: THAW_TOKEN=...), or, as the superuser,
+    /// another user's.
+    Token {
+        /// The token's user (default: yours). Superuser only.
+        #[arg(long)]
+        user: Option<String>,
+        /// The user's groups, comma-separated (with --user).
+        #[arg(long, value_delimiter = ',')]
+        groups: Vec<String>,
+        /// Lifetime in hours (default: the master's, 24).
+        #[arg(long)]
+        hours: Option<f64>,
+    },
+    /// Whom the master takes you for: user, groups, superuser or not, and
+    /// whether it checks at all.
+    Whoami {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn secret(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    writeln!(f, "{}", Secret::generate()?)?;
+    f.sync_all()?;
+    println!("{}: a new cluster secret (mode 600)", path.display());
+    Ok(())
+}
+
+pub async fn run(client: Client, cmd: AuthCommand) -> anyhow::Result<()> {
+    match cmd {
+        AuthCommand::Secret { path } => secret(&path)?,
+        AuthCommand::Token { user, groups, hours } => {
+            let ttl_ms = match hours {
+                Some(h) if !(h.is_finite() && h > 0.0) => anyhow::bail!("--hours must be a positive number"),
+                Some(h) => (h * 3_600_000.0) as u64,
+                None => 0,
+            };
+            let t = client.issue_token(user.as_deref().unwrap_or(""), &groups, ttl_ms).await?;
+            println!("{}", t.token);
+        }
+        AuthCommand::Whoami { json } => {
+            let me = client.who_am_i().await?;
+            if json {
+                let v = serde_json::json!({
+                    "user": me.user, "groups": me.groups, "superuser": me.superuser,
+                    "security": me.security, "expires_ms": me.expires_ms,
+                });
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else if !me.security {
+                println!(
+                    "{} (this cluster has no secret: nothing is checked)",
+                    if me.user.is_empty() { "?" } else { &me.user }
+                );
+            } else {
+                let left = me.expires_ms.saturating_sub(thaw_common::now_ms()) / 1000;
+                println!(
+                    "{}{} groups [{}], token valid {}h{:02}m more",
+                    me.user,
+                    if me.superuser { " (superuser)" } else { "" },
+                    me.groups.join(","),
+                    left / 3600,
+                    left % 3600 / 60
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! Which data requests a worker with the cluster secret serves.
+//!
+//! The worker knows nothing of paths, owners or modes: the master checked
+//! those when it handed out a grant ([`thaw_common::auth`]), and the worker
+//! checks that the grant is the master's, unexpired, and for exactly this
+//! request: reading this block (and its bytes at this under-store path), or
+//! writing this file (and its copy at this path). HDFS's block access tokens
+//! work the same way.
+//!
+//! Short-circuit reads and writes hand out paths of block files: on a secured
+//! worker its tier directories are readable by its own user only (0700), so
+//! only a client running as that user can open them; the others stream,
+//! through the same grant check.
+
+use thaw_common::auth::{self, Secret};
+use thaw_common::proto::{DataRequest, data_request::Request};
+use thaw_common::{Result, ThawError};
+
+/// Refuses `req` unless it carries what its kind needs.
+pub fn authorize(secret: &Secret, req: &DataRequest) -> Result<()> {
+    let grant = |write: bool, id: u64, ufs: Option<&str>| -> Result<()> {
+        let c = secret.check(req.access.as_ref())?;
+        if c.write != write || c.id != id {
+            return Err(ThawError::permission_denied(format!(
+                "the grant is for {} {}, not for this request's",
+                if c.write { "writing file" } else { "reading block" },
+                c.id
+            )));
+        }
+        if let Some(p) = ufs.filter(|p| !p.is_empty())
+            && p != c.ufs_path
+        {
+            return Err(ThawError::permission_denied(format!("the grant does not cover the under-store path {p:?}")));
+        }
+        Ok(())
+    };
+    let token = || {
+        if req.token.is_empty() {
+            return Err(ThawError::permission_denied("this worker requires a token with this request (none sent)"));
+        }
+        secret.verify(&req.token)
+    };
+    match &req.request {
+        Some(Request::ReadBlock(r)) => grant(false, r.block_id, r.ufs.as_ref().map(|u| u.path.as_str())),
+        Some(Request::CacheBlock(r)) => grant(false, r.block_id, r.ufs.as_ref().map(|u| u.path.as_str())),
+        Some(Request::OpenLocal(r)) => grant(false, r.block_id, None),
+        Some(Request::WriteFile(r) | Request::WriteLocal(r)) => grant(true, r.file_id, Some(&r.ufs_path)),
+        Some(Request::Stats(_)) => token().map(|_| ()),
+        Some(Request::DeviceControl(_)) => {
+            let c = token()?;
+            if auth::is_superuser(&c.user, &c.groups) {
+                Ok(())
+            } else {
+                Err(ThawError::permission_denied(format!(
+                    "device control is for the superuser ({}), not {}",
+                    auth::SUPERUSER,
+                    c.user
+                )))
+            }
+        }
+        // Refused as malformed later.
+        None => Ok(()),
+    }
+}
+
+/// Makes a tier directory its user's only.
+pub fn restrict_dir(dir: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| ThawError::from(e).context(format!("restricting tier directory {}", dir.display())))
+}
