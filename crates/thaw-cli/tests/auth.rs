@@ -151,7 +151,7 @@ async fn a_worker_serves_only_what_the_master_granted() {
     let (a, _) = admin.stat_blocks("/a", true).await.unwrap();
     let (b, _) = admin.stat_blocks("/b", true).await.unwrap();
     let (ablock, bblock) = (&a.blocks[0], &b.blocks[0]);
-    let grant = ablock.access.clone().expect("a secured master grants reads");
+    let grant = a.access.clone().expect("a secured master grants reads");
     let addr = c.worker_addr(0);
     let secret = c.secret.clone().unwrap();
     let denied = |r: &DataResponse, says: &str| {
@@ -166,7 +166,7 @@ async fn a_worker_serves_only_what_the_master_granted() {
         user: "x".into(),
         expires_ms: u64::MAX,
         write: false,
-        id: ablock.block_id,
+        id: a.file_id,
         ufs_path: "/a".into(),
     });
     denied(&data_call(addr, req(Some(forged), "", read(ablock.block_id, None))).await, "does not match");
@@ -174,7 +174,7 @@ async fn a_worker_serves_only_what_the_master_granted() {
         user: "x".into(),
         expires_ms: thaw_common::now_ms() - 1000,
         write: false,
-        id: ablock.block_id,
+        id: a.file_id,
         ufs_path: "/a".into(),
     });
     denied(&data_call(addr, req(Some(expired), "", read(ablock.block_id, None))).await, "expired");
@@ -186,7 +186,7 @@ async fn a_worker_serves_only_what_the_master_granted() {
         tier: Tier::Mem as i32,
         ..Default::default()
     });
-    denied(&data_call(addr, req(Some(grant.clone()), "", write)).await, "reading block");
+    denied(&data_call(addr, req(Some(grant.clone()), "", write)).await, "reading file");
     let stats = || data_request::Request::Stats(WorkerStatsRequest {});
     denied(&data_call(addr, req(None, "", stats())).await, "requires a token");
     let alice = secret.mint(&auth::claims("alice", &[], 60_000).unwrap());

@@ -414,9 +414,10 @@ impl FileReader {
             None if self.info.persisted => {
                 let ufs = UfsSource { path: self.info.path.clone(), offset: block.offset, length: block.length };
                 if let Some((addr, tier)) = self.local_filler(index) {
-                    let client = self.client.clone();
-                    let task =
-                        tokio::spawn(async move { cache_then_open(&client, &addr, &block, index, ufs, tier).await });
+                    let (client, grant) = (self.client.clone(), self.info.access.clone());
+                    let task = tokio::spawn(async move {
+                        cache_then_open(&client, &addr, (&block, grant.as_ref()), index, ufs, tier).await
+                    });
                     self.ahead = Some((index, task));
                     return;
                 }
@@ -425,9 +426,10 @@ impl FileReader {
             }
             None => return,
         };
-        let client = self.client.clone();
-        let task =
-            tokio::spawn(async move { open_stream(&client, &addr, &block, index, (0, 0, true), ufs, kind).await });
+        let (client, grant) = (self.client.clone(), self.info.access.clone());
+        let task = tokio::spawn(async move {
+            open_stream(&client, &addr, (&block, grant.as_ref()), index, (0, 0, true), ufs, kind).await
+        });
         self.ahead = Some((index, task));
     }
 
@@ -469,6 +471,8 @@ impl FileReader {
         let deadline = Instant::now() + self.client.config().retry_for;
         loop {
             let block = self.info.blocks[index].clone();
+            let grant = self.info.access.clone();
+            let b = (&block, grant.as_ref());
             let offset = self.pos - block.offset;
             let mut last_err = None;
             for r in &block.replicas {
@@ -476,7 +480,7 @@ impl FileReader {
                     continue;
                 }
                 if self.short_circuit(r) {
-                    match open_local(&self.client, &r.data_address, &block, index).await {
+                    match open_local(&self.client, &r.data_address, b, index).await {
                         Ok(src) => return Ok(src),
                         Err(e) => {
                             if e.kind == ErrorKind::FailedPrecondition && r.tier == Tier::Disk as i32 {
@@ -489,7 +493,7 @@ impl FileReader {
                 let kind = if r.tier == Tier::Mem as i32 { StreamKind::Mem } else { StreamKind::Disk };
                 let length = self.range_length(&block);
                 let at = (offset, length, true);
-                match open_stream(&self.client, &r.data_address, &block, index, at, None, kind).await {
+                match open_stream(&self.client, &r.data_address, b, index, at, None, kind).await {
                     Ok(src) => return Ok(src),
                     Err(e) => {
                         tracing::debug!(worker = %r.data_address, error = %e, "replica unavailable");
@@ -507,7 +511,7 @@ impl FileReader {
                 let mut cache = !self.refused.contains(&index);
                 if let Some((addr, tier)) = self.local_filler(index) {
                     if cache {
-                        match cache_then_open(&self.client, &addr, &block, index, ufs.clone(), tier).await {
+                        match cache_then_open(&self.client, &addr, b, index, ufs.clone(), tier).await {
                             Ok(src) => return Ok(src),
                             Err(e) => {
                                 tracing::debug!(worker = %addr, error = %e, "local fill failed; streaming");
@@ -520,7 +524,7 @@ impl FileReader {
                         // same spread over the host's workers (and their
                         // under-store streams) as fills, not all on the first.
                         let (at, kind) = ((offset, 0, false), StreamKind::UnderStore);
-                        match open_stream(&self.client, &addr, &block, index, at, Some(ufs.clone()), kind).await {
+                        match open_stream(&self.client, &addr, b, index, at, Some(ufs.clone()), kind).await {
                             Ok(src) => return Ok(src),
                             Err(e) if e.kind == ErrorKind::DataLost => return Err(e),
                             Err(e) => tracing::debug!(worker = %addr, error = %e, "local stream failed"),
@@ -535,7 +539,7 @@ impl FileReader {
                     let source = Some(ufs.clone());
                     let kind = StreamKind::UnderStore;
                     let at = (offset, 0, cache);
-                    match open_stream(&self.client, &w.data_address, &block, index, at, source, kind).await {
+                    match open_stream(&self.client, &w.data_address, b, index, at, source, kind).await {
                         Ok(src) => return Ok(src),
                         Err(e) if e.kind == ErrorKind::DataLost => return Err(e),
                         Err(e) => {
@@ -596,14 +600,18 @@ impl Drop for FileReader {
     }
 }
 
+/// The master's grant to read a file (on a cluster with a secret).
+type Grant<'a> = Option<&'a SignedAccess>;
+
 /// Opens a block stored on a worker of this host, to read its file directly.
-async fn open_local(client: &Client, addr: &str, block: &BlockInfo, index: usize) -> Result<Source> {
+async fn open_local(
+    client: &Client,
+    addr: &str,
+    (block, grant): (&BlockInfo, Grant<'_>),
+    index: usize,
+) -> Result<Source> {
     let job = &client.config().job_id;
-    let req = request(
-        job,
-        block.access.as_ref(),
-        data_request::Request::OpenLocal(OpenLocalBlockRequest { block_id: block.block_id }),
-    );
+    let req = request(job, grant, data_request::Request::OpenLocal(OpenLocalBlockRequest { block_id: block.block_id }));
     let (sock, resp) = client.pool().call(addr, &req).await?;
     client.pool().put(addr, sock);
     let file = std::fs::File::open(&resp.local_path)?;
@@ -629,16 +637,16 @@ fn refused(e: &ThawError) -> bool {
 async fn cache_then_open(
     client: &Client,
     addr: &str,
-    block: &BlockInfo,
+    (block, grant): (&BlockInfo, Grant<'_>),
     index: usize,
     ufs: UfsSource,
     tier: Tier,
 ) -> Result<Source> {
     let cache = CacheBlockRequest { block_id: block.block_id, ufs: Some(ufs), tier: tier as i32 };
-    let req = request(&client.config().job_id, block.access.as_ref(), data_request::Request::CacheBlock(cache));
+    let req = request(&client.config().job_id, grant, data_request::Request::CacheBlock(cache));
     let (sock, _) = client.pool().call(addr, &req).await?;
     client.pool().put(addr, sock);
-    match open_local(client, addr, block, index).await? {
+    match open_local(client, addr, (block, grant), index).await? {
         Source::Local { index, file, len, tier, .. } => Ok(Source::Local { index, file, len, tier, filled: true }),
         other => Ok(other),
     }
@@ -659,7 +667,7 @@ fn read_local(file: &std::fs::File, tier: Tier, buf: &mut [u8], at: u64) -> Resu
 async fn open_stream(
     client: &Client,
     addr: &str,
-    block: &BlockInfo,
+    (block, grant): (&BlockInfo, Grant<'_>),
     index: usize,
     at: (u64, u64, bool),
     ufs: Option<UfsSource>,
@@ -675,10 +683,8 @@ async fn open_stream(
         cache_tier: cfg.cache_on_read.filter(|_| cache).map(|t| t as i32).unwrap_or(0),
     };
     let want = if length == 0 { block.length - offset } else { length.min(block.length - offset) };
-    let (sock, resp) = client
-        .pool()
-        .call(addr, &request(&cfg.job_id, block.access.as_ref(), data_request::Request::ReadBlock(read)))
-        .await?;
+    let (sock, resp) =
+        client.pool().call(addr, &request(&cfg.job_id, grant, data_request::Request::ReadBlock(read))).await?;
     if resp.length != want {
         return Err(ThawError::internal(format!(
             "worker {addr} offers {} bytes of block {}, expected {want}",

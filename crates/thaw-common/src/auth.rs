@@ -321,19 +321,24 @@ impl Credentials {
     }
 }
 
+type Header = tonic::metadata::MetadataValue<tonic::metadata::Ascii>;
+
 /// Adds the caller's token (or, without credentials, its user name) to every
 /// master call.
 #[derive(Clone)]
 pub struct Attach {
     credentials: Option<Arc<Credentials>>,
-    user: tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
+    user: Header,
+    /// The `authorization` value last built, for the token it carries: most
+    /// calls reuse it instead of formatting and checking it again.
+    header: Arc<Mutex<Option<(String, Header)>>>,
 }
 
 impl Attach {
     pub fn new(credentials: Option<Arc<Credentials>>) -> Self {
         let (user, _) = os_identity();
         let user = user.parse().unwrap_or_else(|_| "unknown".parse().expect("ascii"));
-        Attach { credentials, user }
+        Attach { credentials, user, header: Arc::default() }
     }
 }
 
@@ -341,9 +346,22 @@ impl tonic::service::Interceptor for Attach {
     fn call(&mut self, mut req: tonic::Request<()>) -> std::result::Result<tonic::Request<()>, tonic::Status> {
         match &self.credentials {
             Some(c) => {
-                let value = format!("Bearer {}", c.token())
-                    .parse()
-                    .map_err(|_| tonic::Status::invalid_argument("token has characters metadata cannot carry"))?;
+                let token = c.token();
+                let mut cached = self.header.lock().unwrap_or_else(|e| e.into_inner());
+                let value = match &*cached {
+                    Some((t, v)) if *t == token => v.clone(),
+                    _ => {
+                        // Left indexable by HPACK: its table matches whole
+                        // values only, and a token's 256-bit signature cannot
+                        // be guessed whole (RFC 7541 7.1.3), so repeated calls
+                        // send it as one index.
+                        let v: Header = format!("Bearer {token}").parse().map_err(|_| {
+                            tonic::Status::invalid_argument("token has characters metadata cannot carry")
+                        })?;
+                        *cached = Some((token, v.clone()));
+                        v
+                    }
+                };
                 req.metadata_mut().insert(AUTH_HEADER, value);
             }
             None => {

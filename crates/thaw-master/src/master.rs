@@ -445,13 +445,7 @@ impl Master {
                 info.lost = true;
             }
             if with_blocks {
-                info.blocks.push(BlockInfo {
-                    block_id: bid,
-                    offset: index * r.block_size,
-                    length,
-                    replicas,
-                    access: None,
-                });
+                info.blocks.push(BlockInfo { block_id: bid, offset: index * r.block_size, length, replicas });
             }
         }
         info.temporary = r.temporary;

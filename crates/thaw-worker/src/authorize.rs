@@ -3,9 +3,11 @@
 //! The worker knows nothing of paths, owners or modes: the master checked
 //! those when it handed out a grant ([`thaw_common::auth`]), and the worker
 //! checks that the grant is the master's, unexpired, and for exactly this
-//! request: reading this block (and its bytes at this under-store path), or
-//! writing this file (and its copy at this path). HDFS's block access tokens
-//! work the same way.
+//! request: reading this file's blocks (and its bytes at this under-store
+//! path), or writing this file (and its copy at this path). HDFS's block
+//! access tokens work the same way, one per block; a Thaw block id names its
+//! file, so one grant per file does (one signature per lookup, not one per
+//! block: the metadata path's cost, BENCHMARKS.md).
 //!
 //! Short-circuit reads and writes hand out paths of block files: on a secured
 //! worker its tier directories are readable by its own user only (0700), so
@@ -13,17 +15,19 @@
 //! through the same grant check.
 
 use thaw_common::auth::{self, Secret};
+use thaw_common::ids::file_of_block;
 use thaw_common::proto::{DataRequest, data_request::Request};
 use thaw_common::{Result, ThawError};
 
 /// Refuses `req` unless it carries what its kind needs.
 pub fn authorize(secret: &Secret, req: &DataRequest) -> Result<()> {
-    let grant = |write: bool, id: u64, ufs: Option<&str>| -> Result<()> {
+    // Grants name files; a block id names its file.
+    let grant = |write: bool, file: u64, ufs: Option<&str>| -> Result<()> {
         let c = secret.check(req.access.as_ref())?;
-        if c.write != write || c.id != id {
+        if c.write != write || c.id != file {
             return Err(ThawError::permission_denied(format!(
-                "the grant is for {} {}, not for this request's",
-                if c.write { "writing file" } else { "reading block" },
+                "the grant is for {} file {}, not for this request's",
+                if c.write { "writing" } else { "reading" },
                 c.id
             )));
         }
@@ -41,9 +45,11 @@ pub fn authorize(secret: &Secret, req: &DataRequest) -> Result<()> {
         secret.verify(&req.token)
     };
     match &req.request {
-        Some(Request::ReadBlock(r)) => grant(false, r.block_id, r.ufs.as_ref().map(|u| u.path.as_str())),
-        Some(Request::CacheBlock(r)) => grant(false, r.block_id, r.ufs.as_ref().map(|u| u.path.as_str())),
-        Some(Request::OpenLocal(r)) => grant(false, r.block_id, None),
+        Some(Request::ReadBlock(r)) => grant(false, file_of_block(r.block_id), r.ufs.as_ref().map(|u| u.path.as_str())),
+        Some(Request::CacheBlock(r)) => {
+            grant(false, file_of_block(r.block_id), r.ufs.as_ref().map(|u| u.path.as_str()))
+        }
+        Some(Request::OpenLocal(r)) => grant(false, file_of_block(r.block_id), None),
         Some(Request::WriteFile(r) | Request::WriteLocal(r)) => grant(true, r.file_id, Some(&r.ufs_path)),
         Some(Request::Stats(_)) => token().map(|_| ()),
         Some(Request::DeviceControl(_)) => {

@@ -224,8 +224,8 @@ impl Master {
         self.config.secret.as_ref()
     }
 
-    /// The master's grant to the current caller to read block `block_id` of
-    /// the file at `path` (none without a secret).
+    /// The master's grant to the current caller to read (or write) file `id`
+    /// at `path` (none without a secret).
     pub(super) fn grant(&self, write: bool, id: u64, path: &str) -> Option<SignedAccess> {
         let secret = self.secret()?;
         let claims = AccessClaims {
@@ -247,9 +247,9 @@ impl Master {
         if st.check(info.file_id, READ).is_err() {
             return;
         }
-        for b in &mut info.blocks {
-            b.access = self.grant(false, b.block_id, &info.path);
-        }
+        // One grant for the file (a block id names its file): one signature
+        // per lookup, not one per block.
+        info.access = self.grant(false, info.file_id, &info.path);
     }
 }
 
