@@ -72,3 +72,29 @@ def test_a_secured_cluster_refuses_strangers_and_keeps_users_apart(tmp_path: Pat
             [sys.executable, "-c", code, c.master], env=env, capture_output=True, text=True, timeout=60
         )
         assert run.returncode != 0 and "requires credentials" in run.stderr, run.stderr
+
+
+def test_a_cluster_over_tls_with_a_secret_serves_pandas(tmp_path: Path) -> None:
+    with thaw.LocalCluster(workers=1, mem_capacity="64MiB", secret_file=_secret(tmp_path), tls=True) as c:
+        assert c.tls_ca is not None
+        df = pd.DataFrame({"k": range(500)})
+        df.to_parquet("thaw:///t.parquet", storage_options={"master": c.master})
+        pd.testing.assert_frame_equal(
+            pd.read_parquet("thaw:///t.parquet", storage_options={"master": c.master}), df
+        )
+        assert c.client().whoami()["security"]
+        # Another process needs the CA (and credentials): without the CA it
+        # cannot speak to the master at all.
+        code = "import thaw, sys; print(len(thaw.Client(sys.argv[1]).cat('/t.parquet')))"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("THAW_")}
+        token = c.client().issue_token(hours=1)
+        run = subprocess.run(
+            [sys.executable, "-c", code, c.master], env={**env, "THAW_TOKEN": token, "THAW_TLS_CA": c.tls_ca},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert run.returncode == 0 and int(run.stdout) > 0, run.stderr
+        run = subprocess.run(
+            [sys.executable, "-c", code, c.master], env={**env, "THAW_TOKEN": token},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert run.returncode != 0 and "THAW_TLS_CA" in run.stderr, run.stderr

@@ -21,6 +21,7 @@ class NativeClient:
         read_cache: str | None = None,
         token: str | None = None,
         secret_file: str | None = None,
+        tls_ca: str | None = None,
     ) -> None: ...
     def with_job(self, job_id: str) -> NativeClient: ...
     def set_attributes(

@@ -55,7 +55,7 @@ def default_master() -> str:
     return os.environ.get("THAW_MASTER") or DEFAULT_MASTER
 
 
-_CREDENTIAL_VARS = ("THAW_TOKEN", "THAW_TOKEN_FILE", "THAW_SECRET_FILE", "THAW_USER")
+_CREDENTIAL_VARS = ("THAW_TOKEN", "THAW_TOKEN_FILE", "THAW_SECRET_FILE", "THAW_USER", "THAW_TLS_CA")
 
 
 def _credentials(master: str, token: str | None, secret_file: str | None) -> tuple[str | None, str | None]:
@@ -75,15 +75,18 @@ def _credentials(master: str, token: str | None, secret_file: str | None) -> tup
 def _native_client(master: str, settings: tuple[Any, ...]) -> _native.NativeClient:
     """One native client per (process, master, settings, credentials): clients
     made for the same cluster share connections; a forked child makes its own."""
-    host, rack, worker, short_circuit, read_cache, token, secret_file = settings
+    host, rack, worker, short_circuit, read_cache, token, secret_file, tls_ca = settings
     token, secret_file = _credentials(master, token, secret_file)
+    if tls_ca is None and not os.environ.get("THAW_TLS_CA"):
+        # The CA of a LocalCluster this process started with TLS.
+        tls_ca = next((c.tls_ca for c in reversed(_clusters) if c.master == master and c.tls_ca), None)
     env = tuple(os.environ.get(k) for k in _CREDENTIAL_VARS)
-    key = (os.getpid(), master, settings, token, secret_file, env)
+    key = (os.getpid(), master, settings, token, secret_file, tls_ca, env)
     with _natives_lock:
         c = _natives.get(key)
         if c is None:
             c = _native.NativeClient(
-                master, None, host, rack, worker, short_circuit, read_cache, token, secret_file
+                master, None, host, rack, worker, short_circuit, read_cache, token, secret_file, tls_ca
             )
             _natives[key] = c
         return c
@@ -103,6 +106,8 @@ class Client:
     ``THAW_USER`` or the OS user) prove who calls; by default the
     environment's ``THAW_TOKEN``, ``THAW_TOKEN_FILE`` or ``THAW_SECRET_FILE``,
     or the secret of a :class:`~thaw.LocalCluster` this process started.
+    ``tls_ca``: the CA to trust on a cluster serving TLS (default
+    ``THAW_TLS_CA``, or the CA of a ``LocalCluster(tls=True)`` of this process).
     """
 
     def __init__(
@@ -117,10 +122,12 @@ class Client:
         read_cache: str | None = None,
         token: str | None = None,
         secret_file: str | os.PathLike[str] | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
     ) -> None:
         self.master = master or default_master()
         secret = None if secret_file is None else os.fspath(secret_file)
-        self._settings = (host, rack, worker, short_circuit, read_cache, token, secret)
+        ca = None if tls_ca is None else os.fspath(tls_ca)
+        self._settings = (host, rack, worker, short_circuit, read_cache, token, secret, ca)
         self._job_id = job_id
         self._native_base()  # fail now on a bad setting
 
@@ -128,7 +135,7 @@ class Client:
         return f"thaw.Client(master={self.master!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        host, rack, worker, short_circuit, read_cache, token, secret_file = self._settings
+        host, rack, worker, short_circuit, read_cache, token, secret_file, tls_ca = self._settings
         kwargs = dict(
             host=host,
             rack=rack,
@@ -137,6 +144,7 @@ class Client:
             read_cache=read_cache,
             token=token,
             secret_file=secret_file,
+            tls_ca=tls_ca,
         )
         return (_make_client, (self.master, self._job_id, kwargs))
 

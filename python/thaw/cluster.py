@@ -14,6 +14,7 @@ import atexit
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -144,6 +145,7 @@ class LocalCluster:
         metrics_port: int | None = None,
         web_port: int | None = None,
         secret_file: str | os.PathLike[str] | None = None,
+        tls: bool = False,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -174,6 +176,10 @@ class LocalCluster:
         #: The cluster secret (security on): clients of this process use it
         #: unless the environment names credentials; others need a token.
         self.secret_file = None if secret_file is None else os.fspath(secret_file)
+        #: With ``tls=True``: the cluster's CA (``thaw auth certs`` made it and
+        #: a certificate for this host); clients of this process trust it,
+        #: others need ``THAW_TLS_CA``.
+        self.tls_ca: str | None = None
         self.log_path = str(Path(self._tmp, "cluster.log"))
         cmd = [
             binary,
@@ -216,6 +222,15 @@ class LocalCluster:
             cmd += ["--web-port", str(web_port)]
         if self.secret_file is not None:
             cmd += ["--secret-file", self.secret_file]
+        if tls:
+            certs = Path(self._tmp, "tls")
+            hosts = ",".join(["127.0.0.1", "localhost", socket.gethostname()])
+            subprocess.run(
+                [binary, "auth", "certs", str(certs), "--hosts", hosts], check=True, capture_output=True
+            )
+            self.tls_ca = str(certs / "ca.pem")
+            cmd += ["--tls-cert", str(certs / "server.pem"), "--tls-key", str(certs / "server-key.pem")]
+            cmd += ["--tls-ca", self.tls_ca]
         for index, spec in sorted((worker_device_models or {}).items()):
             cmd += ["--worker-device-model", f"{index}:{spec}"]
         try:

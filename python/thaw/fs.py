@@ -69,6 +69,7 @@ class ThawFileSystem(AbstractFileSystem):
     cache-through, through, replicated:N); ``open(..., temporary=True)`` marks an
     async-through file never to be persisted unless asked.
     ``block_size``: block size of new files (default: the master's).
+    ``tls_ca``: the CA of a cluster serving TLS (default: ``THAW_TLS_CA``).
     ``token``/``secret_file``: credentials on a cluster with a secret (default:
     the environment's; see :class:`thaw.Client`); they travel with the
     filesystem when it is pickled (to Dask workers).
@@ -89,10 +90,11 @@ class ThawFileSystem(AbstractFileSystem):
         client: Client | None = None,
         token: str | None = None,
         secret_file: str | None = None,
+        tls_ca: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.client = client or Client(master, job_id, token=token, secret_file=secret_file)
+        self.client = client or Client(master, job_id, token=token, secret_file=secret_file, tls_ca=tls_ca)
         self.master = self.client.master
         self.write_type = write_type
         self.default_block_size = int(block_size or 0)
@@ -107,6 +109,7 @@ class ThawFileSystem(AbstractFileSystem):
             # Credentials travel with the file system (to Dask workers).
             "token": self.client._settings[5],
             "secret_file": self.client._settings[6],
+            "tls_ca": self.client._settings[7],
         }
         return (_make_fs, (opts,))
 

@@ -17,6 +17,17 @@ pub enum AuthCommand {
         /// The file to create (refused if it exists).
         path: PathBuf,
     },
+    /// Make a cluster CA and a server certificate for TLS (PEM files in DIR:
+    /// ca.pem, ca-key.pem, server.pem, server-key.pem). Give servers
+    /// --tls-cert server.pem --tls-key server-key.pem, and everyone --tls-ca
+    /// ca.pem (clients: THAW_TLS_CA).
+    Certs {
+        dir: PathBuf,
+        /// Host names and IP addresses the certificate is for (those clients
+        /// dial: every master and worker address), comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        hosts: Vec<String>,
+    },
     /// Get a token from the master and print it: your own (for a job, a
     /// notebook, a Dask cluster: THAW_TOKEN=...), or, as the superuser,
     /// another user's.
@@ -53,9 +64,17 @@ pub fn secret(path: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+pub fn certs(dir: &std::path::Path, hosts: &[String]) -> anyhow::Result<()> {
+    let f = thaw_common::tls::make_certs(dir, hosts)?;
+    println!("CA:          {} (key {})", f.ca.display(), f.ca_key.display());
+    println!("certificate: {} (key {}) for {}", f.cert.display(), f.key.display(), hosts.join(", "));
+    Ok(())
+}
+
 pub async fn run(client: Client, cmd: AuthCommand) -> anyhow::Result<()> {
     match cmd {
         AuthCommand::Secret { path } => secret(&path)?,
+        AuthCommand::Certs { dir, hosts } => certs(&dir, &hosts)?,
         AuthCommand::Token { user, groups, hours } => {
             let ttl_ms = match hours {
                 Some(h) if !(h.is_finite() && h > 0.0) => anyhow::bail!("--hours must be a positive number"),

@@ -133,6 +133,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         recompute: Default::default(),
         affinity: Default::default(),
         secret: Default::default(),
+        tls: Default::default(),
     };
     let cluster = LocalCluster::start(&local, CancellationToken::new()).await?;
     println!(

@@ -173,6 +173,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Worker(args) => servers::run_worker(args, cli.master).await,
         Command::Fs(cmd) => fs::run(client()?, cmd).await,
         Command::Auth(auth::AuthCommand::Secret { path }) => auth::secret(&path),
+        Command::Auth(auth::AuthCommand::Certs { dir, hosts }) => auth::certs(&dir, &hosts),
         Command::Auth(cmd) => auth::run(client()?, cmd).await,
         Command::Lineage(cmd) => lineage::run(client()?, cmd).await,
         Command::Demo(args) => demo::run(args).await,

@@ -10,6 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use thaw_common::auth::Secret;
 use thaw_common::size::format_size;
+use thaw_common::tls::{ClientTls, ServerTls};
 use thaw_master::MasterConfig;
 use thaw_master::checkpoint::Order as CheckpointOrder;
 use thaw_master::master::{RecomputeExecutor, RecomputeMode};
@@ -94,6 +95,8 @@ pub struct LocalArgs {
     pub affinity: AffinityArgs,
     #[command(flatten)]
     pub secret: SecretArgs,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// How the master rebuilds lost files from lineage (tachyon.txt 2.6).
@@ -366,6 +369,36 @@ impl SecretArgs {
     }
 }
 
+/// TLS on the master's and workers' ports (thaw_common::tls).
+#[derive(Args, Clone, Default)]
+pub struct TlsArgs {
+    /// This server's certificate chain (PEM): TLS on its port. It must name
+    /// the host or IP address clients dial. `thaw auth certs` makes one.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The cluster's CA (PEM), trusted when connecting to a TLS master (a
+    /// worker) and given to the commands the master runs. Clients:
+    /// THAW_TLS_CA.
+    #[arg(long, env = "THAW_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    pub fn server(&self) -> anyhow::Result<Option<Arc<ServerTls>>> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(c), Some(k)) => Ok(Some(Arc::new(ServerTls::load(c, k)?))),
+            _ => Ok(None),
+        }
+    }
+
+    pub fn client(&self) -> anyhow::Result<Option<Arc<ClientTls>>> {
+        Ok(self.tls_ca.as_deref().map(ClientTls::load).transpose()?.map(Arc::new))
+    }
+}
+
 #[derive(Args, Clone)]
 pub struct Timing {
     /// Worker heartbeat interval, milliseconds.
@@ -425,6 +458,8 @@ pub struct MasterArgs {
     affinity: AffinityArgs,
     #[command(flatten)]
     secret: SecretArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Args)]
@@ -475,6 +510,8 @@ pub struct WorkerArgs {
     device_model: Option<DeviceModels>,
     #[command(flatten)]
     secret: SecretArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 fn device_model_arg(s: &str) -> Result<DeviceModels, String> {
@@ -576,6 +613,8 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     );
     config.salvage_journal = args.salvage_journal;
     config.secret = args.secret.load()?;
+    config.tls = args.tls.server()?;
+    config.tls_ca = args.tls.tls_ca.clone();
     say(format_args!("thaw master listening on {addr}"));
     if let Some(m) = &metrics {
         say(format_args!("thaw master metrics listening on {}", m.local_addr()?));
@@ -612,6 +651,8 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         device_models: args.device_model.unwrap_or_default(),
         checkpoint_bandwidth: args.checkpoint.checkpoint_bandwidth.unwrap_or(0),
         secret: args.secret.load()?,
+        tls: args.tls.server()?,
+        master_tls: args.tls.client()?,
     };
     say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
     if let Some(m) = &metrics {
@@ -680,6 +721,15 @@ impl LocalCluster {
             &args.affinity,
         );
         config.secret = secret.clone();
+        // Its workers reach its master over TLS when the master serves it.
+        let tls = args.tls.server()?;
+        let master_tls = if tls.is_some() { args.tls.client()? } else { None };
+        anyhow::ensure!(
+            tls.is_none() || master_tls.is_some(),
+            "--tls-cert needs --tls-ca on a local cluster: its workers connect to its master"
+        );
+        config.tls = tls.clone();
+        config.tls_ca = args.tls.tls_ca.clone();
         // Every listener is bound before anything starts: a taken port fails the start.
         let mut metrics = Vec::new();
         for i in 0..=args.workers {
@@ -732,6 +782,8 @@ impl LocalCluster {
                     .unwrap_or_default(),
                 checkpoint_bandwidth: args.checkpoint.checkpoint_bandwidth.unwrap_or(0),
                 secret: secret.clone(),
+                tls: tls.clone(),
+                master_tls: master_tls.clone(),
             };
             tasks.spawn(thaw_worker::serve_with_metrics(config, listener, metrics.next().flatten(), shutdown.clone()));
         }

@@ -17,7 +17,7 @@ fn secured(workers: usize) -> ClusterOptions {
 }
 
 fn token_client(c: &Cluster, token: String) -> MasterClient {
-    auth::master_client(c.master_addr(), Some(Arc::new(Credentials::Token(token)))).unwrap()
+    auth::master_client(c.master_addr(), Some(Arc::new(Credentials::Token(token))), None).unwrap()
 }
 
 /// Every RPC of the master service, called with `m`: the errors.
@@ -78,12 +78,12 @@ async fn every_call_is_refused_without_credentials_or_with_wrong_or_expired_ones
     admin.write_all("/f", &data(4096, 1), opts(WriteType::MustCache)).await.unwrap();
     let secret = c.secret.clone().unwrap();
 
-    let none = auth::master_client(c.master_addr(), None).unwrap();
+    let none = auth::master_client(c.master_addr(), None, None).unwrap();
     assert_all_refused(&every_rpc(&none).await, "requires credentials");
 
     let other = Arc::new(Secret::from_bytes(&[7u8; 32]).unwrap());
     let wrong = Credentials::from_secret(other.clone(), auth::SUPERUSER, Vec::new()).unwrap();
-    let wrong = auth::master_client(c.master_addr(), Some(Arc::new(wrong))).unwrap();
+    let wrong = auth::master_client(c.master_addr(), Some(Arc::new(wrong)), None).unwrap();
     assert_all_refused(&every_rpc(&wrong).await, "does not match");
 
     let old =
@@ -257,7 +257,7 @@ async fn owners_and_modes_decide_who_reads_writes_and_changes_what() {
     // A user's token is its own: no one else's.
     refused(bob.issue_token("alice", &[], 0).await, "another user");
     let t = alice.issue_token("", &[], 3_600_000).await.unwrap();
-    let via_token = auth::master_client(c.master_addr(), Some(Arc::new(Credentials::Token(t.token)))).unwrap();
+    let via_token = auth::master_client(c.master_addr(), Some(Arc::new(Credentials::Token(t.token))), None).unwrap();
     let me = via_token.clone().who_am_i(WhoAmIRequest {}).await.unwrap().into_inner();
     assert_eq!((me.user.as_str(), me.groups.as_slice()), ("alice", ["eng".to_string()].as_slice()));
     // A job is its submitter's.

@@ -31,6 +31,9 @@ pub struct ClientConfig {
     /// How long a read of a lost file with lineage waits for its rebuild
     /// (`THAW_REBUILD_WAIT`, seconds; default 600; 0: fail at once).
     pub rebuild_wait: Duration,
+    /// TLS to the master and the workers, trusting this CA (`THAW_TLS_CA`;
+    /// `Client::new` loads it).
+    pub tls: Option<std::sync::Arc<thaw_common::tls::ClientTls>>,
 }
 
 impl ClientConfig {
@@ -59,6 +62,7 @@ impl ClientConfig {
                     .filter(|s| s.is_finite() && *s >= 0.0)
                     .unwrap_or(600.0),
             ),
+            tls: None,
         }
     }
 }

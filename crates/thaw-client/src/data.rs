@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use thaw_common::frame;
 use thaw_common::proto::*;
+use thaw_common::tls::{ClientTls, DataStream};
 use thaw_common::{Result, ThawError};
 use thaw_proto::DATA_PROTOCOL_VERSION;
 use tokio::net::TcpStream;
@@ -18,13 +19,20 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 /// idle timeout closes them.
 const IDLE_MAX_AGE: Duration = Duration::from_secs(30);
 
-pub async fn connect(addr: &str) -> Result<TcpStream> {
-    let sock = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+/// A data connection to worker `addr`, over TLS if `tls` is given.
+pub async fn connect(addr: &str, tls: Option<&ClientTls>) -> Result<DataStream> {
+    let opened = async {
+        let sock = TcpStream::connect(addr).await?;
+        let _ = sock.set_nodelay(true);
+        match tls {
+            Some(tls) => tls.connect(sock, addr).await,
+            None => Ok(DataStream::Plain(sock)),
+        }
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, opened)
         .await
         .map_err(|_| ThawError::unavailable(format!("worker {addr}: connect timed out")))?
-        .map_err(|e| ThawError::from(e).context(format!("worker {addr}")))?;
-    let _ = sock.set_nodelay(true);
-    Ok(sock)
+        .map_err(|e| ThawError::from(e).context(format!("worker {addr}")))
 }
 
 /// A request carrying the master's grant for it (on a secured cluster).
@@ -39,7 +47,7 @@ pub fn request(job: &str, access: Option<&SignedAccess>, r: data_request::Reques
 }
 
 /// Sends a request and reads its response header.
-pub async fn call(sock: &mut TcpStream, req: &DataRequest) -> Result<DataResponse> {
+pub async fn call(sock: &mut DataStream, req: &DataRequest) -> Result<DataResponse> {
     frame::write_msg(sock, req).await?;
     let answer = tokio::time::timeout(RESPONSE_TIMEOUT, frame::read_msg::<_, DataResponse>(sock))
         .await
@@ -54,14 +62,25 @@ pub async fn call(sock: &mut TcpStream, req: &DataRequest) -> Result<DataRespons
 /// costs no TCP handshake. A worker serves requests on a connection in turn.
 #[derive(Default)]
 pub struct Pool {
-    idle: Mutex<HashMap<String, Vec<(std::time::Instant, TcpStream)>>>,
+    idle: Mutex<HashMap<String, Vec<(std::time::Instant, DataStream)>>>,
+    /// TLS to every worker, trusting this CA.
+    tls: Option<std::sync::Arc<ClientTls>>,
 }
 
 /// Idle connections kept per worker.
 const IDLE_PER_WORKER: usize = 4;
 
 impl Pool {
-    fn take(&self, addr: &str) -> Option<TcpStream> {
+    pub fn new(tls: Option<std::sync::Arc<ClientTls>>) -> Self {
+        Pool { idle: Mutex::default(), tls }
+    }
+
+    /// A fresh connection to worker `addr`.
+    pub async fn connect(&self, addr: &str) -> Result<DataStream> {
+        connect(addr, self.tls.as_deref()).await
+    }
+
+    fn take(&self, addr: &str) -> Option<DataStream> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let v = idle.get_mut(addr)?;
         v.retain(|(since, _)| since.elapsed() < IDLE_MAX_AGE);
@@ -69,7 +88,7 @@ impl Pool {
     }
 
     /// Returns a connection whose last exchange finished cleanly.
-    pub fn put(&self, addr: &str, sock: TcpStream) {
+    pub fn put(&self, addr: &str, sock: DataStream) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let v = idle.entry(addr.to_string()).or_default();
         if v.len() < IDLE_PER_WORKER {
@@ -80,7 +99,7 @@ impl Pool {
     /// Sends `req` and reads its response header, on an idle connection if there is
     /// one. A pooled connection that fails before answering may just be stale (the
     /// worker restarted): the request is tried once more on a fresh connection.
-    pub async fn call(&self, addr: &str, req: &DataRequest) -> Result<(TcpStream, DataResponse)> {
+    pub async fn call(&self, addr: &str, req: &DataRequest) -> Result<(DataStream, DataResponse)> {
         if let Some(mut sock) = self.take(addr) {
             match call(&mut sock, req).await {
                 Ok(resp) => return Ok((sock, resp)),
@@ -88,7 +107,7 @@ impl Pool {
                 Err(e) => return Err(e),
             }
         }
-        let mut sock = connect(addr).await?;
+        let mut sock = self.connect(addr).await?;
         let resp = call(&mut sock, req).await?;
         Ok((sock, resp))
     }

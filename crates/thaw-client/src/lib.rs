@@ -63,11 +63,16 @@ impl Client {
         Self::with_credentials(config, credentials)
     }
 
-    /// [`Client::new`] with these credentials (none: a cluster without a secret).
-    pub fn with_credentials(config: ClientConfig, credentials: Option<Arc<Credentials>>) -> Result<Self> {
-        let master = thaw_common::auth::master_client(&config.master, credentials.clone())?;
+    /// [`Client::new`] with these credentials (none: a cluster without a
+    /// secret). TLS: `config.tls`, else `THAW_TLS_CA`'s.
+    pub fn with_credentials(mut config: ClientConfig, credentials: Option<Arc<Credentials>>) -> Result<Self> {
+        if config.tls.is_none() {
+            config.tls = thaw_common::tls::ClientTls::from_env()?.map(Arc::new);
+        }
+        let master = thaw_common::auth::master_client(&config.master, credentials.clone(), config.tls.as_deref())?;
         let writer = writer_name(&config).into();
-        Ok(Client { master, credentials, config: Arc::new(config), pool: Arc::default(), writer })
+        let pool = Arc::new(data::Pool::new(config.tls.clone()));
+        Ok(Client { master, credentials, config: Arc::new(config), pool, writer })
     }
 
     /// The token this client sends (empty without credentials).
@@ -115,6 +120,15 @@ impl Client {
     fn rpc_err(&self, s: tonic::Status) -> ThawError {
         // An error the master sent names its kind; one without came from the transport.
         let from_master = s.metadata().contains_key(thaw_common::error::KIND_HEADER);
+        if !from_master && s.code() == tonic::Code::Internal && s.message().contains("h2 protocol error") {
+            // A TLS port answering plain HTTP/2 (or the reverse) breaks the protocol.
+            let hint =
+                if self.config.tls.is_some() { "does it serve TLS?" } else { "if it serves TLS, set THAW_TLS_CA" };
+            return ThawError::unavailable(format!(
+                "master {} did not speak this client's protocol: {hint}",
+                self.config.master
+            ));
+        }
         let e = ThawError::from(s);
         if e.kind == thaw_common::ErrorKind::Unavailable && !from_master {
             e.context(format!("master {} unreachable", self.config.master))

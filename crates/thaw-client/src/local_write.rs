@@ -11,16 +11,16 @@ use std::fs::File;
 
 use thaw_common::frame;
 use thaw_common::proto::*;
+use thaw_common::tls::DataStream;
 use thaw_common::{Result, ThawError};
-use tokio::net::TcpStream;
 
 use crate::copy::{blocking, copy_range};
-use crate::data::{RESPONSE_TIMEOUT, call, connect};
+use crate::data::{RESPONSE_TIMEOUT, call};
 
 /// A short-circuit write in progress to one worker on this host.
 pub(crate) struct LocalSink {
     pub addr: String,
-    sock: TcpStream,
+    sock: DataStream,
     block_size: u64,
     /// The open block's temp file and the bytes written into it.
     block: Option<(File, u64)>,
@@ -31,8 +31,8 @@ pub(crate) struct LocalSink {
 impl LocalSink {
     /// Asks worker `addr` for a short-circuit write of the file; `Err` if it
     /// refuses (an older worker, a write with no tier), and the caller streams.
-    pub async fn open(addr: &str, req: DataRequest, block_size: u64) -> Result<Self> {
-        let mut sock = connect(addr).await?;
+    pub async fn open(pool: &crate::data::Pool, addr: &str, req: DataRequest, block_size: u64) -> Result<Self> {
+        let mut sock = pool.connect(addr).await?;
         let accepted = call(&mut sock, &req).await?;
         // A secured worker's tier is its own user's: another user streams.
         if !accepted.local_path.is_empty() && !writable(&accepted.local_path) {

@@ -8,9 +8,9 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use thaw_common::proto::*;
+use thaw_common::tls::DataStream;
 use thaw_common::{ErrorKind, Result, ThawError};
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 
 use crate::Client;
 use crate::data::request;
@@ -42,7 +42,7 @@ enum Source {
     },
     Stream {
         index: usize,
-        sock: TcpStream,
+        sock: DataStream,
         pos: u64,
         end: u64,
         addr: String,

@@ -13,11 +13,11 @@ use std::time::Duration;
 use futures::future::try_join_all;
 use thaw_common::frame;
 use thaw_common::proto::*;
+use thaw_common::tls::DataStream;
 use thaw_common::{Result, ThawError};
-use tokio::net::TcpStream;
 
 use crate::Client;
-use crate::data::{connect, request};
+use crate::data::request;
 use crate::local_write::LocalSink;
 
 /// Bytes per chunk on the wire.
@@ -139,7 +139,7 @@ pub struct FileWriter {
     lease: Option<LeaseRenewer>,
     /// This write rebuilds a lost file (a recomputation): never deleted on failure.
     recovery: bool,
-    streams: Vec<(String, TcpStream)>,
+    streams: Vec<(String, DataStream)>,
     /// A short-circuit write (then `streams` is empty).
     local: Option<LocalSink>,
     buf: Vec<u8>,
@@ -200,7 +200,7 @@ impl FileWriter {
             && writer.short_circuit(w, tier)
         {
             let open = request(&job, access.as_ref(), data_request::Request::WriteLocal(req.clone()));
-            match LocalSink::open(&w.data_address, open, writer.info.block_size).await {
+            match LocalSink::open(writer.client.pool(), &w.data_address, open, writer.info.block_size).await {
                 Ok(sink) => {
                     writer.local = Some(sink);
                     return Ok(writer);
@@ -212,7 +212,7 @@ impl FileWriter {
         }
         for w in resp.workers {
             let opened = async {
-                let mut sock = connect(&w.data_address).await?;
+                let mut sock = writer.client.pool().connect(&w.data_address).await?;
                 frame::write_msg(
                     &mut sock,
                     &request(&job, access.as_ref(), data_request::Request::WriteFile(req.clone())),

@@ -377,12 +377,21 @@ pub type MasterClient = crate::proto::master_service_client::MasterServiceClient
     tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Attach>,
 >;
 
-/// Connects (lazily) to the master at `addr` with `credentials`.
-pub fn master_client(addr: &str, credentials: Option<Arc<Credentials>>) -> Result<MasterClient> {
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+/// Connects (lazily) to the master at `addr` with `credentials`, over TLS
+/// trusting `tls`'s CA if given.
+pub fn master_client(
+    addr: &str,
+    credentials: Option<Arc<Credentials>>,
+    tls: Option<&crate::tls::ClientTls>,
+) -> Result<MasterClient> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut endpoint = tonic::transport::Channel::from_shared(format!("{scheme}://{addr}"))
         .map_err(|e| ThawError::invalid(format!("master address {addr:?}: {e}")))?
-        .connect_timeout(std::time::Duration::from_secs(3))
-        .connect_lazy();
+        .connect_timeout(std::time::Duration::from_secs(3));
+    if let Some(tls) = tls {
+        endpoint = endpoint.tls_config(tls.tonic(addr)?).map_err(|e| ThawError::invalid(format!("TLS: {e}")))?;
+    }
+    let channel = endpoint.connect_lazy();
     Ok(crate::proto::master_service_client::MasterServiceClient::with_interceptor(channel, Attach::new(credentials))
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20))

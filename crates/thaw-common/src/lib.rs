@@ -11,6 +11,7 @@ pub mod locality;
 pub mod metrics;
 pub mod path;
 pub mod size;
+pub mod tls;
 
 pub use error::{ErrorKind, Result, ThawError};
 pub use thaw_proto::v1 as proto;

@@ -127,11 +127,16 @@ pub async fn serve_with_http(
         let registry = Arc::new(metrics::registry(&master, &rpc));
         tokio::spawn(thaw_common::metrics::serve(l, registry, shutdown.clone().cancelled_owned()))
     });
+    let tls = master.config().tls.clone();
     let svc = MasterServiceServer::new(service::MasterRpc { master })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let result = tonic::transport::Server::builder()
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        server = server.tls_config(tls.tonic()).map_err(|e| ThawError::invalid(format!("TLS: {e}")))?;
+    }
+    let result = server
         .layer(metrics::TimeRpcs(rpc))
         .add_service(svc)
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled())

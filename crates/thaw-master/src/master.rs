@@ -82,6 +82,10 @@ pub struct MasterConfig {
     /// A superuser besides [`thaw_common::auth::SUPERUSER`]: the OS user
     /// the master runs as (HDFS's rule for the NameNode's user).
     pub superuser: String,
+    /// TLS on the gRPC service (`--tls-cert`, `--tls-key`), and the CA file
+    /// the commands the master runs are given (`THAW_TLS_CA`).
+    pub tls: Option<std::sync::Arc<thaw_common::tls::ServerTls>>,
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 impl MasterConfig {
@@ -110,6 +114,8 @@ impl MasterConfig {
             token_ttl: Duration::from_secs(24 * 3600),
             token_max_ttl: Duration::from_secs(7 * 24 * 3600),
             superuser: thaw_common::auth::os_user(),
+            tls: None,
+            tls_ca: None,
         }
     }
 }

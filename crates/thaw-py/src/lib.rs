@@ -47,7 +47,7 @@ impl NativeClient {
     /// settings default to the environment as for the CLI (`THAW_JOB_ID`,
     /// `THAW_HOST`, `THAW_RACK`, `THAW_WORKER`, `THAW_SHORT_CIRCUIT`, `THAW_READ_CACHE`).
     #[new]
-    #[pyo3(signature = (master=None, job_id=None, host=None, rack=None, worker=None, short_circuit=None, read_cache=None, token=None, secret_file=None))]
+    #[pyo3(signature = (master=None, job_id=None, host=None, rack=None, worker=None, short_circuit=None, read_cache=None, token=None, secret_file=None, tls_ca=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         master: Option<String>,
@@ -59,6 +59,7 @@ impl NativeClient {
         read_cache: Option<String>,
         token: Option<String>,
         secret_file: Option<String>,
+        tls_ca: Option<String>,
     ) -> PyResult<Self> {
         let mut cfg = ClientConfig::from_env(master);
         if let Some(j) = job_id {
@@ -87,6 +88,10 @@ impl NativeClient {
                     ))));
                 }
             };
+        }
+        if let Some(ca) = tls_ca {
+            let tls = thaw_common::tls::ClientTls::load(std::path::Path::new(&ca)).map_err(thaw_err)?;
+            cfg.tls = Some(Arc::new(tls));
         }
         // Given credentials, else the environment's (thaw_common::auth).
         let credentials = match (token, secret_file) {

@@ -57,6 +57,9 @@ pub struct ClusterOptions {
     /// Security on: a fresh secret given to the master and the workers
     /// (`--secret-file`); [`Cluster::client`] acts as the superuser.
     pub secure: bool,
+    /// TLS on every port: a fresh CA and certificate for 127.0.0.1
+    /// (`thaw auth certs`); [`Cluster::client`] trusts the CA.
+    pub tls: bool,
 }
 
 impl ClusterOptions {
@@ -71,6 +74,7 @@ impl ClusterOptions {
             ufs_uri: None,
             env: Vec::new(),
             secure: false,
+            tls: false,
         }
     }
 }
@@ -105,6 +109,8 @@ pub struct Cluster {
     pub options: ClusterOptions,
     /// The cluster secret (`ClusterOptions::secure`).
     pub secret: Option<std::sync::Arc<thaw_common::auth::Secret>>,
+    /// The CA and certificate (`ClusterOptions::tls`).
+    pub certs: Option<thaw_common::tls::CertFiles>,
     master: Proc,
     workers: Vec<Proc>,
 }
@@ -171,7 +177,13 @@ impl Cluster {
         } else {
             None
         };
+        let certs = if options.tls {
+            Some(thaw_common::tls::make_certs(&root.path().join("tls"), &["127.0.0.1".to_string()])?)
+        } else {
+            None
+        };
         let mut cluster = Cluster {
+            certs,
             secret,
             bin,
             ufs,
@@ -243,6 +255,7 @@ impl Cluster {
         .to_vec();
         args.extend(o.master_args.iter().cloned());
         args.extend(self.secret_args());
+        args.extend(self.tls_args());
         spawn(&self.bin, &args, &o.env, &self.root.path().join("master.log"))
     }
 
@@ -273,6 +286,7 @@ impl Cluster {
         .to_vec();
         args.extend(spec.extra_args.iter().cloned());
         args.extend(self.secret_args());
+        args.extend(self.tls_args());
         if let Some(model) = &spec.device_model {
             args.extend(["--device-model".to_string(), model.clone()]);
         }
@@ -292,6 +306,9 @@ impl Cluster {
         cfg.position = Position { host: host.into(), rack: rack.into(), worker_address: String::new() };
         cfg.job_id = String::new();
         cfg.retry_for = Duration::from_secs(15);
+        if let Some(f) = &self.certs {
+            cfg.tls = Some(std::sync::Arc::new(thaw_common::tls::ClientTls::load(&f.ca).expect("the cluster's CA")));
+        }
         let credentials = self.secret.as_ref().map(|s| {
             let groups = groups.iter().map(|g| g.to_string()).collect();
             std::sync::Arc::new(
@@ -304,6 +321,16 @@ impl Cluster {
     /// The secret file's path (`ClusterOptions::secure`).
     pub fn secret_file(&self) -> Option<PathBuf> {
         self.secret.as_ref().map(|_| self.root.path().join("secret"))
+    }
+
+    fn tls_args(&self) -> Vec<String> {
+        match &self.certs {
+            Some(f) => [("--tls-cert", &f.cert), ("--tls-key", &f.key), ("--tls-ca", &f.ca)]
+                .into_iter()
+                .flat_map(|(flag, p)| [flag.to_string(), p.display().to_string()])
+                .collect(),
+            None => Vec::new(),
+        }
     }
 
     fn secret_args(&self) -> Vec<String> {

@@ -346,6 +346,8 @@ mod tests {
             device_models: Default::default(),
             checkpoint_bandwidth: 0,
             secret: None,
+            tls: None,
+            master_tls: None,
         };
         let w = Worker::new(config, "127.0.0.1:2".into()).unwrap();
         let ufs = thaw_ufs::UnderStore::open(dir.join("ufs").to_str().unwrap()).unwrap();

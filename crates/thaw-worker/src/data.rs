@@ -15,6 +15,7 @@ use futures::StreamExt;
 use thaw_common::frame;
 use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_id};
 use thaw_common::proto::*;
+use thaw_common::tls::DataStream;
 use thaw_common::{MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, Result, ThawError};
 use thaw_proto::DATA_PROTOCOL_VERSION;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -47,7 +48,7 @@ pub const DEFAULT_STALL_TIMEOUT: std::time::Duration = std::time::Duration::from
 
 /// A client's data connection: every read and write fails with TimedOut
 /// after the worker's stall timeout without progress.
-pub(crate) type DataSock = std::pin::Pin<Box<TimeoutStream<TcpStream>>>;
+pub(crate) type DataSock = std::pin::Pin<Box<TimeoutStream<DataStream>>>;
 
 /// Connections waiting for their next request, oldest first: the ones a
 /// full worker closes to take new ones.
@@ -136,6 +137,18 @@ pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: Cancell
 async fn handle_connection(worker: Arc<Worker>, sock: TcpStream, idle: &std::sync::Mutex<Idle>) {
     let _ = sock.set_nodelay(true);
     let stall = worker.config.stall_timeout;
+    let sock = match &worker.config.tls {
+        // A handshake that stalls is cut off like a stalled request.
+        Some(tls) => match tokio::time::timeout(stall, tls.accept(sock)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => return,
+        },
+        None => DataStream::Plain(sock),
+    };
     let mut sock: DataSock = Box::pin(TimeoutStream::new(sock));
     sock.as_mut().set_write_timeout_pinned(Some(stall));
     loop {
@@ -342,8 +355,20 @@ async fn serve_stored(
 /// async thread.
 async fn send_file(sock: &mut DataSock, file: &std::fs::File, mut off: u64, mut n: u64) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
+    if !sock.get_ref().is_plain() {
+        // TLS encrypts in user space: the bytes go through a buffer.
+        let mut buf = vec![0u8; (n as usize).min(IO_CHUNK)];
+        while n > 0 {
+            let k = (n as usize).min(buf.len());
+            file.read_exact_at(&mut buf[..k], off)?;
+            sock.write_all(&buf[..k]).await?;
+            off += k as u64;
+            n -= k as u64;
+        }
+        return Ok(());
+    }
     let stall = sock.write_timeout().unwrap_or(DEFAULT_STALL_TIMEOUT);
-    let sock = sock.get_ref();
+    let sock = sock.get_ref().tcp();
     let (out_fd, in_fd) = (sock.as_raw_fd(), file.as_raw_fd());
     while n > 0 {
         // A reader that takes nothing for the stall timeout is cut off.

@@ -79,6 +79,10 @@ pub struct WorkerConfig {
     /// master with it, and serves only requests the master granted
     /// (`authorize`).
     pub secret: Option<Arc<thaw_common::auth::Secret>>,
+    /// TLS on the data service (`--tls-cert`, `--tls-key`).
+    pub tls: Option<Arc<thaw_common::tls::ServerTls>>,
+    /// TLS to the master, trusting this CA (`--tls-ca`).
+    pub master_tls: Option<Arc<thaw_common::tls::ClientTls>>,
 }
 
 /// Default of `WorkerConfig::max_connections`.
@@ -132,7 +136,7 @@ impl Worker {
             Some(s) => Some(Arc::new(Credentials::from_secret(s.clone(), thaw_common::auth::SUPERUSER, Vec::new())?)),
             None => None,
         };
-        let master = thaw_common::auth::master_client(&config.master, credentials)?;
+        let master = thaw_common::auth::master_client(&config.master, credentials, config.master_tls.as_deref())?;
         let migrator = Migrator::new(config.migration.clone(), config.mem.as_ref().map(|m| m.capacity).unwrap_or(0));
         let device = |kind| config.device_models.get(kind).map(|m| Device::new(kind, m));
         let (disk_device, ufs_device) = (device(DeviceKind::Disk), device(DeviceKind::Ufs));

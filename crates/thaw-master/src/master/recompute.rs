@@ -311,6 +311,9 @@ impl Master {
             ("THAW_LOST_FILES".into(), s.lost_paths.join("\n")),
             ("THAW_JOB_ID".into(), format!("recompute-{}", s.lineage)),
         ];
+        if let Some(ca) = &self.config.tls_ca {
+            env.push(("THAW_TLS_CA".into(), ca.display().to_string()));
+        }
         // On a secured cluster only the superuser registers the commands the
         // master runs (`submit_dependency`); a rerun acts as it, for as long as
         // it may run.
