@@ -10,6 +10,9 @@
 //!
 //! The secured side's client is an ordinary user ("reader"), so every
 //! permission check runs. The ratio is secured / open; 0.95 is the target.
+//!
+//! A third cluster adds TLS to the secret (`auth-tls-*` rows, no target):
+//! what encryption costs on the same two paths.
 
 use std::time::{Duration, Instant};
 
@@ -27,17 +30,20 @@ const META_BLOCK: u64 = 1 << 20;
 const READ_PATH: &str = "/bench/remote.bin";
 const CLIENTS: usize = 4;
 
-async fn cluster(secure: bool, size: u64) -> Result<Cluster> {
+async fn cluster((secure, tls): (bool, bool), size: u64) -> Result<Cluster> {
     let mut options = ClusterOptions::workers(1);
     options.block_size = BLOCK_SIZE;
     options.workers[0].mem_capacity = (2 << 30).max(2 * size);
     options.secure = secure;
+    options.tls = tls;
     Cluster::start(crate::setup::thaw_bin()?, options).await
 }
 
 pub async fn run(cfg: &Config) -> Result<Vec<Comparison>> {
-    let (open, secured) = (cluster(false, cfg.size).await?, cluster(true, cfg.size).await?);
-    for c in [&open, &secured] {
+    let open = cluster((false, false), cfg.size).await?;
+    let secured = cluster((true, false), cfg.size).await?;
+    let tls = cluster((true, true), cfg.size).await?;
+    for c in [&open, &secured, &tls] {
         let admin = crate::setup::client(c, "h0", "r0")?;
         payload::write_thaw(&admin, META_PATH, 16 * META_BLOCK, WriteType::MustCache, META_BLOCK).await?;
         payload::write_thaw(&admin, READ_PATH, cfg.size, WriteType::MustCache, BLOCK_SIZE).await?;
@@ -45,47 +51,53 @@ pub async fn run(cfg: &Config) -> Result<Vec<Comparison>> {
     let readers = |c: &Cluster, host: &str| -> Result<Vec<Client>> {
         (0..CLIENTS).map(|_| crate::setup::client_as(c, host, "r9", "reader")).collect()
     };
-    let (open_meta, secured_meta) = (readers(&open, "h0")?, readers(&secured, "h0")?);
-    let (open_remote, secured_remote) = (readers(&open, "elsewhere")?, readers(&secured, "elsewhere")?);
-    let (mut meta, mut reads) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    let sides = [(&open, "open"), (&secured, "secret"), (&tls, "secret and TLS")];
+    let mut meta_clients = Vec::new();
+    let mut remote_clients = Vec::new();
+    for (c, _) in sides {
+        meta_clients.push(readers(c, "h0")?);
+        remote_clients.push(readers(c, "elsewhere")?);
+    }
+    let mut meta: Vec<Vec<f64>> = vec![Vec::new(); 3];
+    let mut reads: Vec<Vec<f64>> = vec![Vec::new(); 3];
     let secs = Duration::from_secs_f64(cfg.meta_secs);
     let sum = payload::expected_sum(cfg.size);
-    // A warm-up of each, then alternating repeats, each side first in turn.
-    lookups(&open_meta, secs).await?;
-    lookups(&secured_meta, secs).await?;
-    read(&open_remote[0], cfg.size, sum).await?;
-    read(&secured_remote[0], cfg.size, sum).await?;
+    // A warm-up of each, then repeats in a rotating order, so that no side
+    // always runs first or last.
+    for s in 0..3 {
+        lookups(&meta_clients[s], secs).await?;
+        read(&remote_clients[s][0], cfg.size, sum).await?;
+    }
     for i in 0..cfg.repeats {
-        let secured_first = i % 2 == 1;
-        for secured_turn in [secured_first, !secured_first] {
-            let (clients, readers, m, r) = if secured_turn {
-                (&secured_meta, &secured_remote, &mut meta.1, &mut reads.1)
-            } else {
-                (&open_meta, &open_remote, &mut meta.0, &mut reads.0)
-            };
-            m.push(lookups(clients, secs).await?);
-            r.push(read(&readers[0], cfg.size, sum).await?);
+        for k in 0..3 {
+            let s = (i + k) % 3;
+            meta[s].push(lookups(&meta_clients[s], secs).await?);
+            reads[s].push(read(&remote_clients[s][0], cfg.size, sum).await?);
         }
     }
-    let compare = |name: &str, what: &str, unit: &'static str, (open, secured): (Vec<f64>, Vec<f64>)| {
-        let (o, s) = (median(&open), median(&secured));
+    let compare = |name: &str, what: &str, unit: &'static str, runs: &[Vec<f64>], side: usize, target| {
+        let (o, s) = (median(&runs[0]), median(&runs[side]));
         Comparison {
             name: name.into(),
-            thaw_label: format!("{what}, with a secret (tokens, permissions, grants)"),
-            baseline_label: format!("{what}, no secret"),
+            thaw_label: format!("{what}, with a {}", sides[side].1),
+            baseline_label: format!("{what}, open"),
             unit,
             thaw: s,
             baseline: o,
             ratio: s / o,
-            target: Some(0.95),
-            thaw_runs: secured,
-            baseline_runs: open,
+            target,
+            thaw_runs: runs[side].clone(),
+            baseline_runs: runs[0].clone(),
             notes: String::new(),
         }
     };
+    let lookup = format!("stat_blocks of 16 blocks, {CLIENTS} clients");
+    let remote = "remote MEM read, loopback";
     Ok(vec![
-        compare("auth-metadata", &format!("stat_blocks of 16 blocks, {CLIENTS} clients"), "calls/s", meta),
-        compare("auth-remote-read", "remote MEM read streamed over loopback TCP", "MiB/s", reads),
+        compare("auth-metadata", &lookup, "calls/s", &meta, 1, Some(0.95)),
+        compare("auth-remote-read", remote, "MiB/s", &reads, 1, Some(0.95)),
+        compare("auth-tls-metadata", &lookup, "calls/s", &meta, 2, None),
+        compare("auth-tls-remote-read", remote, "MiB/s", &reads, 2, None),
     ])
 }
 

@@ -47,6 +47,9 @@ pub fn client_as(cluster: &Cluster, host: &str, rack: &str, user: &str) -> Resul
     cfg.job_id = "thaw-bench".into();
     cfg.short_circuit = true;
     cfg.cache_on_read = Some(Tier::Mem);
+    if let Some(certs) = &cluster.certs {
+        cfg.tls = Some(std::sync::Arc::new(thaw_common::tls::ClientTls::load(&certs.ca)?));
+    }
     let credentials = match &cluster.secret {
         Some(s) => Some(std::sync::Arc::new(Credentials::from_secret(s.clone(), user, Vec::new())?)),
         None => None,

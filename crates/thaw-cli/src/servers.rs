@@ -492,6 +492,10 @@ pub struct WorkerArgs {
     /// Data connections served at once; past it clients are told the worker is busy.
     #[arg(long, default_value_t = thaw_worker::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// With --secret-file: connections one user may hold (default: half of
+    /// --max-connections), so one user's clients cannot take them all.
+    #[arg(long)]
+    max_connections_per_user: Option<usize>,
     /// Mid-request, a client that sends or takes no byte for this long
     /// (milliseconds) is cut off, so slow or stopped clients cannot hold
     /// connections and blocks.
@@ -644,6 +648,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         advertise: args.advertise,
         remove_mem_on_exit: false,
         max_connections: args.max_connections,
+        max_connections_per_user: args.max_connections_per_user.unwrap_or(args.max_connections.div_ceil(2)),
         stall_timeout: Duration::from_millis(args.stall_timeout_ms.max(100)),
         migration: args.buffer.config(),
         replacement: args.buffer.replacement,
@@ -767,6 +772,7 @@ impl LocalCluster {
                 advertise: None,
                 remove_mem_on_exit: true,
                 max_connections: thaw_worker::DEFAULT_MAX_CONNECTIONS,
+                max_connections_per_user: thaw_worker::DEFAULT_MAX_CONNECTIONS / 2,
                 stall_timeout: thaw_worker::data::DEFAULT_STALL_TIMEOUT,
                 migration: args.buffer.config(),
                 replacement: args.buffer.replacement,

@@ -114,6 +114,19 @@ async fn every_call_is_refused_without_credentials_or_with_wrong_or_expired_ones
     rogue.wait().unwrap();
     assert_eq!(workers.len(), 1, "{workers:?}");
 
+    // Other gRPC tools may send `authorization: Bearer TOKEN`.
+    let bearer: tonic::metadata::MetadataValue<_> =
+        format!("Bearer {}", secret.mint(&auth::claims("carol", &[], 60_000).unwrap())).parse().unwrap();
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", c.master_addr())).unwrap().connect_lazy();
+    let mut tool = thaw_common::proto::master_service_client::MasterServiceClient::with_interceptor(
+        channel,
+        move |mut req: tonic::Request<()>| {
+            req.metadata_mut().insert("authorization", bearer.clone());
+            Ok(req)
+        },
+    );
+    assert_eq!(tool.who_am_i(WhoAmIRequest {}).await.unwrap().into_inner().user, "carol");
+
     // The right credentials are served, the superuser's and a user's.
     assert_eq!(admin.read_all("/f").await.unwrap(), data(4096, 1));
     let me = c.user_client("alice", &["eng"], "h0", "r0").who_am_i().await.unwrap();
@@ -376,4 +389,36 @@ async fn the_dashboard_of_a_secured_master_is_the_superusers() {
     assert_eq!(dashboard_status(web, Some(basic(token("alice")))).await, 403);
     assert_eq!(dashboard_status(web, Some(basic(token(auth::SUPERUSER)))).await, 200);
     assert_eq!(dashboard_status(web, Some(format!("Bearer {}", token(auth::SUPERUSER)))).await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_user_cannot_hold_every_connection_of_a_worker() {
+    let mut options = secured(1);
+    options.workers[0].extra_args = vec!["--max-connections-per-user".into(), "2".into()];
+    let c = start(options).await;
+    let secret = c.secret.clone().unwrap();
+    let token = |user: &str| secret.mint(&auth::claims(user, &[], 60_000).unwrap());
+    let (alice, bob) = (token("alice"), token("bob"));
+    let stats = |t: &str| req(None, t, data_request::Request::Stats(WorkerStatsRequest {}));
+    let addr = c.worker_addr(0);
+    // Alice's two connections stay open after their first request.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+        frame::write_msg(&mut sock, &stats(&alice)).await.unwrap();
+        let r = frame::read_msg::<_, DataResponse>(&mut sock).await.unwrap().unwrap();
+        assert_eq!(r.code(), ErrorCode::Ok, "{r:?}");
+        held.push(sock);
+    }
+    let r = data_call(addr, stats(&alice)).await;
+    assert_eq!(r.code(), ErrorCode::ResourceExhausted, "{r:?}");
+    assert!(r.message.contains("alice holds 2 connections"), "{}", r.message);
+    // Others are served, and alice again once one of hers closes.
+    assert_eq!(data_call(addr, stats(&bob)).await.code(), ErrorCode::Ok);
+    drop(held.pop());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while data_call(addr, stats(&alice)).await.code() != ErrorCode::Ok {
+        assert!(std::time::Instant::now() < deadline, "alice's closed connection was never given back");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

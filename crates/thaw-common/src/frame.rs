@@ -40,10 +40,12 @@ pub async fn read_msg<R: AsyncRead + Unpin, M: Message + Default>(r: &mut R) -> 
     M::decode(body.as_slice()).map(Some).map_err(|e| ThawError::invalid(format!("malformed message: {e}")))
 }
 
-/// Writes one chunk of a write stream (an empty chunk ends the stream).
+/// Writes one chunk of a write stream (an empty chunk ends the stream),
+/// flushed (a TLS stream holds the last record until flushed).
 pub async fn write_chunk<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::Result<()> {
     w.write_all(&(data.len() as u32).to_be_bytes()).await?;
-    w.write_all(data).await
+    w.write_all(data).await?;
+    w.flush().await
 }
 
 /// Reads the length of the next chunk, checked against the limit.

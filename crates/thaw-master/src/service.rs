@@ -31,17 +31,20 @@ impl MasterRpc {
             let superuser = user == self.master.config().superuser;
             return Ok(Caller { user: user.to_string(), groups: Vec::new(), checked: false, expires_ms: 0, superuser });
         };
-        let Some(header) = r.metadata().get(auth::AUTH_HEADER) else {
+        // Thaw's clients send `thaw-token`; other gRPC tools `authorization`.
+        let token = if let Some(t) = r.metadata().get(auth::TOKEN_HEADER) {
+            t.to_str().map_err(|_| ThawError::permission_denied("malformed token (not ASCII)"))?
+        } else if let Some(h) = r.metadata().get(auth::AUTH_HEADER) {
+            h.to_str()
+                .ok()
+                .and_then(|h| h.strip_prefix("Bearer "))
+                .ok_or_else(|| ThawError::permission_denied("authorization metadata must be `Bearer <token>`"))?
+        } else {
             return Err(ThawError::permission_denied(
                 "this cluster requires credentials: set THAW_TOKEN, THAW_TOKEN_FILE or THAW_SECRET_FILE",
             )
             .into());
         };
-        let token = header
-            .to_str()
-            .ok()
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .ok_or_else(|| ThawError::permission_denied("authorization metadata must be `Bearer <token>`"))?;
         let claims = secret.verify(token)?;
         let superuser =
             auth::is_superuser(&claims.user, &claims.groups) || claims.user == self.master.config().superuser;
@@ -56,12 +59,12 @@ macro_rules! serve {
         let caller = $self.authenticate(&$r)?;
         caller.require_superuser($what)?;
         let $req = $r.into_inner();
-        CALLER.scope(caller, async move { $body }).await
+        CALLER.scope(std::sync::Arc::new(caller), async move { $body }).await
     }};
     ($self:ident, $r:ident, |$req:pat_param| $body:expr) => {{
         let caller = $self.authenticate(&$r)?;
         let $req = $r.into_inner();
-        CALLER.scope(caller, async move { $body }).await
+        CALLER.scope(std::sync::Arc::new(caller), async move { $body }).await
     }};
 }
 

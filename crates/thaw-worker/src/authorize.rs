@@ -19,10 +19,11 @@ use thaw_common::ids::file_of_block;
 use thaw_common::proto::{DataRequest, data_request::Request};
 use thaw_common::{Result, ThawError};
 
-/// Refuses `req` unless it carries what its kind needs.
-pub fn authorize(secret: &Secret, req: &DataRequest) -> Result<()> {
+/// Refuses `req` unless it carries what its kind needs; the user it comes
+/// from (none for a request of no kind, refused later as malformed).
+pub fn authorize(secret: &Secret, req: &DataRequest) -> Result<Option<String>> {
     // Grants name files; a block id names its file.
-    let grant = |write: bool, file: u64, ufs: Option<&str>| -> Result<()> {
+    let grant = |write: bool, file: u64, ufs: Option<&str>| -> Result<Option<String>> {
         let c = secret.check(req.access.as_ref())?;
         if c.write != write || c.id != file {
             return Err(ThawError::permission_denied(format!(
@@ -36,7 +37,7 @@ pub fn authorize(secret: &Secret, req: &DataRequest) -> Result<()> {
         {
             return Err(ThawError::permission_denied(format!("the grant does not cover the under-store path {p:?}")));
         }
-        Ok(())
+        Ok(Some(c.user))
     };
     let token = || {
         if req.token.is_empty() {
@@ -51,11 +52,11 @@ pub fn authorize(secret: &Secret, req: &DataRequest) -> Result<()> {
         }
         Some(Request::OpenLocal(r)) => grant(false, file_of_block(r.block_id), None),
         Some(Request::WriteFile(r) | Request::WriteLocal(r)) => grant(true, r.file_id, Some(&r.ufs_path)),
-        Some(Request::Stats(_)) => token().map(|_| ()),
+        Some(Request::Stats(_)) => token().map(|c| Some(c.user)),
         Some(Request::DeviceControl(_)) => {
             let c = token()?;
             if auth::is_superuser(&c.user, &c.groups) {
-                Ok(())
+                Ok(Some(c.user))
             } else {
                 Err(ThawError::permission_denied(format!(
                     "device control is for the superuser ({}), not {}",
@@ -65,7 +66,48 @@ pub fn authorize(secret: &Secret, req: &DataRequest) -> Result<()> {
             }
         }
         // Refused as malformed later.
-        None => Ok(()),
+        None => Ok(None),
+    }
+}
+
+/// Connections held per user on a secured worker
+/// (`WorkerConfig::max_connections_per_user`): one user cannot take every
+/// slot of a worker, whatever its clients do with them.
+#[derive(Default)]
+pub struct UserConnections {
+    held: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// One connection counted against its user, until dropped.
+pub struct UserSlot {
+    users: std::sync::Arc<UserConnections>,
+    user: String,
+}
+
+impl UserConnections {
+    /// Counts a connection of `user`, unless it already holds `max`.
+    pub fn take(self: &std::sync::Arc<Self>, user: &str, max: usize) -> Result<UserSlot> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(user.to_string()).or_default();
+        if *n >= max {
+            return Err(ThawError::exhausted(format!(
+                "{user} holds {n} connections to this worker, its limit (--max-connections-per-user)"
+            )));
+        }
+        *n += 1;
+        Ok(UserSlot { users: self.clone(), user: user.to_string() })
+    }
+}
+
+impl Drop for UserSlot {
+    fn drop(&mut self) {
+        let mut held = self.users.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.user) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.user);
+            }
+        }
     }
 }
 

@@ -341,6 +341,7 @@ mod tests {
             advertise: None,
             remove_mem_on_exit: false,
             max_connections: 8,
+            max_connections_per_user: 8,
             stall_timeout: crate::data::DEFAULT_STALL_TIMEOUT,
             migration: Default::default(),
             device_models: Default::default(),

@@ -150,6 +150,8 @@ async fn handle_connection(worker: Arc<Worker>, sock: TcpStream, idle: &std::syn
         None => DataStream::Plain(sock),
     };
     let mut sock: DataSock = Box::pin(TimeoutStream::new(sock));
+    // The user this connection counts against (a secured worker).
+    let mut slot = None;
     sock.as_mut().set_write_timeout_pinned(Some(stall));
     loop {
         // Between requests a connection may idle (a client's pool keeps it);
@@ -176,7 +178,7 @@ async fn handle_connection(worker: Arc<Worker>, sock: TcpStream, idle: &std::syn
             }
         };
         let mut sent = false;
-        if let Err(e) = dispatch(&worker, &mut sock, req, &mut sent).await {
+        if let Err(e) = dispatch(&worker, &mut sock, req, (&mut sent, &mut slot)).await {
             tracing::debug!(error = %e, sent, "request failed");
             if !sent {
                 let _ = frame::write_msg(&mut sock, &frame::error_response(&e)).await;
@@ -186,15 +188,24 @@ async fn handle_connection(worker: Arc<Worker>, sock: TcpStream, idle: &std::syn
     }
 }
 
-async fn dispatch(w: &Arc<Worker>, sock: &mut DataSock, req: DataRequest, sent: &mut bool) -> Result<()> {
+async fn dispatch(
+    w: &Arc<Worker>,
+    sock: &mut DataSock,
+    req: DataRequest,
+    (sent, slot): (&mut bool, &mut Option<crate::authorize::UserSlot>),
+) -> Result<()> {
     if req.version != DATA_PROTOCOL_VERSION {
         return Err(ThawError::invalid(format!(
             "data protocol version {} is not supported (this worker speaks {DATA_PROTOCOL_VERSION})",
             req.version
         )));
     }
-    if let Some(secret) = &w.config.secret {
-        crate::authorize::authorize(secret, &req)?;
+    if let Some(secret) = &w.config.secret
+        && let Some(user) = crate::authorize::authorize(secret, &req)?
+        && slot.is_none()
+    {
+        // A connection counts against the user of its first request.
+        *slot = Some(w.user_connections.take(&user, w.config.max_connections_per_user.max(1))?);
     }
     let job = req.job_id;
     let kind = match &req.request {
@@ -331,6 +342,8 @@ async fn serve_stored(
                 sock.write_all(&chunk).await?;
             }
         }
+        // Over TLS the last record waits in the stream until flushed.
+        sock.flush().await?;
         let hit = store.access(block, job);
         if store.tier != Tier::Mem {
             // Read from DISK: a miss of the memory the worker caches into.
@@ -459,6 +472,7 @@ async fn read_through(
         sock.write_all(&chunk).await?;
         got += chunk.len() as u64;
     }
+    sock.flush().await?;
     if got != n {
         return Err(ThawError::data_lost(format!(
             "under-store file {} ended after {got} of {n} bytes (changed underneath?)",

@@ -66,6 +66,9 @@ pub struct WorkerConfig {
     pub remove_mem_on_exit: bool,
     /// Data connections served at once; past it a client is told the worker is busy.
     pub max_connections: usize,
+    /// On a secured worker, connections one user may hold (the user of each
+    /// connection's first request); past it the user is told so.
+    pub max_connections_per_user: usize,
     /// Mid-request, a client that sends or takes nothing for this long is cut off.
     pub stall_timeout: Duration,
     pub migration: MigrationConfig,
@@ -90,6 +93,8 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 pub struct Worker {
     pub config: WorkerConfig,
+    /// Connections per user (a secured worker; `authorize`).
+    user_connections: Arc<authorize::UserConnections>,
     pub address: String,
     mem: Option<Arc<TierStore>>,
     disk: Option<Arc<TierStore>>,
@@ -160,6 +165,7 @@ impl Worker {
             affinities,
             request_latency: thaw_common::metrics::Latencies::new("request"),
             metrics_address: None,
+            user_connections: Arc::default(),
         })
     }
 

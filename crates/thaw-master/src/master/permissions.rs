@@ -54,7 +54,7 @@ pub struct Caller {
 
 tokio::task_local! {
     /// The caller of the RPC being served.
-    pub static CALLER: Caller;
+    pub static CALLER: Arc<Caller>;
 }
 
 impl Caller {
@@ -63,9 +63,10 @@ impl Caller {
         Caller { user: auth::SUPERUSER.to_string(), groups: Vec::new(), checked: false, expires_ms: 0, superuser: true }
     }
 
-    /// The caller of the RPC being served, or [`Caller::internal`].
-    pub fn current() -> Self {
-        CALLER.try_with(Caller::clone).unwrap_or_else(|_| Caller::internal())
+    /// The caller of the RPC being served, or [`Caller::internal`]. (Shared,
+    /// not copied: a lookup asks for it several times.)
+    pub fn current() -> Arc<Self> {
+        CALLER.try_with(Arc::clone).unwrap_or_else(|_| Arc::new(Caller::internal()))
     }
 
     pub fn is_superuser(&self) -> bool {
@@ -179,7 +180,7 @@ impl State {
             }
             Some(_) => Ok(()),
             None => {
-                self.job_owners.insert(job.to_string(), caller.user);
+                self.job_owners.insert(job.to_string(), caller.user.clone());
                 Ok(())
             }
         }
@@ -229,7 +230,7 @@ impl Master {
     pub(super) fn grant(&self, write: bool, id: u64, path: &str) -> Option<SignedAccess> {
         let secret = self.secret()?;
         let claims = AccessClaims {
-            user: Caller::current().user,
+            user: Caller::current().user.clone(),
             expires_ms: now_ms() + GRANT_TTL_MS,
             write,
             id,
@@ -330,7 +331,8 @@ impl Master {
         if ttl > max {
             return Err(ThawError::invalid(format!("a token lasts at most {} s", max / 1000)));
         }
-        let (user, groups) = if req.user.is_empty() { (caller.user, caller.groups) } else { (req.user, req.groups) };
+        let (user, groups) =
+            if req.user.is_empty() { (caller.user.clone(), caller.groups.clone()) } else { (req.user, req.groups) };
         let claims = auth::claims(&user, &groups, ttl)?;
         tracing::info!(user = %claims.user, ttl_ms = ttl, "token issued");
         Ok(IssueTokenResponse { token: secret.mint(&claims), expires_ms: claims.expires_ms })
@@ -341,8 +343,8 @@ impl Master {
         WhoAmIResponse {
             superuser: caller.is_superuser(),
             security: self.secret().is_some(),
-            user: caller.user,
-            groups: caller.groups,
+            user: caller.user.clone(),
+            groups: caller.groups.clone(),
             expires_ms: caller.expires_ms,
         }
     }
