@@ -55,6 +55,9 @@ def default_master() -> str:
     return os.environ.get("THAW_MASTER") or DEFAULT_MASTER
 
 
+#: A client's keyword settings, in the order of ``Client._settings``.
+_SETTINGS = ("host", "rack", "worker", "short_circuit", "read_cache", "token", "secret_file", "tls_ca")
+
 _CREDENTIAL_VARS = ("THAW_TOKEN", "THAW_TOKEN_FILE", "THAW_SECRET_FILE", "THAW_USER", "THAW_TLS_CA")
 
 
@@ -135,17 +138,7 @@ class Client:
         return f"thaw.Client(master={self.master!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        host, rack, worker, short_circuit, read_cache, token, secret_file, tls_ca = self._settings
-        kwargs = dict(
-            host=host,
-            rack=rack,
-            worker=worker,
-            short_circuit=short_circuit,
-            read_cache=read_cache,
-            token=token,
-            secret_file=secret_file,
-            tls_ca=tls_ca,
-        )
+        kwargs = dict(zip(_SETTINGS, self._settings, strict=True))
         return (_make_client, (self.master, self._job_id, kwargs))
 
     def _native_base(self) -> _native.NativeClient:
