@@ -120,13 +120,17 @@ impl Client {
     fn rpc_err(&self, s: tonic::Status) -> ThawError {
         // An error the master sent names its kind; one without came from the transport.
         let from_master = s.metadata().contains_key(thaw_common::error::KIND_HEADER);
-        if !from_master && s.code() == tonic::Code::Internal && s.message().contains("h2 protocol error") {
-            // A TLS port answering plain HTTP/2 (or the reverse) breaks the protocol.
+        // A TLS port answering plain HTTP/2 (or the reverse) breaks the
+        // protocol, or drops the connection ("transport error").
+        let broken = s.message().contains("h2 protocol error")
+            || (s.code() == tonic::Code::Unavailable && s.message() == "transport error");
+        if !from_master && broken {
             let hint =
                 if self.config.tls.is_some() { "does it serve TLS?" } else { "if it serves TLS, set THAW_TLS_CA" };
             return ThawError::unavailable(format!(
-                "master {} did not speak this client's protocol: {hint}",
-                self.config.master
+                "master {} unreachable, or not speaking this client's protocol ({}): {hint}",
+                self.config.master,
+                s.message()
             ));
         }
         let e = ThawError::from(s);
