@@ -1,6 +1,6 @@
 //! A short version of the randomized fault campaign (`thaw_testkit::chaos`;
 //! `thaw-bench chaos --cycles 100` runs the long one, RELIABILITY.md): a few
-//! cycles of mixed load, kill -9 of workers and the master, and SIGSTOP, each
+//! cycles of mixed load, kill -9 and SIGSTOP of workers and the master, each
 //! followed by the checks. It must find nothing.
 
 mod common;

@@ -1,6 +1,7 @@
 //! A randomized fault campaign (issue 18, item 2): a multi-process cluster
 //! under a mixed load while a seeded driver kills -9 and restarts workers and
-//! the master, and stops workers (SIGSTOP) for a while. After each cycle it
+//! the master, and stops workers or the master (SIGSTOP) for a while. After
+//! each cycle it
 //! checks what Thaw promises:
 //! - every acknowledged durable write (cache-through, through, replicated, and
 //!   async-through once persisted) reads back byte for byte;
@@ -249,10 +250,10 @@ async fn load(
 }
 
 /// One fault: kill -9 and restart a worker or the master, or stop a worker
-/// for a second and let it go on.
+/// or the master for a second or two and let it go on.
 async fn fault(c: &mut Cluster, rng: &mut Rng, report: &mut ChaosReport) -> Result<()> {
     let worker = rng.below(c.workers() as u64) as usize;
-    let kind = match rng.below(10) {
+    let kind = match rng.below(13) {
         0..=4 => {
             c.kill_worker(worker);
             tokio::time::sleep(Duration::from_millis(300 + rng.below(1500))).await;
@@ -265,18 +266,30 @@ async fn fault(c: &mut Cluster, rng: &mut Rng, report: &mut ChaosReport) -> Resu
             c.restart_master().await?;
             "kill -9 and restart of the master"
         }
-        _ => {
+        8..=9 => {
             let Some(pid) = c.worker_pid(worker) else { bail!("worker {worker} is not running") };
-            // SAFETY: signalling a child process this cluster started.
-            unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+            signal(pid, libc::SIGSTOP);
             tokio::time::sleep(Duration::from_millis(500 + rng.below(1500))).await;
-            // SAFETY: as above.
-            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+            signal(pid, libc::SIGCONT);
             "SIGSTOP of a worker, then SIGCONT"
+        }
+        _ => {
+            // Longer than a worker's heartbeat timeout and a writer's lease,
+            // at times: the master wakes to workers it has not heard from.
+            let Some(pid) = c.master_pid() else { bail!("the master is not running") };
+            signal(pid, libc::SIGSTOP);
+            tokio::time::sleep(Duration::from_millis(500 + rng.below(2000))).await;
+            signal(pid, libc::SIGCONT);
+            "SIGSTOP of the master, then SIGCONT"
         }
     };
     *report.faults.entry(kind).or_default() += 1;
     Ok(())
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: signalling a child process this cluster started.
+    unsafe { libc::kill(pid as i32, sig) };
 }
 
 /// The checks after a cycle (see the module's doc).
