@@ -94,8 +94,8 @@ enum Which {
     LoadUnderAttack,
     /// The randomized fault campaign (issue 18): `--cycles` cycles of mixed
     /// load from `--clients` clients at once while a fault goes on (kill -9
-    /// and restart, SIGSTOP of a worker or the master), with the checks after
-    /// each (not part of `all`).
+    /// and restart, SIGSTOP of a worker or the master, a worker's tier filled),
+    /// with the checks after each (not part of `all`).
     Chaos,
 }
 

@@ -1,9 +1,10 @@
 //! A randomized fault campaign (issue 18, item 2): a multi-process cluster
 //! under a mixed load from several clients at once, each its own [`Client`],
-//! while a seeded driver kills -9 and restarts workers and the master, or
-//! stops either (SIGSTOP) for a while. The load runs *during* each fault, and
-//! every operation's outcome is recorded: acknowledged, refused (a full tier),
-//! or failed. After each cycle it checks what Thaw promises:
+//! while a seeded driver kills -9 and restarts workers and the master, stops
+//! either (SIGSTOP) for a while, or fills a worker's MEM or DISK tier. The
+//! load runs *during* each fault, and every operation's outcome is recorded:
+//! acknowledged, refused (a full tier), or failed. After each cycle it checks
+//! what Thaw promises:
 //! - every acknowledged durable write (cache-through, through, replicated, and
 //!   async-through once persisted) reads back byte for byte;
 //! - no read ever returns wrong bytes (a read may fail while a copy is gone);
@@ -100,8 +101,14 @@ pub struct ChaosReport {
     pub failures: BTreeMap<String, u64>,
     /// Operations given up after a minute (allowed, counted: none expected).
     pub ops_timed_out: u64,
-    /// Writes refused because a tier was full.
+    /// Writes refused because a tier was full, by the load and the fills.
     pub writes_refused_full: u64,
+    /// Files the tier fills wrote before their tier said it was full, and their
+    /// bytes (each read back and deleted when the fill ends).
+    pub fill_files: u64,
+    pub fill_bytes: u64,
+    /// Fills that ended on an error other than "full", or never saw one.
+    pub fills_unclear: u64,
     pub reads_failed: u64,
     /// Of them, reads told "data lost" (no copy anywhere), and the first few.
     pub reads_data_lost: u64,
@@ -117,7 +124,8 @@ pub struct ChaosReport {
     /// namespace: read back (their bytes must be right) and deleted.
     pub leftovers_found: u64,
     pub leftovers_read: u64,
-    /// Bytes read back and found right by the checks after the cycles.
+    /// Bytes read back and found right by the checks after the cycles (and the
+    /// fills' read-backs).
     pub bytes_verified: u64,
     pub wrong_reads: u64,
     pub durable_lost: u64,
@@ -245,6 +253,13 @@ const THINK_MS: u64 = 25;
 /// A job's lease: abandoned jobs end when it runs out.
 const JOB_LEASE: Duration = Duration::from_secs(3);
 
+/// The campaign's workers' tiers: small, so that a fill is quick.
+const MEM_CAPACITY: u64 = 64 << 20;
+const DISK_CAPACITY: u64 = 96 << 20;
+
+/// Size of each file a tier fill writes.
+const FILL_FILE: usize = 8 << 20;
+
 const WRITE_TYPES: [(WriteType, &str); 5] = [
     (WriteType::MustCache, "write must-cache"),
     (WriteType::CacheThrough, "write cache-through"),
@@ -312,6 +327,10 @@ fn client_at(c: &Cluster, host: &str, rack: &str, retry_for: Duration) -> Client
 pub async fn run(bin: &std::path::Path, cfg: &ChaosConfig) -> Result<ChaosReport> {
     let mut options = ClusterOptions::workers(cfg.workers.max(3));
     options.master_args = vec!["--writer-lease-ms".into(), "2000".into()];
+    for w in &mut options.workers {
+        w.mem_capacity = MEM_CAPACITY;
+        w.disk_capacity = DISK_CAPACITY;
+    }
     let mut c = Cluster::start(bin, options).await?;
     let clients = cfg.clients.clamp(1, c.workers());
     let report: Shared<ChaosReport> = Arc::default();
@@ -322,6 +341,7 @@ pub async fn run(bin: &std::path::Path, cfg: &ChaosConfig) -> Result<ChaosReport
             Loader::new(k, client_at(&c, &spec.host, &spec.rack, Duration::from_secs(8)))
         })
         .collect();
+    let mut fills = Ledger::default();
     let min_ops = cfg.ops_per_cycle.div_ceil(clients).max(2);
     for cycle in 0..cfg.cycles {
         let mut rng = Rng::stream(cfg.seed, cycle, 0);
@@ -349,11 +369,11 @@ pub async fn run(bin: &std::path::Path, cfg: &ChaosConfig) -> Result<ChaosReport
         while shared.begun.load(Ordering::Relaxed) < before && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let (kind, worker) = choose(&mut rng, c.workers());
+        let (kind, worker) = choose(&mut rng, c.workers(), clients);
         *lock(&shared.fault) = kind.name();
         shared.phase.store(DURING, Ordering::Relaxed);
         let fault_began = Instant::now();
-        let faulted = fault(&mut c, &mut rng, kind, worker).await;
+        let faulted = fault(&mut c, &mut rng, &report, &mut fills, cycle, kind, worker).await;
         let fault_took = fault_began.elapsed();
         shared.phase.store(AFTER, Ordering::Relaxed);
         for t in tasks {
@@ -362,6 +382,7 @@ pub async fn run(bin: &std::path::Path, cfg: &ChaosConfig) -> Result<ChaosReport
         faulted?;
         *lock(&report).faults.entry(kind.name()).or_default() += 1;
         let mut ledgers: Vec<&mut Ledger> = loaders.iter_mut().map(|l| &mut l.ledger).collect();
+        ledgers.push(&mut fills);
         let checks_began = Instant::now();
         verify(&c, &mut ledgers, &report, cycle).await?;
         let mut r = lock(&report);
