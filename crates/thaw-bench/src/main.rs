@@ -59,6 +59,15 @@ struct Cli {
     /// `chaos`: the seed of its operations and faults.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// `chaos`: workers of its cluster (3-5).
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// `chaos`: clients issuing the load at once, each on a worker's host.
+    #[arg(long, default_value_t = 3)]
+    clients: usize,
+    /// `chaos`: go on after a cycle whose checks found a problem.
+    #[arg(long)]
+    keep_going: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -88,8 +97,9 @@ enum Which {
     /// a secured cluster against an open one (target: < 5%; not part of `all`).
     AuthCost,
     /// The randomized fault campaign (issue 18): `--cycles` cycles of mixed
-    /// load, kill -9, restarts and SIGSTOP, with the checks after each (not
-    /// part of `all`).
+    /// load from `--clients` clients at once while a fault goes on (kill -9
+    /// and restart, SIGSTOP of a worker or the master, a worker's tier filled),
+    /// with the checks after each (not part of `all`).
     Chaos,
 }
 
@@ -119,7 +129,7 @@ async fn main() -> Result<()> {
     let cli = Cli::parse();
     anyhow::ensure!(cli.repeats > 0 && cli.size > 0, "--repeats and --size must be positive");
     if cli.bench == Which::Chaos {
-        return chaos(cli.seed, cli.cycles).await;
+        return chaos(&cli).await;
     }
     let cfg = Config { size: cli.size, repeats: cli.repeats, meta_secs: cli.meta_secs };
     println!(
@@ -135,8 +145,21 @@ async fn main() -> Result<()> {
 }
 
 /// The fault campaign: prints its report; fails if it found anything.
-async fn chaos(seed: u64, cycles: usize) -> Result<()> {
-    let cfg = thaw_testkit::chaos::ChaosConfig { seed, cycles, workers: 4, ops_per_cycle: 40 };
+async fn chaos(cli: &Cli) -> Result<()> {
+    let (seed, cycles) = (cli.seed, cli.cycles);
+    anyhow::ensure!(
+        cli.workers >= 3 && (1..=cli.workers).contains(&cli.clients),
+        "--workers: 3 or more; --clients: 1 to --workers"
+    );
+    let cfg = thaw_testkit::chaos::ChaosConfig {
+        seed,
+        cycles,
+        workers: cli.workers,
+        clients: cli.clients,
+        ops_per_cycle: 40,
+        verbose: true,
+        keep_going: cli.keep_going,
+    };
     let started = std::time::Instant::now();
     let report = thaw_testkit::chaos::run(&setup::thaw_bin()?, &cfg).await?;
     println!(

@@ -1,6 +1,7 @@
 //! A short version of the randomized fault campaign (`thaw_testkit::chaos`;
 //! `thaw-bench chaos --cycles 100` runs the long one, RELIABILITY.md): a few
-//! cycles of mixed load, kill -9 of workers and the master, and SIGSTOP, each
+//! cycles of mixed load from 3 clients at once while a fault goes on (kill -9
+//! or SIGSTOP of a worker or the master, a worker's tier filled), each
 //! followed by the checks. It must find nothing.
 
 mod common;
@@ -9,8 +10,9 @@ use thaw_testkit::chaos::{ChaosConfig, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_few_cycles_of_faults_lose_and_corrupt_nothing_acknowledged() {
-    let seed = std::env::var("THAW_CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(18);
-    let cfg = ChaosConfig { seed, cycles: 3, workers: 3, ops_per_cycle: 30 };
+    let seed = std::env::var("THAW_CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(39);
+    let cfg =
+        ChaosConfig { seed, cycles: 3, workers: 3, clients: 3, ops_per_cycle: 30, verbose: true, keep_going: false };
     let report = run(std::path::Path::new(BIN), &cfg).await.unwrap();
     println!("{report:#?}");
     assert_eq!(report.cycles, cfg.cycles, "{report:#?}");

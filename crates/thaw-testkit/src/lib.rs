@@ -385,6 +385,11 @@ impl Cluster {
         self.workers[i].child.as_ref().map(Child::id)
     }
 
+    /// The process id of the master, while it runs.
+    pub fn master_pid(&self) -> Option<u32> {
+        self.master.child.as_ref().map(Child::id)
+    }
+
     pub fn workers(&self) -> usize {
         self.workers.len()
     }
