@@ -193,3 +193,42 @@ async fn a_writer_paused_past_its_lease_fails_saying_why_and_the_path_stays_free
     })
     .await;
 }
+
+/// The fault campaign's finding 1: a through write whose writer died after its
+/// worker put the under-store copy in place, but before CompleteFile. Neither
+/// deleting the unfinished file nor its lease running out may leave that copy
+/// to come back at the next listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfinished_files_under_store_copy_goes_with_it() {
+    use thaw_common::proto::CreateFileRequest;
+    use thaw_common::proto::master_service_client::MasterServiceClient;
+    let c = cluster().await;
+    let client = c.client("h9", "r9");
+    let mut master = MasterServiceClient::connect(format!("http://{}", c.master_addr())).await.unwrap();
+    for (name, how) in [("deleted", "a delete"), ("expired", "its lease running out")] {
+        let path = format!("/dir/{name}");
+        let req = CreateFileRequest {
+            path: path.clone(),
+            write_type: WriteType::Through as i32,
+            writer: "a writer that dies".into(),
+            recursive: true,
+            ..Default::default()
+        };
+        master.create_file(req).await.unwrap();
+        // What its worker had written when the writer died.
+        std::fs::write(c.ufs.join("dir").join(name), data(1000, 3)).unwrap();
+        if name == "deleted" {
+            client.delete(&path, false).await.unwrap();
+        } else {
+            wait_until("the lease to run out", Duration::from_secs(10), || async {
+                client.stat(&path).await.is_err_and(|e| e.kind == ErrorKind::NotFound)
+            })
+            .await;
+            // The under-store copy goes right after the entry (same loop).
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let names: Vec<String> = client.list("/dir").await.unwrap().into_iter().map(|f| f.name).collect();
+        assert!(!names.contains(&name.to_string()), "after {how}, {path} came back: {names:?}");
+        assert!(!c.ufs.join("dir").join(name).exists(), "after {how}, the under-store copy of {path} is still there");
+    }
+}

@@ -82,7 +82,8 @@ pub async fn serve_with_http(
                     _ = shutdown.cancelled() => break,
                     _ = tick.tick() => {
                         master.expire_workers();
-                        master.expire_writer_leases();
+                        let copies = master.expire_writer_leases();
+                        master.drop_ufs_copies(copies).await;
                     }
                 }
             }

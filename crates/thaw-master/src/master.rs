@@ -780,10 +780,15 @@ impl Master {
         }
         // Before reading `persisted`: a checkpoint may be moving into place.
         let _moves = self.ufs_moves.lock().await;
-        let (is_dir, persisted) = {
+        let (is_dir, persisted, ufs_copy) = {
             let st = self.read();
             let i = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?;
-            (i.is_dir(), i.rec.persisted)
+            // An unfinished through or cache-through file may have its
+            // under-store copy in place already (its writer died before
+            // completing it): it goes too, or the next listing of the
+            // directory would bring the file back (the fault campaign's
+            // finding 1).
+            (i.is_dir(), i.rec.persisted, !i.rec.complete && is_persisted_write(i.rec.write_type()))
         };
         if is_dir {
             self.sync_dir(id, &p).await?;
@@ -791,7 +796,7 @@ impl Master {
                 return Err(ThawError::not_empty(format!("{p} is not empty (use recursive)")));
             }
         }
-        if is_dir || persisted {
+        if is_dir || persisted || ufs_copy {
             self.ufs.delete(&p).await?;
         }
         let mut st = self.write();

@@ -22,15 +22,22 @@ impl Master {
     /// leases (killed, or cut off for longer than a lease): the namespace
     /// entry, its journal record and the blocks some worker committed. The
     /// workers dropped the writer's staged bytes when its connection ended.
-    pub fn expire_writer_leases(&self) {
+    /// Returns the paths whose under-store copy may be in place (through and
+    /// cache-through writes), for [`Master::drop_ufs_copies`].
+    pub fn expire_writer_leases(&self) -> Vec<String> {
         let mut guard = self.write();
         let st = &mut *guard;
         let expired = st.leases.take_expired(Instant::now());
+        let mut ufs_copies = Vec::new();
         for (file, writer) in expired {
-            if st.ns.get(file).is_none_or(|i| i.rec.complete) {
+            let Some(ino) = st.ns.get(file).filter(|i| !i.rec.complete) else {
                 continue;
-            }
+            };
+            let wrote_ufs = is_persisted_write(ino.rec.write_type());
             let path = st.ns.path_of(file);
+            if wrote_ufs {
+                ufs_copies.push(path.clone());
+            }
             let (_, ops) = st.remove_tree(file);
             if let Err(e) = self.commit(st, &ops) {
                 tracing::error!(path, error = %e, "could not journal the recovery of an unfinished file");
@@ -41,6 +48,22 @@ impl Master {
                 writer,
                 "the writer of an unfinished file stopped renewing its lease: the file is deleted"
             );
+        }
+        ufs_copies
+    }
+
+    /// Deletes the under-store copies of unfinished files the master dropped,
+    /// unless a new entry took the path meanwhile.
+    pub async fn drop_ufs_copies(&self, paths: Vec<String>) {
+        for p in paths {
+            let _moves = self.ufs_moves.lock().await;
+            let taken = path::components(&p).is_ok_and(|c| self.read().ns.lookup(&c).is_some());
+            if taken {
+                continue;
+            }
+            if let Err(e) = self.ufs.delete(&p).await {
+                tracing::warn!(path = %p, error = %e, "could not delete an unfinished file's under-store copy");
+            }
         }
     }
 }
