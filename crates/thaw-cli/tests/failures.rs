@@ -154,3 +154,24 @@ async fn deleted_files_leave_no_blocks_even_on_workers_that_were_down() {
     wait_tier_blocks(&c, 0, Tier::Disk, 1).await;
     assert_eq!(sha(&client.read_all("/del/keep").await.unwrap()), sha(&data(1_000_000, 53)));
 }
+
+/// The fault campaign's finding 2: a master stopped for longer than a worker's
+/// heartbeat timeout must not, once it runs again, declare every worker dead
+/// and their memory-only files lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_paused_past_the_heartbeat_timeout_loses_nothing() {
+    let c = start(ClusterOptions::workers(2)).await;
+    let client = c.client("h9", "r9");
+    let bytes = data(2_000_000, 41);
+    client.write_all("/paused/m", &bytes, opts(WriteType::MustCache)).await.unwrap();
+    let pid = c.master_pid().expect("master runs") as i32;
+    // SAFETY: signalling a child of this test.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    tokio::time::sleep(std::time::Duration::from_millis(3 * c.options.worker_timeout_ms)).await;
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let st = client.stat("/paused/m").await.unwrap();
+    assert!(!st.lost && st.in_memory_bytes == bytes.len() as u64, "{st:?}");
+    assert_eq!(client.read_all("/paused/m").await.unwrap(), bytes);
+    let alive = client.cluster_status().await.unwrap().workers.iter().filter(|w| w.alive).count();
+    assert_eq!(alive, 2);
+}

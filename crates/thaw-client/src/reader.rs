@@ -551,6 +551,7 @@ impl FileReader {
             }
             if block.replicas.is_empty()
                 && !self.info.persisted
+                && self.info.lost
                 && self.info.lineage_id != 0
                 && !self.client.config().rebuild_wait.is_zero()
             {
@@ -559,7 +560,9 @@ impl FileReader {
                 self.refresh().await?;
                 continue;
             }
-            if block.replicas.is_empty() && !self.info.persisted {
+            // Lost as the master says: right after its restart it does not
+            // say so, and the read waits for the workers to re-register.
+            if block.replicas.is_empty() && !self.info.persisted && self.info.lost {
                 return Err(ThawError::data_lost(format!(
                     "block {index} of {} is lost: no live worker holds it and the file was never persisted (write type {})",
                     self.info.path,

@@ -150,6 +150,14 @@ impl Cluster {
 
     /// Declares dead every live worker silent for longer than `timeout`; their
     /// replicas are dropped so reads fail over. Returns their ids.
+    /// Counts every live worker as heard from at `now`: the silence was the
+    /// master's own (it was stopped or starved), not theirs.
+    pub fn forgive_silence(&mut self, now: Instant) {
+        for w in self.workers.values_mut().filter(|w| w.alive) {
+            w.last_heartbeat = w.last_heartbeat.max(now);
+        }
+    }
+
     pub fn expire(&mut self, now: Instant, timeout: Duration) -> Vec<u64> {
         let dead: Vec<u64> = self
             .workers

@@ -140,6 +140,12 @@ struct State {
     apps_refreshed: Option<Instant>,
     /// Jobs' submitters, on a secured master (`permissions`; soft state).
     job_owners: std::collections::HashMap<String, String>,
+    /// Until then (a worker timeout after a start with memory-only files in
+    /// the journal) workers may still be re-registering: a block without
+    /// replicas is not yet lost.
+    warm_until: Instant,
+    /// When silent workers were last looked for (`expire_workers`).
+    last_expiry: Option<Instant>,
 }
 
 impl State {
@@ -242,7 +248,7 @@ impl Master {
         let migrations = Migrations::new(policy, priority, config.default_lease);
         tracing::info!(policy = policy.name(), priority = priority.name(), "migration planner");
         let checkpoints = checkpoints::waiting_from(&ns, config.checkpoint_order);
-        let unpersisted = ns
+        let unpersisted: std::collections::BTreeSet<u64> = ns
             .files_under(ROOT_ID)
             .into_iter()
             .filter(|f| ns.get(*f).is_some_and(|i| i.rec.complete && !i.rec.persisted))
@@ -259,6 +265,7 @@ impl Master {
         if !leases.is_empty() {
             tracing::info!(files = leases.len(), "unfinished files: their writers have one lease to renew them");
         }
+        let unpersisted_at_start = !unpersisted.is_empty();
         Ok(Master {
             state: RwLock::new(State {
                 ns,
@@ -274,6 +281,10 @@ impl Master {
                 apps: crate::affinity::Apps::new(config.affinity.clone()),
                 apps_refreshed: None,
                 job_owners: Default::default(),
+                // Only memory-only files known from the journal can have
+                // replicas on workers that have not re-registered yet.
+                warm_until: Instant::now() + if unpersisted_at_start { config.worker_timeout } else { Duration::ZERO },
+                last_expiry: None,
             }),
             journal,
             ufs,
@@ -447,7 +458,9 @@ impl Master {
                     replicas.insert(0, r);
                 }
             }
-            if replicas.is_empty() && !r.persisted {
+            // Right after a start, the workers holding it may not have
+            // re-registered yet: not lost, only unavailable for now.
+            if replicas.is_empty() && !r.persisted && Instant::now() >= st.warm_until {
                 info.lost = true;
             }
             if with_blocks {

@@ -332,7 +332,8 @@ impl Master {
     fn plan_recomputation(&self, st: &mut State) -> Vec<Start> {
         let mode = st.recomputer_mode;
         let busy = !st.recomputer.runs.is_empty() || !st.recomputer.requested.is_empty();
-        if mode == Mode::Off || !(st.recomputer.dirty || busy) {
+        // Nothing is lost while the workers may still be re-registering.
+        if mode == Mode::Off || !(st.recomputer.dirty || busy) || Instant::now() < st.warm_until {
             return Vec::new();
         }
         st.recomputer.dirty = false;

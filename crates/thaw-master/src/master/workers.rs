@@ -265,6 +265,21 @@ impl Master {
         let mut st = self.write();
         let st = &mut *st;
         let now = Instant::now();
+        // A check that comes late by more than half a timeout means the master
+        // itself was stopped (SIGSTOP, a VM pause) or starved: the workers'
+        // heartbeats waited in its sockets. Declaring them dead now would
+        // drop every replica and report memory-only files lost (the fault
+        // campaign's finding 2); they get a fresh timeout instead.
+        if let Some(last) = st.last_expiry
+            && now.saturating_duration_since(last) > self.config.worker_timeout / 2
+        {
+            tracing::warn!(
+                late_ms = now.saturating_duration_since(last).as_millis() as u64,
+                "the master was not running for a while: workers get a fresh heartbeat timeout"
+            );
+            st.cluster.forgive_silence(now);
+        }
+        st.last_expiry = Some(now);
         let dead = st.cluster.expire(now, self.config.worker_timeout);
         for id in dead {
             tracing::warn!(worker = id, "worker missed its heartbeats: declared dead, replicas dropped");
@@ -317,5 +332,47 @@ fn migration_state(l: &crate::migration::WorkerLoad) -> WorkerMigrationState {
         buffer_limit: r.buffer_limit,
         referenced_blocks: r.referenced_blocks,
         migrations_done: l.done,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn master(timeout: Duration) -> (Master, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("ufs")).unwrap();
+        let ufs = dir.path().join("ufs").display().to_string();
+        let mut config = crate::MasterConfig::new(dir.path().join("journal"), ufs);
+        config.worker_timeout = timeout;
+        (Master::open(config).unwrap(), dir)
+    }
+
+    fn register(m: &Master) {
+        let req = RegisterWorkerRequest { data_address: "127.0.0.1:1".into(), host: "h".into(), ..Default::default() };
+        m.register_worker(req).unwrap();
+    }
+
+    fn alive(m: &Master) -> usize {
+        m.cluster_status().workers.iter().filter(|w| w.alive).count()
+    }
+
+    /// The fault campaign's finding 2: the liveness check comes late when the
+    /// master itself was stopped; the workers' silence then was not theirs.
+    #[test]
+    fn a_master_that_was_not_running_gives_its_workers_a_fresh_timeout() {
+        let (m, _dir) = master(Duration::from_millis(400));
+        register(&m);
+        m.expire_workers();
+        // The master "stops" for longer than the timeout, then checks.
+        std::thread::sleep(Duration::from_millis(600));
+        m.expire_workers();
+        assert_eq!(alive(&m), 1, "declared dead for the master's own pause");
+        // Checked on time, a silent worker still dies.
+        for _ in 0..6 {
+            std::thread::sleep(Duration::from_millis(100));
+            m.expire_workers();
+        }
+        assert_eq!(alive(&m), 0, "a silent worker checked on time stays alive");
     }
 }
