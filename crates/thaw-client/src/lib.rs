@@ -122,8 +122,7 @@ impl Client {
         let from_master = s.metadata().contains_key(thaw_common::error::KIND_HEADER);
         // A TLS port answering plain HTTP/2 (or the reverse) breaks the
         // protocol, or drops the connection ("transport error").
-        let broken = s.message().contains("h2 protocol error")
-            || (s.code() == tonic::Code::Unavailable && s.message() == "transport error");
+        let broken = s.message().contains("h2 protocol error") || s.message() == "transport error";
         if !from_master && broken {
             let hint =
                 if self.config.tls.is_some() { "does it serve TLS?" } else { "if it serves TLS, set THAW_TLS_CA" };

@@ -265,13 +265,14 @@ impl Master {
         let mut st = self.write();
         let st = &mut *st;
         let now = Instant::now();
-        // A check that comes late by more than half a timeout means the master
-        // itself was stopped (SIGSTOP, a VM pause) or starved: the workers'
-        // heartbeats waited in its sockets. Declaring them dead now would
-        // drop every replica and report memory-only files lost (the fault
-        // campaign's finding 2); they get a fresh timeout instead.
+        // A check that comes late, by more than half a timeout past its
+        // interval, means the master itself was stopped (SIGSTOP, a VM pause)
+        // or starved: the workers' heartbeats waited in its sockets. Declaring
+        // them dead now would drop every replica and report memory-only files
+        // lost (the fault campaign's finding 2); they get a fresh timeout.
+        let late = self.config.heartbeat_interval + self.config.worker_timeout / 2;
         if let Some(last) = st.last_expiry
-            && now.saturating_duration_since(last) > self.config.worker_timeout / 2
+            && now.saturating_duration_since(last) > late
         {
             tracing::warn!(
                 late_ms = now.saturating_duration_since(last).as_millis() as u64,
@@ -345,6 +346,7 @@ mod tests {
         let ufs = dir.path().join("ufs").display().to_string();
         let mut config = crate::MasterConfig::new(dir.path().join("journal"), ufs);
         config.worker_timeout = timeout;
+        config.heartbeat_interval = Duration::from_millis(100);
         (Master::open(config).unwrap(), dir)
     }
 
