@@ -187,6 +187,48 @@ async fn a_master_killed_during_a_recomputation_rebuilds_after_its_restart() {
     assert_eq!(client.read_all("/out").await.unwrap(), first);
 }
 
+/// A write under `THAW_RECOVER_LINEAGE` that this master did not start (a
+/// rerun orphaned by a killed master, or one run by hand) is refused and does
+/// not poison the lineage: the master's own rerun still rebuilds the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_the_master_did_not_start_cannot_rebuild_or_poison_a_lineage() {
+    let mut c = start(cluster(&["--recompute", "reactive"])).await;
+    let client = c.remote_client();
+    client.write_all("/in", b"lower case\n", opts(WriteType::CacheThrough)).await.unwrap();
+    let f = run_step(&c, &client, "/in", "/out", step_command("/in", "/out", "cat")).await;
+    c.kill_worker(0);
+    c.wait_worker_dead(0, WAIT).await.unwrap();
+    assert!(client.stat("/out").await.unwrap().lost);
+    let wrong = step_command("/in", "/out", "tr a-z A-Z");
+    let out = std::process::Command::new(&wrong[0])
+        .args(&wrong[1..])
+        .env("THAW_MASTER", c.master_addr())
+        .env("THAW_RECOVER_LINEAGE", f.lineage_id.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("not being rerun by this master"), "{stderr}");
+    assert_eq!(client.read_all("/out").await.unwrap(), b"lower case\n");
+}
+
+/// A master that restarts knowing of a lost file (its worker died while the
+/// master was down, so no death is ever declared) plans a rebuild of its own:
+/// nothing else would ever ask for one in proactive mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_lost_while_the_master_was_down_is_rebuilt_after_its_restart() {
+    let mut c = start(cluster(&[])).await;
+    let client = c.remote_client();
+    client.write_all("/in", &data(64 << 10, 4), opts(WriteType::CacheThrough)).await.unwrap();
+    run_step(&c, &client, "/in", "/out", step_command("/in", "/out", "cat")).await;
+    let first = client.read_all("/out").await.unwrap();
+    c.kill_master();
+    c.kill_worker(0);
+    c.restart_master().await.unwrap();
+    wait_until(&c, &client, "/out", "lost", |f| f.lost).await;
+    wait_until(&c, &client, "/out", "rebuilt", |f| !f.lost).await;
+    assert_eq!(client.read_all("/out").await.unwrap(), first);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lineage_output_first_written_without_checksums_is_never_rebuilt_unchecked() {
     use thaw_common::frame;

@@ -167,6 +167,9 @@ impl Master {
         if let Some(why) = rc.failed.get(&l) {
             return (Rebuild::Failed, format!("lineage {l} failed: {why}"));
         }
+        if let Some(why) = rc.nondeterministic.get(&l) {
+            return (Rebuild::Failed, format!("lineage {l} cannot rebuild it: {why}"));
+        }
         if self_mode(st) == Mode::Off {
             return (Rebuild::Off, "recomputation is off on this master".into());
         }
@@ -516,6 +519,16 @@ impl Master {
         let Some(ino) = st.ns.get(fid).filter(|i| i.rec.complete) else {
             return Ok(None);
         };
+        // Only a rerun this master started may rebuild: one a killed master
+        // started outlives it, and what it writes after the restart (its input
+        // cut off mid-read, say) must not mark the lineage non-deterministic.
+        // The new master reruns the lineage itself.
+        if !st.recomputer.runs.get(&l).is_some_and(|r| r.running_since.is_some()) {
+            return Err(ThawError::precondition(format!(
+                "refused: lineage {l} is not being rerun by this master (a rerun started by an earlier master, \
+                 or run by hand); it reruns lost outputs itself"
+            )));
+        }
         let blocks = block_count(ino.rec.length, ino.rec.block_size);
         if ino.rec.block_crc32.len() as u64 != blocks {
             // Nothing to check a rebuild against: it could hand out other bytes.
