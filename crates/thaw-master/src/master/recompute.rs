@@ -523,7 +523,7 @@ impl Master {
         // started outlives it, and what it writes after the restart (its input
         // cut off mid-read, say) must not mark the lineage non-deterministic.
         // The new master reruns the lineage itself.
-        if !st.recomputer.runs.get(&l).is_some_and(|r| r.running_since.is_some()) {
+        if st.recomputer.runs.get(&l).is_none_or(|r| r.running_since.is_none()) {
             return Err(ThawError::precondition(format!(
                 "refused: lineage {l} is not being rerun by this master (a rerun started by an earlier master, \
                  or run by hand); it reruns lost outputs itself"
