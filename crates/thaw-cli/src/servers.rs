@@ -432,11 +432,22 @@ pub struct MasterArgs {
     /// default the master refuses to start on such a journal, saying why.
     #[arg(long)]
     salvage_journal: bool,
-    /// Port (0: any free port; the chosen address is printed).
-    #[arg(long, default_value_t = 19998)]
-    port: u16,
+    /// Port (0: any free port; the chosen address is printed). In a group:
+    /// by default the port of this master's --peers entry.
+    #[arg(long)]
+    port: Option<u16>,
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
+    /// This master's position (1, 2, ...) in --peers: it runs as one of a
+    /// group of highly available masters over a replicated journal (Raft),
+    /// serving while it leads. Clients and workers name the group
+    /// (THAW_MASTER=a,b,c) and follow its leader.
+    #[arg(long, requires = "peers")]
+    id: Option<u64>,
+    /// Every master of the group, comma-separated, in id order, the same list
+    /// on each (3 masters survive the loss of 1; 5 of 2).
+    #[arg(long, requires = "id", value_delimiter = ',')]
+    peers: Vec<String>,
     /// Serve Prometheus metrics at /metrics on this port of --bind (0: any free
     /// port; the chosen address is printed). Default: no metrics.
     #[arg(long)]
@@ -602,7 +613,20 @@ fn master_config(
 }
 
 pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
-    let listener = listen(&args.bind, args.port).await?;
+    let group = match args.id {
+        Some(id) => Some(thaw_master::ha::GroupConfig::new(id, args.peers.clone())?),
+        None => None,
+    };
+    let port = match (args.port, &group) {
+        (Some(p), _) => p,
+        (None, Some(g)) => g
+            .address()
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .with_context(|| format!("--peers entry {} has no port", g.address()))?,
+        (None, None) => 19998,
+    };
+    let listener = listen(&args.bind, port).await?;
     let addr = listener.local_addr()?;
     let metrics = listen_metrics(&args.bind, args.metrics_port).await?;
     let web = listen_optional(&args.bind, args.web_port, "--web-port").await?;
@@ -619,7 +643,11 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     config.secret = args.secret.load()?;
     config.tls = args.tls.server()?;
     config.tls_ca = args.tls.tls_ca.clone();
-    say(format_args!("thaw master listening on {addr}"));
+    match &group {
+        Some(g) => say(format_args!("thaw master {} of {} listening on {addr}", g.id, g.peers.len())),
+        None => say(format_args!("thaw master listening on {addr}")),
+    }
+    config.group = group;
     if let Some(m) = &metrics {
         say(format_args!("thaw master metrics listening on {}", m.local_addr()?));
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use thaw_common::proto::InodeRecord;
-use thaw_master::journal::{Journal, JournalOp};
+use thaw_master::journal::{Commit, Journal, JournalOp};
 
 /// Runs `thaw master` on the journal in `dir` until it exits (its output)
 /// or has loaded its namespace and serves (`None`; it is stopped then).

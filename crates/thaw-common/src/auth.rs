@@ -377,29 +377,28 @@ impl tonic::service::Interceptor for Attach {
     }
 }
 
-/// A master client that authenticates every call.
+/// A master client that authenticates every call, following a group's
+/// leader ([`crate::failover`]).
 pub type MasterClient = crate::proto::master_service_client::MasterServiceClient<
-    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Attach>,
+    tonic::service::interceptor::InterceptedService<crate::failover::MasterChannel, Attach>,
 >;
 
-/// Connects (lazily) to the master at `addr` with `credentials`, over TLS
-/// trusting `tls`'s CA if given.
+/// Connects (lazily) to the master at `addr` (or the group `a,b,c`) with
+/// `credentials`, over TLS trusting `tls`'s CA if given.
 pub fn master_client(
     addr: &str,
     credentials: Option<Arc<Credentials>>,
     tls: Option<&crate::tls::ClientTls>,
 ) -> Result<MasterClient> {
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut endpoint = tonic::transport::Channel::from_shared(format!("{scheme}://{addr}"))
-        .map_err(|e| ThawError::invalid(format!("master address {addr:?}: {e}")))?
-        .connect_timeout(std::time::Duration::from_secs(3));
-    if let Some(tls) = tls {
-        endpoint = endpoint.tls_config(tls.tonic(addr)?).map_err(|e| ThawError::invalid(format!("TLS: {e}")))?;
-    }
-    let channel = endpoint.connect_lazy();
+    let channel = crate::failover::MasterChannel::new(addr, tls)?;
     Ok(crate::proto::master_service_client::MasterServiceClient::with_interceptor(channel, Attach::new(credentials))
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20))
+}
+
+/// A lazy channel to one master (see [`crate::failover::endpoint_channel`]).
+pub fn channel(addr: &str, tls: Option<&crate::tls::ClientTls>) -> Result<tonic::transport::Channel> {
+    crate::failover::endpoint_channel(addr, tls)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod failover;
 pub mod filelock;
 pub mod frame;
 pub mod ids;

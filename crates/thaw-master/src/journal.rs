@@ -16,6 +16,17 @@ use thaw_common::{Result, ThawError};
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 const LINEAGE: TableDefinition<u64, &[u8]> = TableDefinition::new("lineage");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// A replicated journal's Raft state (highly available masters): what the
+/// journal has applied and the group's membership, written in the same
+/// transaction as the records they describe.
+const RAFT_META: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_meta");
+/// The Raft log and its own state (vote, committed, purged), in the same
+/// redb file (see [`crate::ha::store`]).
+pub(crate) const RAFT_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
+pub(crate) const RAFT_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_state");
+/// Keys of [`RAFT_META`].
+pub const RAFT_APPLIED: &str = "applied";
+pub const RAFT_MEMBERSHIP: &str = "membership";
 const NEXT_ID: &str = "next_id";
 const NEXT_LINEAGE_ID: &str = "next_lineage_id";
 
@@ -40,6 +51,27 @@ pub struct Loaded {
     pub lineages: Vec<LineageRecord>,
     /// The next unused lineage id (ids are never reused either).
     pub next_lineage_id: u64,
+    /// Raft state of a replicated journal ([`RAFT_APPLIED`], [`RAFT_MEMBERSHIP`]).
+    pub raft_meta: Vec<(String, Vec<u8>)>,
+}
+
+impl Loaded {
+    pub fn raft_meta(&self, key: &str) -> Option<&[u8]> {
+        self.raft_meta.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_slice())
+    }
+}
+
+/// Where a master's journal commits go: this master's own redb file, or a
+/// group's replicated log (committed there, then applied to every member's
+/// file). A commit returns once the ops are durable.
+pub trait Commit: Send + Sync {
+    fn commit(&self, ops: &[JournalOp], next_id: u64) -> Result<()>;
+}
+
+impl Commit for Journal {
+    fn commit(&self, ops: &[JournalOp], next_id: u64) -> Result<()> {
+        self.commit_with(ops, next_id, &[])
+    }
 }
 
 pub struct Journal {
@@ -58,8 +90,15 @@ impl Journal {
         txn.open_table(INODES).map_err(jerr)?;
         txn.open_table(LINEAGE).map_err(jerr)?;
         txn.open_table(META).map_err(jerr)?;
+        txn.open_table(RAFT_META).map_err(jerr)?;
+        txn.open_table(RAFT_LOG).map_err(jerr)?;
+        txn.open_table(RAFT_STATE).map_err(jerr)?;
         txn.commit().map_err(jerr)?;
         Ok(Journal { db })
+    }
+
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
     }
 
     /// Every record, and the next unused ids (ids are never reused, so a stale
@@ -82,12 +121,43 @@ impl Journal {
         let meta = txn.open_table(META).map_err(jerr)?;
         out.next_id = meta.get(NEXT_ID).map_err(jerr)?.map(|v| v.value()).unwrap_or(0);
         out.next_lineage_id = meta.get(NEXT_LINEAGE_ID).map_err(jerr)?.map(|v| v.value()).unwrap_or(1);
+        let raft = txn.open_table(RAFT_META).map_err(jerr)?;
+        for row in raft.iter().map_err(jerr)? {
+            let (k, v) = row.map_err(jerr)?;
+            out.raft_meta.push((k.value().to_string(), v.value().to_vec()));
+        }
         Ok(out)
     }
 
-    /// Applies `ops` and the new next id in one durable transaction.
-    pub fn commit(&self, ops: &[JournalOp], next_id: u64) -> Result<()> {
+    /// The next unused inode id, alone.
+    pub fn next_id(&self) -> Result<u64> {
+        let txn = self.db.begin_read().map_err(jerr)?;
+        let meta = txn.open_table(META).map_err(jerr)?;
+        Ok(meta.get(NEXT_ID).map_err(jerr)?.map(|v| v.value()).unwrap_or(0))
+    }
+
+    /// The Raft state alone (see [`Loaded::raft_meta`]).
+    pub fn raft_meta(&self) -> Result<Loaded> {
+        let txn = self.db.begin_read().map_err(jerr)?;
+        let raft = txn.open_table(RAFT_META).map_err(jerr)?;
+        let mut out = Loaded::default();
+        for row in raft.iter().map_err(jerr)? {
+            let (k, v) = row.map_err(jerr)?;
+            out.raft_meta.push((k.value().to_string(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Applies `ops`, the new next id and `raft_meta` (key, value) in one
+    /// durable transaction.
+    pub fn commit_with(&self, ops: &[JournalOp], next_id: u64, raft_meta: &[(&str, Vec<u8>)]) -> Result<()> {
         let txn = self.db.begin_write().map_err(jerr)?;
+        {
+            let mut raft = txn.open_table(RAFT_META).map_err(jerr)?;
+            for (k, v) in raft_meta {
+                raft.insert(*k, v.as_slice()).map_err(jerr)?;
+            }
+        }
         {
             let mut table = txn.open_table(INODES).map_err(jerr)?;
             let mut lineage = txn.open_table(LINEAGE).map_err(jerr)?;
@@ -115,11 +185,97 @@ impl Journal {
         }
         txn.commit().map_err(jerr)
     }
+
+    /// Replaces everything with `snapshot` (a Raft snapshot installed), in
+    /// one durable transaction.
+    pub fn replace_all(&self, snapshot: &Loaded, raft_meta: &[(&str, Vec<u8>)]) -> Result<()> {
+        let txn = self.db.begin_write().map_err(jerr)?;
+        {
+            let mut table = txn.open_table(INODES).map_err(jerr)?;
+            table.retain(|_, _| false).map_err(jerr)?;
+            for rec in &snapshot.inodes {
+                table.insert(rec.id, rec.encode_to_vec().as_slice()).map_err(jerr)?;
+            }
+            let mut lineage = txn.open_table(LINEAGE).map_err(jerr)?;
+            lineage.retain(|_, _| false).map_err(jerr)?;
+            for rec in &snapshot.lineages {
+                lineage.insert(rec.id, rec.encode_to_vec().as_slice()).map_err(jerr)?;
+            }
+            let mut meta = txn.open_table(META).map_err(jerr)?;
+            meta.insert(NEXT_ID, snapshot.next_id).map_err(jerr)?;
+            meta.insert(NEXT_LINEAGE_ID, snapshot.next_lineage_id).map_err(jerr)?;
+            let mut raft = txn.open_table(RAFT_META).map_err(jerr)?;
+            for (k, v) in raft_meta {
+                raft.insert(*k, v.as_slice()).map_err(jerr)?;
+            }
+        }
+        txn.commit().map_err(jerr)
+    }
+}
+
+/// A commit as a replicated log entry's payload.
+pub fn encode_batch(ops: &[JournalOp], next_id: u64) -> Vec<u8> {
+    use thaw_common::proto::journal_op_record::Op;
+    let ops = ops
+        .iter()
+        .map(|op| thaw_common::proto::JournalOpRecord {
+            op: Some(match op {
+                JournalOp::Put(r) => Op::Put(r.clone()),
+                JournalOp::Delete(id) => Op::Delete(*id),
+                JournalOp::PutLineage(r) => Op::PutLineage(r.clone()),
+                JournalOp::DeleteLineage(id) => Op::DeleteLineage(*id),
+            }),
+        })
+        .collect();
+    thaw_common::proto::JournalBatch { ops, next_id }.encode_to_vec()
+}
+
+/// [`encode_batch`]'s inverse; each record's version is checked as on load.
+pub fn decode_batch(bytes: &[u8]) -> Result<(Vec<JournalOp>, u64)> {
+    use thaw_common::proto::journal_op_record::Op;
+    let b = thaw_common::proto::JournalBatch::decode(bytes).map_err(jerr)?;
+    let mut ops = Vec::with_capacity(b.ops.len());
+    for op in b.ops {
+        ops.push(match op.op {
+            Some(Op::Put(r)) => JournalOp::Put(checked_inode(r)?),
+            Some(Op::Delete(id)) => JournalOp::Delete(id),
+            Some(Op::PutLineage(r)) => JournalOp::PutLineage(checked_lineage(r)?),
+            Some(Op::DeleteLineage(id)) => JournalOp::DeleteLineage(id),
+            None => return Err(ThawError::internal("journal: a replicated op without a kind")),
+        });
+    }
+    Ok((ops, b.next_id))
+}
+
+/// The journal's records as a snapshot's bytes.
+pub fn encode_snapshot(l: &Loaded) -> Vec<u8> {
+    thaw_common::proto::JournalSnapshot {
+        inodes: l.inodes.clone(),
+        lineages: l.lineages.clone(),
+        next_id: l.next_id,
+        next_lineage_id: l.next_lineage_id,
+    }
+    .encode_to_vec()
+}
+
+pub fn decode_snapshot(bytes: &[u8]) -> Result<Loaded> {
+    let s = thaw_common::proto::JournalSnapshot::decode(bytes).map_err(jerr)?;
+    let mut out = Loaded { next_id: s.next_id, next_lineage_id: s.next_lineage_id, ..Default::default() };
+    for r in s.inodes {
+        out.inodes.push(checked_inode(r)?);
+    }
+    for r in s.lineages {
+        out.lineages.push(checked_lineage(r)?);
+    }
+    Ok(out)
 }
 
 /// Decodes a record of any version this build knows (only 1 so far).
 pub fn decode_inode(bytes: &[u8]) -> Result<InodeRecord> {
-    let rec = InodeRecord::decode(bytes).map_err(jerr)?;
+    checked_inode(InodeRecord::decode(bytes).map_err(jerr)?)
+}
+
+fn checked_inode(rec: InodeRecord) -> Result<InodeRecord> {
     match rec.version {
         1 => Ok(rec),
         v => Err(ThawError::internal(format!(
@@ -129,7 +285,10 @@ pub fn decode_inode(bytes: &[u8]) -> Result<InodeRecord> {
 }
 
 pub fn decode_lineage(bytes: &[u8]) -> Result<LineageRecord> {
-    let rec = LineageRecord::decode(bytes).map_err(jerr)?;
+    checked_lineage(LineageRecord::decode(bytes).map_err(jerr)?)
+}
+
+fn checked_lineage(rec: LineageRecord) -> Result<LineageRecord> {
     match rec.version {
         1 => Ok(rec),
         v => Err(ThawError::internal(format!(

@@ -5,6 +5,7 @@
 pub mod affinity;
 pub mod checkpoint;
 pub mod cluster;
+pub mod ha;
 pub mod journal;
 pub mod leases;
 pub mod lineage;
@@ -19,6 +20,7 @@ pub mod web;
 use std::sync::Arc;
 
 pub use master::{Master, MasterConfig};
+use thaw_common::proto::master_raft_server::MasterRaftServer;
 use thaw_common::proto::master_service_server::MasterServiceServer;
 use thaw_common::{Result, ThawError};
 use tokio::net::TcpListener;
@@ -53,14 +55,19 @@ pub struct HttpListeners {
     pub web: Option<TcpListener>,
 }
 
-/// [`serve`], and the HTTP servers of `http`; they stop with it.
+/// [`serve`], and the HTTP servers of `http`; they stop with it. With
+/// `config.group` this master joins a group ([`ha`]) and serves while it
+/// leads.
 pub async fn serve_with_http(
     mut config: MasterConfig,
     listener: TcpListener,
     http: HttpListeners,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    if config.address.is_empty() {
+    if let Some(g) = &config.group {
+        // The commands the master runs follow the group's leader.
+        config.address = g.peers.join(",");
+    } else if config.address.is_empty() {
         // The commands the master runs (recomputations) reach it here.
         let mut addr = listener.local_addr()?;
         if addr.ip().is_unspecified() {
@@ -68,13 +75,59 @@ pub async fn serve_with_http(
         }
         config.address = addr.to_string();
     }
-    let master = Arc::new(Master::open(config)?);
-    // A wrong bucket, endpoint or key stops the master here, saying which.
-    master.check_under_store().await?;
+    let rpc = thaw_common::metrics::Latencies::new("method");
+    let tls = config.tls.clone();
+    let (serving, raft, tasks) = match config.group.clone() {
+        None => {
+            let master = Arc::new(Master::open(config)?);
+            // A wrong bucket, endpoint or key stops the master here, saying which.
+            master.check_under_store().await?;
+            let tasks = spawn_background(&master, http, &rpc, &shutdown);
+            (service::Serving::One(master), None, tasks)
+        }
+        Some(g) => {
+            let group = ha::Group::start(g, config, http, rpc.clone(), shutdown.clone()).await?;
+            let raft = MasterRaftServer::new(service::RaftRpc { group: group.clone() })
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES);
+            (service::Serving::Group(group), Some(raft), Vec::new())
+        }
+    };
+    let svc = MasterServiceServer::new(service::MasterRpc { serving })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        server = server.tls_config(tls.tonic()).map_err(|e| ThawError::invalid(format!("TLS: {e}")))?;
+    }
+    let result = server
+        .layer(metrics::TimeRpcs(rpc))
+        .add_service(svc)
+        .add_optional_service(raft)
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
+        .await;
+    shutdown.cancel();
+    for t in tasks {
+        let _ = t.await;
+    }
+    result.map_err(|e| ThawError::internal(format!("master server: {e}")))
+}
+
+/// The serving master's background tasks, all stopping with `stop`: the
+/// liveness checker, the migration planner, the workflow manager (lineage
+/// reruns), and the HTTP servers of `http`.
+pub(crate) fn spawn_background(
+    master: &Arc<Master>,
+    http: HttpListeners,
+    rpc: &thaw_common::metrics::Latencies,
+    stop: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
     let interval = master.config().heartbeat_interval;
-    let checker = {
+    tasks.push({
         let master = master.clone();
-        let shutdown = shutdown.clone();
+        let shutdown = stop.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval);
             loop {
@@ -88,11 +141,11 @@ pub async fn serve_with_http(
                 }
             }
         })
-    };
+    });
     // The planner: retargets pending migrations off the heartbeat path.
-    let planner = {
+    tasks.push({
         let master = master.clone();
-        let shutdown = shutdown.clone();
+        let shutdown = stop.clone();
         let every = master.config().plan_interval.max(std::time::Duration::from_millis(1));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
@@ -105,11 +158,11 @@ pub async fn serve_with_http(
                 }
             }
         })
-    };
+    });
     // The workflow manager: rebuilds lost files from lineage (tachyon.txt 2.6).
-    let workflow = {
+    tasks.push({
         let master = master.clone();
-        let shutdown = shutdown.clone();
+        let shutdown = stop.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -121,40 +174,23 @@ pub async fn serve_with_http(
                 }
             }
         })
-    };
-    let rpc = thaw_common::metrics::Latencies::new("method");
-    let web = http.web.map(|l| tokio::spawn(web::serve(l, master.clone(), shutdown.clone().cancelled_owned())));
-    let metrics = http.metrics.map(|l| {
-        let registry = Arc::new(metrics::registry(&master, &rpc));
-        tokio::spawn(thaw_common::metrics::serve(l, registry, shutdown.clone().cancelled_owned()))
     });
-    let tls = master.config().tls.clone();
-    let svc = MasterServiceServer::new(service::MasterRpc { master })
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let mut server = tonic::transport::Server::builder();
-    if let Some(tls) = tls {
-        server = server.tls_config(tls.tonic()).map_err(|e| ThawError::invalid(format!("TLS: {e}")))?;
+    if let Some(l) = http.web {
+        let (master, stop) = (master.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = web::serve(l, master, stop.cancelled_owned()).await {
+                tracing::warn!(error = %e, "web dashboard stopped");
+            }
+        }));
     }
-    let result = server
-        .layer(metrics::TimeRpcs(rpc))
-        .add_service(svc)
-        .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
-        .await;
-    shutdown.cancel();
-    let _ = checker.await;
-    let _ = planner.await;
-    let _ = workflow.await;
-    if let Some(m) = metrics
-        && let Ok(Err(e)) = m.await
-    {
-        tracing::warn!(error = %e, "metrics server stopped");
+    if let Some(l) = http.metrics {
+        let registry = Arc::new(metrics::registry(master, rpc));
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = thaw_common::metrics::serve(l, registry, stop.cancelled_owned()).await {
+                tracing::warn!(error = %e, "metrics server stopped");
+            }
+        }));
     }
-    if let Some(w) = web
-        && let Ok(Err(e)) = w.await
-    {
-        tracing::warn!(error = %e, "web dashboard stopped");
-    }
-    result.map_err(|e| ThawError::internal(format!("master server: {e}")))
+    tasks
 }

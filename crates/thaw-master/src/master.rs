@@ -3,7 +3,7 @@
 //! and its journal commit happen under it, so the journal order is the state order.
 //! Under-store I/O (stat, list, rename, delete) happens before taking the lock.
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_count, block_id, block_length, file_of_block};
@@ -13,7 +13,7 @@ use thaw_ufs::UnderStore;
 
 use crate::checkpoint::{Checkpoints, Order};
 use crate::cluster::Cluster;
-use crate::journal::{Journal, JournalOp};
+use crate::journal::{Commit, Journal, JournalOp, Loaded};
 use crate::leases::WriterLeases;
 use crate::lineage::Lineages;
 use crate::migration::{Migrations, Policy, Priority};
@@ -86,6 +86,9 @@ pub struct MasterConfig {
     /// the commands the master runs are given (`THAW_TLS_CA`).
     pub tls: Option<std::sync::Arc<thaw_common::tls::ServerTls>>,
     pub tls_ca: Option<std::path::PathBuf>,
+    /// A member of a group of masters (`--id`, `--peers`): serves while it
+    /// leads, over a replicated journal ([`crate::ha`]).
+    pub group: Option<crate::ha::GroupConfig>,
 }
 
 impl MasterConfig {
@@ -116,6 +119,7 @@ impl MasterConfig {
             superuser: thaw_common::auth::os_user(),
             tls: None,
             tls_ca: None,
+            group: None,
         }
     }
 }
@@ -181,7 +185,8 @@ impl State {
 
 pub struct Master {
     state: RwLock<State>,
-    journal: Journal,
+    /// Where commits go: this master's journal, or its group's replicated log.
+    journal: Arc<dyn Commit>,
     ufs: UnderStore,
     /// Random per start: workers that see a new epoch re-register.
     epoch: u64,
@@ -205,9 +210,15 @@ fn is_persisted_write(wt: WriteType) -> bool {
 
 impl Master {
     pub fn open(config: MasterConfig) -> Result<Self> {
-        config.affinity.check()?;
         let journal = Journal::open(&config.journal_dir)?;
         let loaded = journal.load()?;
+        Self::open_with(config, loaded, Arc::new(journal))
+    }
+
+    /// A master on a journal loaded already, committing to `journal`: a
+    /// group's new leader starts here, on its copy of the replicated journal.
+    pub fn open_with(config: MasterConfig, loaded: Loaded, journal: Arc<dyn Commit>) -> Result<Self> {
+        config.affinity.check()?;
         let loaded_ids: Vec<u64> = loaded.inodes.iter().map(|r| r.id).collect();
         let (ns, problems) = Namespace::from_records(loaded.inodes, loaded.next_id);
         if !problems.is_empty() {

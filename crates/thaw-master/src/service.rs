@@ -11,8 +11,15 @@ use thaw_common::{ThawError, auth};
 use crate::master::Master;
 use crate::master::permissions::{CALLER, Caller};
 
+/// What serves the calls: this master, or whichever master of its group
+/// leads (the others answer "not the leader", pointing at it).
+pub enum Serving {
+    One(Arc<Master>),
+    Group(Arc<crate::ha::Group>),
+}
+
 pub struct MasterRpc {
-    pub master: Arc<Master>,
+    pub serving: Serving,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -22,13 +29,34 @@ fn reply<T>(r: thaw_common::Result<T>) -> Reply<T> {
 }
 
 impl MasterRpc {
+    fn master(&self) -> Result<Arc<Master>, Status> {
+        match &self.serving {
+            Serving::One(m) => Ok(m.clone()),
+            Serving::Group(g) => g.master(),
+        }
+    }
+
+    fn config(&self) -> &crate::MasterConfig {
+        match &self.serving {
+            Serving::One(m) => m.config(),
+            Serving::Group(g) => g.master_config(),
+        }
+    }
+
     /// Who sends `r`: on a master with a secret, the user its token names
     /// (refused without a valid one); else whom it says it is.
     fn authenticate<T>(&self, r: &Request<T>) -> Result<Caller, Status> {
-        let Some(secret) = self.master.secret() else {
+        authenticate(self.config(), r)
+    }
+}
+
+/// [`MasterRpc::authenticate`], for any service of the master.
+fn authenticate<T>(config: &crate::MasterConfig, r: &Request<T>) -> Result<Caller, Status> {
+    {
+        let Some(secret) = config.secret.as_ref() else {
             let said = r.metadata().get(auth::USER_HEADER).and_then(|v| v.to_str().ok());
             let user = said.filter(|u| auth::check_name(u, "user").is_ok()).unwrap_or_default();
-            let superuser = user == self.master.config().superuser;
+            let superuser = user == config.superuser;
             return Ok(Caller { user: user.to_string(), groups: Vec::new(), checked: false, expires_ms: 0, superuser });
         };
         // Thaw's clients send `thaw-token`; other gRPC tools `authorization`.
@@ -46,8 +74,7 @@ impl MasterRpc {
             .into());
         };
         let claims = secret.verify(token)?;
-        let superuser =
-            auth::is_superuser(&claims.user, &claims.groups) || claims.user == self.master.config().superuser;
+        let superuser = auth::is_superuser(&claims.user, &claims.groups) || claims.user == config.superuser;
         Ok(Caller { user: claims.user, groups: claims.groups, checked: true, expires_ms: claims.expires_ms, superuser })
     }
 }
@@ -71,96 +98,109 @@ macro_rules! serve {
 #[tonic::async_trait]
 impl MasterService for MasterRpc {
     async fn mkdir(&self, r: Request<MkdirRequest>) -> Reply<MkdirResponse> {
-        serve!(self, r, |req| reply(self.master.mkdir(req).await))
+        serve!(self, r, |req| reply(self.master()?.mkdir(req).await))
     }
     async fn get_status(&self, r: Request<GetStatusRequest>) -> Reply<GetStatusResponse> {
-        serve!(self, r, |req| reply(self.master.get_status(req).await))
+        serve!(self, r, |req| reply(self.master()?.get_status(req).await))
     }
     async fn list_status(&self, r: Request<ListStatusRequest>) -> Reply<ListStatusResponse> {
-        serve!(self, r, |req| reply(self.master.list_status(req).await))
+        serve!(self, r, |req| reply(self.master()?.list_status(req).await))
     }
     async fn create_file(&self, r: Request<CreateFileRequest>) -> Reply<CreateFileResponse> {
-        serve!(self, r, |req| reply(self.master.create_file(req).await))
+        serve!(self, r, |req| reply(self.master()?.create_file(req).await))
     }
     async fn complete_file(&self, r: Request<CompleteFileRequest>) -> Reply<CompleteFileResponse> {
-        serve!(self, r, |req| reply(self.master.complete_file(req).await))
+        serve!(self, r, |req| reply(self.master()?.complete_file(req).await))
     }
     async fn delete(&self, r: Request<DeleteRequest>) -> Reply<DeleteResponse> {
-        serve!(self, r, |req| reply(self.master.delete(req).await))
+        serve!(self, r, |req| reply(self.master()?.delete(req).await))
     }
     async fn rename(&self, r: Request<RenameRequest>) -> Reply<RenameResponse> {
-        serve!(self, r, |req| reply(self.master.rename(req).await))
+        serve!(self, r, |req| reply(self.master()?.rename(req).await))
     }
     async fn get_cluster_status(&self, r: Request<GetClusterStatusRequest>) -> Reply<GetClusterStatusResponse> {
-        serve!(self, r, |_req| Ok(Response::new(self.master.cluster_status())))
+        serve!(self, r, |_req| Ok(Response::new(self.master()?.cluster_status())))
     }
     async fn register_worker(&self, r: Request<RegisterWorkerRequest>) -> Reply<RegisterWorkerResponse> {
-        serve!(self, r, superuser "registering a worker", |req| reply(self.master.register_worker(req)))
+        serve!(self, r, superuser "registering a worker", |req| reply(self.master()?.register_worker(req)))
     }
     async fn heartbeat(&self, r: Request<HeartbeatRequest>) -> Reply<HeartbeatResponse> {
-        serve!(self, r, superuser "a worker's heartbeat", |req| Ok(Response::new(self.master.ask(req).await)))
+        serve!(self, r, superuser "a worker's heartbeat", |req| Ok(Response::new(self.master()?.ask(req).await)))
     }
     async fn commit_block(&self, r: Request<CommitBlockRequest>) -> Reply<CommitBlockResponse> {
-        serve!(self, r, superuser "committing a block (workers do)", |req| reply(self.master.commit_block(req)))
+        serve!(self, r, superuser "committing a block (workers do)", |req| reply(self.master()?.commit_block(req)))
     }
     async fn migrate(&self, r: Request<MigrateRequest>) -> Reply<MigrateResponse> {
-        serve!(self, r, |req| reply(self.master.migrate(req).await))
+        serve!(self, r, |req| reply(self.master()?.migrate(req).await))
     }
     async fn evict(&self, r: Request<EvictRequest>) -> Reply<EvictResponse> {
-        serve!(self, r, |req| reply(self.master.evict(req).await))
+        serve!(self, r, |req| reply(self.master()?.evict(req).await))
     }
     async fn renew_lease(&self, r: Request<RenewLeaseRequest>) -> Reply<RenewLeaseResponse> {
-        serve!(self, r, |req| Ok(Response::new(self.master.renew_lease(req))))
+        serve!(self, r, |req| Ok(Response::new(self.master()?.renew_lease(req))))
     }
     async fn renew_writer_lease(&self, r: Request<RenewWriterLeaseRequest>) -> Reply<RenewWriterLeaseResponse> {
-        serve!(self, r, |req| reply(self.master.renew_writer_lease(req)))
+        serve!(self, r, |req| reply(self.master()?.renew_writer_lease(req)))
     }
     async fn list_jobs(&self, r: Request<ListJobsRequest>) -> Reply<ListJobsResponse> {
-        serve!(self, r, |req| reply(self.master.list_jobs(req)))
+        serve!(self, r, |req| reply(self.master()?.list_jobs(req)))
     }
     async fn report_app_usage(&self, r: Request<ReportAppUsageRequest>) -> Reply<ReportAppUsageResponse> {
-        serve!(self, r, |req| reply(self.master.report_app_usage(req).await))
+        serve!(self, r, |req| reply(self.master()?.report_app_usage(req).await))
     }
     async fn get_cache_report(&self, r: Request<GetCacheReportRequest>) -> Reply<GetCacheReportResponse> {
-        serve!(self, r, |req| reply(Ok(self.master.cache_report(req))))
+        serve!(self, r, |req| reply(Ok(self.master()?.cache_report(req))))
     }
     async fn report_job_tasks(&self, r: Request<ReportJobTasksRequest>) -> Reply<ReportJobTasksResponse> {
-        serve!(self, r, |req| reply(self.master.report_job_tasks(req)))
+        serve!(self, r, |req| reply(self.master()?.report_job_tasks(req)))
     }
     async fn migration_events(&self, r: Request<MigrationEventsRequest>) -> Reply<MigrationEventsResponse> {
-        serve!(self, r, |req| Ok(Response::new(self.master.migration_events(req))))
+        serve!(self, r, |req| Ok(Response::new(self.master()?.migration_events(req))))
     }
     async fn persist(&self, r: Request<PersistRequest>) -> Reply<PersistResponse> {
-        serve!(self, r, |req| reply(self.master.persist(req).await))
+        serve!(self, r, |req| reply(self.master()?.persist(req).await))
     }
     async fn checkpoint_done(&self, r: Request<CheckpointDoneRequest>) -> Reply<CheckpointDoneResponse> {
-        serve!(self, r, superuser "reporting a checkpoint (workers do)", |req| reply(self.master.checkpoint_done(req).await))
+        serve!(self, r, superuser "reporting a checkpoint (workers do)", |req| reply(self.master()?.checkpoint_done(req).await))
     }
     async fn submit_dependency(&self, r: Request<SubmitDependencyRequest>) -> Reply<SubmitDependencyResponse> {
-        serve!(self, r, |req| reply(self.master.submit_dependency(req).await))
+        serve!(self, r, |req| reply(self.master()?.submit_dependency(req).await))
     }
     async fn get_lineage(&self, r: Request<GetLineageRequest>) -> Reply<GetLineageResponse> {
-        serve!(self, r, |req| reply(self.master.get_lineage(req).await))
+        serve!(self, r, |req| reply(self.master()?.get_lineage(req).await))
     }
     async fn list_lineage(&self, r: Request<ListLineageRequest>) -> Reply<ListLineageResponse> {
-        serve!(self, r, |_req| Ok(Response::new(self.master.list_lineage())))
+        serve!(self, r, |_req| Ok(Response::new(self.master()?.list_lineage())))
     }
     async fn recompute(&self, r: Request<RecomputeRequest>) -> Reply<RecomputeResponse> {
-        serve!(self, r, |req| reply(self.master.recompute(req).await))
+        serve!(self, r, |req| reply(self.master()?.recompute(req).await))
     }
     async fn claim_recomputations(&self, r: Request<ClaimRecomputationsRequest>) -> Reply<ClaimRecomputationsResponse> {
-        serve!(self, r, superuser "claiming lineage reruns (the executor does)", |req| reply(self.master.claim_recomputations(req)))
+        serve!(self, r, superuser "claiming lineage reruns (the executor does)", |req| reply(self.master()?.claim_recomputations(req)))
     }
     async fn recomputation_done(&self, r: Request<RecomputationDoneRequest>) -> Reply<RecomputationDoneResponse> {
-        serve!(self, r, superuser "reporting a lineage rerun (the executor does)", |req| Ok(Response::new(self.master.recomputation_done(req))))
+        serve!(self, r, superuser "reporting a lineage rerun (the executor does)", |req| Ok(Response::new(self.master()?.recomputation_done(req))))
     }
     async fn set_attributes(&self, r: Request<SetAttributesRequest>) -> Reply<SetAttributesResponse> {
-        serve!(self, r, |req| reply(self.master.set_attributes(req).await))
+        serve!(self, r, |req| reply(self.master()?.set_attributes(req).await))
     }
     async fn issue_token(&self, r: Request<IssueTokenRequest>) -> Reply<IssueTokenResponse> {
-        serve!(self, r, |req| reply(self.master.issue_token(req)))
+        serve!(self, r, |req| reply(self.master()?.issue_token(req)))
     }
     async fn who_am_i(&self, r: Request<WhoAmIRequest>) -> Reply<WhoAmIResponse> {
-        serve!(self, r, |_req| Ok(Response::new(self.master.who_am_i())))
+        serve!(self, r, |_req| Ok(Response::new(self.master()?.who_am_i())))
+    }
+}
+
+/// Raft's messages from the other masters of the group.
+pub struct RaftRpc {
+    pub group: Arc<crate::ha::Group>,
+}
+
+#[tonic::async_trait]
+impl thaw_common::proto::master_raft_server::MasterRaft for RaftRpc {
+    async fn raft(&self, r: Request<RaftMessage>) -> Reply<RaftMessage> {
+        authenticate(self.group.master_config(), &r)?.require_superuser("Raft messages (masters send them)")?;
+        reply(self.group.handle(r.into_inner()).await)
     }
 }
