@@ -60,6 +60,9 @@ pub struct ClusterOptions {
     /// TLS on every port: a fresh CA and certificate for 127.0.0.1
     /// (`thaw auth certs`); [`Cluster::client`] trusts the CA.
     pub tls: bool,
+    /// Masters: 1, or a group of highly available masters (`--id`,
+    /// `--peers`); [`Cluster::master_addr`] then names them all.
+    pub masters: usize,
 }
 
 impl ClusterOptions {
@@ -75,6 +78,7 @@ impl ClusterOptions {
             env: Vec::new(),
             secure: false,
             tls: false,
+            masters: 1,
         }
     }
 }
@@ -111,7 +115,11 @@ pub struct Cluster {
     pub secret: Option<std::sync::Arc<thaw_common::auth::Secret>>,
     /// The CA and certificate (`ClusterOptions::tls`).
     pub certs: Option<thaw_common::tls::CertFiles>,
-    master: Proc,
+    /// One master, or the group's, in id order (None: killed).
+    masters: Vec<Proc>,
+    /// What clients and workers are given: the master's address, or the
+    /// group's `a,b,c`.
+    master_list: String,
     workers: Vec<Proc>,
 }
 
@@ -188,12 +196,26 @@ impl Cluster {
             bin,
             ufs,
             mem_root,
-            master: Proc { child: None, addr: String::new(), metrics_addr: None, web_addr: None },
+            masters: Vec::new(),
+            master_list: String::new(),
             workers: Vec::new(),
             options,
             root,
         };
-        cluster.master = cluster.spawn_master(0)?;
+        let n = cluster.options.masters.max(1);
+        if n == 1 {
+            let m = cluster.spawn_master(0, 0)?;
+            cluster.master_list = m.addr.clone();
+            cluster.masters.push(m);
+        } else {
+            // Each master must know every address before any starts.
+            let ports = free_ports(n)?;
+            cluster.master_list = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+            for (i, p) in ports.iter().enumerate() {
+                let m = cluster.spawn_master(i, *p)?;
+                cluster.masters.push(m);
+            }
+        }
         for i in 0..cluster.options.workers.len() {
             let w = cluster.spawn_worker(i, 0)?;
             cluster.workers.push(w);
@@ -206,8 +228,27 @@ impl Cluster {
         self.root.path()
     }
 
+    /// The master's address, or the group's (`a,b,c`): what clients use.
     pub fn master_addr(&self) -> &str {
-        &self.master.addr
+        &self.master_list
+    }
+
+    /// Each master's own address, in id order.
+    pub fn master_addrs(&self) -> Vec<String> {
+        self.masters.iter().map(|m| m.addr.clone()).collect()
+    }
+
+    /// Which master of the group serves now (asked of each), if any.
+    pub async fn leader(&self) -> Option<usize> {
+        for (i, m) in self.masters.iter().enumerate() {
+            if m.child.is_none() {
+                continue;
+            }
+            if self.client_of(&m.addr, thaw_common::auth::SUPERUSER, &[], "", "").cluster_status().await.is_ok() {
+                return Some(i);
+            }
+        }
+        None
     }
 
     pub fn worker_addr(&self, i: usize) -> &str {
@@ -216,12 +257,12 @@ impl Cluster {
 
     /// The master's metrics address (given `--metrics-port` in `master_args`).
     pub fn master_metrics_addr(&self) -> Option<&str> {
-        self.master.metrics_addr.as_deref()
+        self.masters[0].metrics_addr.as_deref()
     }
 
     /// The master's dashboard address (given `--web-port` in `master_args`).
     pub fn master_web_addr(&self) -> Option<&str> {
-        self.master.web_addr.as_deref()
+        self.masters[0].web_addr.as_deref()
     }
 
     /// Worker `i`'s metrics address (given `--metrics-port` in its `extra_args`).
@@ -233,15 +274,18 @@ impl Cluster {
         self.mem_root.path().join(format!("w{i}"))
     }
 
-    fn spawn_master(&self, port: u16) -> Result<Proc> {
+    /// Starts master `i` (of a group: with its `--id` and `--peers`).
+    fn spawn_master(&self, i: usize, port: u16) -> Result<Proc> {
         let o = &self.options;
+        let group = o.masters > 1;
         let ufs = o.ufs_uri.clone().unwrap_or_else(|| self.ufs.display().to_string());
+        let journal = if group { format!("journal-{i}") } else { "journal".to_string() };
         let mut args: Vec<String> = [
             "master",
             "--ufs",
             &ufs,
             "--journal-dir",
-            &self.root.path().join("journal").display().to_string(),
+            &self.root.path().join(journal).display().to_string(),
             "--port",
             &port.to_string(),
             "--block-size",
@@ -256,7 +300,13 @@ impl Cluster {
         args.extend(o.master_args.iter().cloned());
         args.extend(self.secret_args());
         args.extend(self.tls_args());
-        spawn(&self.bin, &args, &o.env, &self.root.path().join("master.log"))
+        let log = if group {
+            args.extend(["--id".to_string(), (i + 1).to_string(), "--peers".to_string(), self.master_list.clone()]);
+            format!("master-{i}.log")
+        } else {
+            "master.log".to_string()
+        };
+        spawn(&self.bin, &args, &o.env, &self.root.path().join(log))
     }
 
     fn spawn_worker(&self, i: usize, port: u16) -> Result<Proc> {
@@ -264,7 +314,7 @@ impl Cluster {
         let mut args: Vec<String> = [
             "worker",
             "--master",
-            &self.master.addr,
+            &self.master_list,
             "--host",
             &spec.host,
             "--rack",
@@ -302,7 +352,11 @@ impl Cluster {
     /// A client acting as `user` in `groups` (tokens minted with the
     /// cluster's secret; on a cluster without one, the name it gives).
     pub fn user_client(&self, user: &str, groups: &[&str], host: &str, rack: &str) -> Client {
-        let mut cfg = ClientConfig::from_env(Some(self.master.addr.clone()));
+        self.client_of(&self.master_list, user, groups, host, rack)
+    }
+
+    fn client_of(&self, masters: &str, user: &str, groups: &[&str], host: &str, rack: &str) -> Client {
+        let mut cfg = ClientConfig::from_env(Some(masters.to_string()));
         cfg.position = Position { host: host.into(), rack: rack.into(), worker_address: String::new() };
         cfg.job_id = String::new();
         cfg.retry_for = Duration::from_secs(15);
@@ -387,24 +441,40 @@ impl Cluster {
 
     /// The process id of the master, while it runs.
     pub fn master_pid(&self) -> Option<u32> {
-        self.master.child.as_ref().map(Child::id)
+        self.masters[0].child.as_ref().map(Child::id)
     }
 
     pub fn workers(&self) -> usize {
         self.workers.len()
     }
 
-    /// kill -9 of the master.
+    /// kill -9 of the master (the first of a group).
     pub fn kill_master(&mut self) {
-        self.master.kill();
+        self.masters[0].kill();
+    }
+
+    /// kill -9 of master `i` of the group.
+    pub fn kill_master_n(&mut self, i: usize) {
+        self.masters[i].kill();
+    }
+
+    /// Master `i`'s process id, while it runs.
+    pub fn master_pid_n(&self, i: usize) -> Option<u32> {
+        self.masters[i].child.as_ref().map(Child::id)
     }
 
     /// Starts the master again on its old port and journal, and waits for the
     /// workers to re-register.
     pub async fn restart_master(&mut self) -> Result<()> {
-        let port = port_of(&self.master.addr)?;
-        self.master.kill();
-        self.master = self.spawn_master(port)?;
+        self.restart_master_n(0).await
+    }
+
+    /// Starts master `i` again (its port, journal and place in the group),
+    /// and waits until a master serves with every live worker registered.
+    pub async fn restart_master_n(&mut self, i: usize) -> Result<()> {
+        let port = port_of(&self.masters[i].addr)?;
+        self.masters[i].kill();
+        self.masters[i] = self.spawn_master(i, port)?;
         let live = self.workers.iter().filter(|w| w.child.is_some()).count();
         self.wait_for_workers(live, Duration::from_secs(20)).await
     }
@@ -464,13 +534,22 @@ impl Cluster {
     }
 }
 
+/// `n` ports free now (bound, noted and released).
+fn free_ports(n: usize) -> Result<Vec<u16>> {
+    let held: Vec<std::net::TcpListener> =
+        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0")).collect::<std::io::Result<_>>()?;
+    held.iter().map(|l| Ok(l.local_addr()?.port())).collect()
+}
+
 fn port_of(addr: &str) -> Result<u16> {
     addr.rsplit(':').next().and_then(|p| p.parse().ok()).with_context(|| format!("no port in {addr}"))
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        self.master.kill();
+        for m in &mut self.masters {
+            m.kill();
+        }
         for w in &mut self.workers {
             w.kill();
         }
