@@ -12,6 +12,9 @@ use common::*;
 use thaw_common::proto::EvictionMode;
 use tokio::sync::Mutex;
 
+/// Paths and bytes of the writes acknowledged so far.
+type Acked = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
 fn group(workers: usize) -> ClusterOptions {
     let mut o = ClusterOptions::workers(workers);
     o.masters = 3;
@@ -64,7 +67,7 @@ async fn killing_the_leader_loses_no_acknowledged_write_and_reads_go_on() {
     let fixed = data(300_000, 7);
     client.write_all("/fixed", &fixed, opts(WriteType::CacheThrough)).await.unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let acked: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+    let acked: Acked = Arc::default();
     let kinds = [WriteType::CacheThrough, WriteType::MustCache, WriteType::Through, WriteType::AsyncThrough];
     let writer = {
         let (client, stop, acked) = (c.remote_client(), stop.clone(), acked.clone());
