@@ -156,3 +156,26 @@ def test_metrics_are_served_where_the_cluster_says(tmp_path: Path) -> None:
         with urllib.request.urlopen(f"http://{c.metrics['master']}/metrics", timeout=10) as r:
             text = r.read().decode()
         assert 'thaw_master_workers{state="live"} 2\n' in text, text
+
+
+def test_a_group_of_masters_serves_python_and_fsspec_clients(tmp_path: Path) -> None:
+    import fsspec
+
+    with thaw.LocalCluster(workers=1, masters=3, mem_capacity="64MiB") as c:
+        addrs = c.master.split(",")
+        assert len(addrs) == 3 and len(set(addrs)) == 3, c.master
+        client = thaw.Client(c.master)
+        client.write_bytes("/ha.txt", b"replicated", write_type="cache-through")
+        assert client.cat("/ha.txt") == b"replicated"
+        # One address alone: only the leader serves; the others say who leads.
+        served = 0
+        for a in addrs:
+            try:
+                thaw.Client(a).stat("/ha.txt")
+                served += 1
+            except thaw.ThawError as e:
+                assert "not the leader" in str(e) or "no leader" in str(e), e
+        assert served == 1
+        fs = fsspec.filesystem("thaw", master=c.master)
+        with fs.open("/ha.txt", "rb") as f:
+            assert f.read() == b"replicated"

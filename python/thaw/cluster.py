@@ -105,6 +105,10 @@ class LocalCluster:
     mid-write) has not renewed its lease for this long is deleted, with its
     blocks; live writers renew theirs in the background.
 
+    ``masters``: 1, or a group of highly available masters over a replicated
+    journal (3 survive the loss of one); :attr:`master` then names them all
+    (``a,b,c``), and clients follow whichever leads.
+
     ``web_port``: the master serves its web dashboard (workers, jobs, files,
     migration events) on this port (0: a free one); its URL is in
     :attr:`dashboard`. Default none.
@@ -146,9 +150,12 @@ class LocalCluster:
         web_port: int | None = None,
         secret_file: str | os.PathLike[str] | None = None,
         tls: bool = False,
+        masters: int = 1,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
+        if masters < 1:
+            raise ValueError("masters must be at least 1")
         binary = binary or find_binary()
         self.workers = workers
         self.master = ""
@@ -186,6 +193,7 @@ class LocalCluster:
             "local",
             "--ufs", self.ufs,
             "--workers", str(workers),
+            "--masters", str(masters),
             "--port", str(port),
             "--mem-capacity", str(mem_capacity),
             "--disk-capacity", str(disk_capacity),

@@ -113,6 +113,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let local = LocalArgs {
         ufs: ufs.display().to_string(),
         workers: 1,
+        masters: 1,
         port: args.port,
         bind: "127.0.0.1".into(),
         mem_capacity: args.size + (256 << 20),
@@ -142,7 +143,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         cluster.mem_root.display()
     );
     // The cluster stops (and its tmpfs files go) whether or not the measurement worked.
-    let measured = measure(cluster.master_addr.to_string(), &file, args.size).await;
+    let measured = measure(cluster.master_addr.clone(), &file, args.size).await;
     let stopped = cluster.stop().await;
     measured.and(stopped)
 }

@@ -33,6 +33,11 @@ pub struct LocalArgs {
     /// Number of workers.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// Masters: 1, or a group of highly available masters (3 survive the
+    /// loss of one) over a replicated journal, the first on --port, the
+    /// others on free ports; clients name them all (THAW_MASTER=a,b,c).
+    #[arg(long, default_value_t = 1)]
+    pub masters: usize,
     /// Master port.
     #[arg(long, default_value_t = 19998)]
     pub port: u16,
@@ -711,7 +716,8 @@ fn local_ufs(ufs: &str) -> anyhow::Result<String> {
 
 /// A master and its workers running in this process.
 pub struct LocalCluster {
-    pub master_addr: SocketAddr,
+    /// The master's address, or the group's (`a,b,c`): what clients use.
+    pub master_addr: String,
     /// Where each part serves its metrics ("master", "worker 0", ...), if asked.
     pub metrics_addrs: Vec<(String, SocketAddr)>,
     /// Where the master serves the web dashboard, if asked.
@@ -741,8 +747,16 @@ impl LocalCluster {
         let state = std::fs::canonicalize(&state)?;
         let ufs = local_ufs(&args.ufs)?;
         let mem_root = args.mem_root.join(format!("thaw-local-{}-{}", args.port, std::process::id()));
-        let master_listener = listen(&args.bind, args.port).await?;
-        let master_addr = master_listener.local_addr()?;
+        if args.masters == 0 {
+            anyhow::bail!("--masters must be at least 1");
+        }
+        let mut master_listeners = vec![listen(&args.bind, args.port).await?];
+        for _ in 1..args.masters {
+            master_listeners.push(listen(&args.bind, 0).await?);
+        }
+        let peers: Vec<String> =
+            master_listeners.iter().map(|l| l.local_addr().map(|a| a.to_string())).collect::<Result<_, _>>()?;
+        let master_addr = peers.join(",");
         let secret = args.secret.load()?;
         let mut config = master_config(
             ufs.clone(),
@@ -786,13 +800,49 @@ impl LocalCluster {
         let web_addr = web.as_ref().map(|w| w.local_addr()).transpose()?;
         let mut metrics = metrics.into_iter();
         let mut tasks = tokio::task::JoinSet::new();
-        let http = thaw_master::HttpListeners { metrics: metrics.next().flatten(), web };
-        tasks.spawn(thaw_master::serve_with_http(config, master_listener, http, shutdown.clone()));
+        let mut http = Some(thaw_master::HttpListeners { metrics: metrics.next().flatten(), web });
+        let group = args.masters > 1;
+        for (i, listener) in master_listeners.into_iter().enumerate() {
+            let mut config = config.clone();
+            if group {
+                config.journal_dir = state.join(format!("journal-{}", i + 1));
+                config.group = Some(thaw_master::ha::GroupConfig::new(i as u64 + 1, peers.clone())?);
+            }
+            // The first master serves the dashboard and metrics (in a group:
+            // while it leads).
+            let http = http.take().unwrap_or_default();
+            if !group {
+                tasks.spawn(thaw_master::serve_with_http(config, listener, http, shutdown.clone()));
+                continue;
+            }
+            // Each master of a group on threads of its own, as if in its own
+            // process: a leader's commit blocks its caller's thread until
+            // the followers answer, and they must not need that thread.
+            let (done, result) = tokio::sync::oneshot::channel();
+            let (shutdown, listener) = (shutdown.clone(), listener.into_std()?);
+            std::thread::Builder::new().name(format!("thaw-master-{}", i + 1)).spawn(move || {
+                let r = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .map_err(thaw_common::ThawError::from)
+                    .and_then(|rt| {
+                        rt.block_on(async move {
+                            let listener = tokio::net::TcpListener::from_std(listener)?;
+                            thaw_master::serve_with_http(config, listener, http, shutdown).await
+                        })
+                    });
+                let _ = done.send(r);
+            })?;
+            tasks.spawn(async move {
+                result.await.unwrap_or_else(|_| Err(thaw_common::ThawError::internal("a master's thread died")))
+            });
+        }
         let host = thaw_common::hostname();
         for i in 0..args.workers {
             let listener = listen(&args.bind, 0).await?;
             let config = WorkerConfig {
-                master: master_addr.to_string(),
+                master: master_addr.clone(),
                 host: host.clone(),
                 rack: "rack0".into(),
                 mem: Some(TierConfig { dir: mem_root.join(format!("worker-{i}")), capacity: args.mem_capacity }),

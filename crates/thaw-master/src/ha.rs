@@ -213,24 +213,40 @@ impl Group {
             .map_err(|e| ThawError::internal(format!("raft: {e}")))?;
         let members: BTreeMap<u64, BasicNode> =
             group.peers.iter().enumerate().map(|(i, a)| (i as u64 + 1, BasicNode::new(a))).collect();
-        {
+        // A new group starts when its master 1 does: it alone initializes the
+        // membership (the others learn it from its first messages), so a new
+        // group's first leader is master 1.
+        let raft2 = raft.clone();
+        let fresh =
+            rt_handle.spawn(async move { !raft2.is_initialized().await.unwrap_or(true) }).await.unwrap_or(false);
+        if fresh && id == 1 {
             let raft = raft.clone();
-            let fresh = rt_handle
-                .spawn(async move {
-                    if raft.is_initialized().await.unwrap_or(true) {
-                        return false;
-                    }
-                    // Every member may do this with the same list (openraft
-                    // allows it); the election picks one leader.
-                    if let Err(e) = raft.initialize(members).await {
-                        tracing::debug!(error = %e, "group already initialized");
-                    }
-                    true
-                })
+            rt_handle
+                .spawn(async move { raft.initialize(members).await })
                 .await
-                .unwrap_or(false);
-            if fresh {
-                tracing::info!(id, peers = ?group.peers, "a new group of masters: initialized");
+                .map_err(|e| ThawError::internal(format!("raft: {e}")))?
+                .map_err(|e| ThawError::internal(format!("initializing the group: {e}")))?;
+            tracing::info!(id, peers = ?group.peers, "a new group of masters: initialized");
+        } else if fresh {
+            tracing::info!(id, "a new group: waiting for master 1 to start it");
+        } else {
+            // The group is fixed when it starts: a journal of another group
+            // (or another order of --peers) would split it.
+            let recorded: Vec<String> = {
+                let m = raft.metrics().borrow().membership_config.clone();
+                m.nodes().map(|(_, n)| n.addr.clone()).collect()
+            };
+            if !recorded.is_empty() && recorded != group.peers {
+                let raft = raft.clone();
+                let _ = rt_handle.spawn(async move { raft.shutdown().await }).await;
+                rt.shutdown_background();
+                return Err(ThawError::invalid(format!(
+                    "the journal in {} belongs to the group {} but --peers says {}; \
+                     a group's masters and their order are fixed when it starts",
+                    master_config.journal_dir.display(),
+                    recorded.join(","),
+                    group.peers.join(",")
+                )));
             }
         }
         tracing::info!(id, address = group.address(), "master joined its group; waiting for a leader");
