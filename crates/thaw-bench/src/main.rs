@@ -8,6 +8,7 @@
 mod auth_cost;
 mod checkpoint_order;
 mod cold;
+mod failover;
 mod heartbeat;
 mod load;
 mod measure;
@@ -96,6 +97,11 @@ enum Which {
     /// What a secret costs (issue 18): metadata lookups and remote reads on
     /// a secured cluster against an open one (target: < 5%; not part of `all`).
     AuthCost,
+    /// Highly available masters (issue 19): the time from a kill -9 of the
+    /// leader of a group of 3 to the next served request (target < 5 s)
+    /// against a single master restarted at once, and namespace changes per
+    /// second on each (not part of `all`).
+    Failover,
     /// The randomized fault campaign (issue 18): `--cycles` cycles of mixed
     /// load from `--clients` clients at once while a fault goes on (kill -9
     /// and restart, SIGSTOP of a worker or the master, a worker's tier filled),
@@ -224,6 +230,9 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     }
     if which == Which::AuthCost {
         auth_cost::run(cfg).await?.into_iter().for_each(&mut done);
+    }
+    if which == Which::Failover {
+        failover::run(cfg).await?.into_iter().for_each(&mut done);
     }
     Ok(results)
 }

@@ -129,7 +129,15 @@ pub struct Group {
     deposed: tokio::sync::Notify,
 }
 
-/// Commits through Raft: returns once a majority of the group holds the ops.
+/// Commits through Raft, as HDFS's NameNode logs its edits: the entry is
+/// appended to the log under the master's state lock (so the log's order is
+/// the state's order), and the wait for a majority happens after the lock is
+/// let go, before the caller's answer ([`await_commits`]): concurrent
+/// callers' entries share replication rounds and fsyncs (group commit), and
+/// no thread waits on the network under the lock. A commit outside an RPC (a
+/// lease expiry, a checkpoint's record) is awaited by a task of its own. A
+/// commit that fails leaves this master's state ahead of the group's: it
+/// stops serving at once (a new leader starts from the replicated journal).
 struct RaftCommit {
     raft: ThawRaft,
     rt: tokio::runtime::Handle,
@@ -140,25 +148,73 @@ struct RaftCommit {
 /// group down): the caller gets an error instead of waiting forever.
 const COMMIT_WAIT: Duration = Duration::from_secs(10);
 
+type Pending = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>;
+
+tokio::task_local! {
+    /// The commits an RPC made, awaited before it answers.
+    static PENDING: std::cell::RefCell<Vec<Pending>>;
+}
+
+/// Runs `rpc`, then waits until every journal commit it made is held by a
+/// majority of the group (nothing to wait for on a single master): an
+/// acknowledged change is never lost by a failover.
+pub async fn await_commits<T>(
+    rpc: impl std::future::Future<Output = std::result::Result<T, tonic::Status>>,
+) -> std::result::Result<T, tonic::Status> {
+    PENDING
+        .scope(std::cell::RefCell::new(Vec::new()), async move {
+            let answer = rpc.await;
+            let pending = PENDING.with(|p| p.take());
+            for p in pending {
+                p.await?;
+            }
+            answer
+        })
+        .await
+}
+
 impl Commit for RaftCommit {
     fn commit(&self, ops: &[JournalOp], next_id: u64) -> Result<()> {
         let batch = Batch(crate::journal::encode_batch(ops, next_id));
-        let raft = self.raft.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.rt.spawn(async move {
-            let _ = tx.send(raft.client_write(batch).await.map(|_| ()).map_err(|e| e.to_string()));
+        // An unbounded channel's send to Raft's core: it does not wait.
+        let rx = futures::executor::block_on(self.raft.client_write_ff(batch)).map_err(|e| {
+            self.deposed();
+            ThawError::unavailable(format!("the journal is not accepting writes ({e}); retry"))
+        })?;
+        let group = self.group.clone();
+        let wait: Pending = Box::pin(async move {
+            let why = match tokio::time::timeout(COMMIT_WAIT, rx).await {
+                Ok(Ok(Ok(_))) => return Ok(()),
+                Ok(Ok(Err(e))) => e.to_string(),
+                Ok(Err(_)) => "the group's log stopped".to_string(),
+                Err(_) => format!("no majority of the group answered within {COMMIT_WAIT:?}"),
+            };
+            if let Some(g) = group.upgrade() {
+                g.deposed.notify_one();
+            }
+            Err(ThawError::unavailable(format!(
+                "the journal write was not committed ({why}); this master no longer leads its group: retry"
+            )))
         });
-        let why = match rx.recv_timeout(COMMIT_WAIT) {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(e)) => e,
-            Err(_) => format!("no majority of the group answered within {COMMIT_WAIT:?}"),
-        };
+        let mut wait = Some(wait);
+        let queued = PENDING.try_with(|p| p.borrow_mut().extend(wait.take())).is_ok();
+        if let (false, Some(wait)) = (queued, wait) {
+            // Not within an RPC: its own task waits, and deposes on failure.
+            self.rt.spawn(async move {
+                if let Err(e) = wait.await {
+                    tracing::warn!(error = %e, "a background journal commit failed");
+                }
+            });
+        }
+        Ok(())
+    }
+}
+
+impl RaftCommit {
+    fn deposed(&self) {
         if let Some(g) = self.group.upgrade() {
             g.deposed.notify_one();
         }
-        Err(ThawError::unavailable(format!(
-            "the journal write was not committed ({why}); this master no longer leads its group: retry"
-        )))
     }
 }
 

@@ -453,6 +453,15 @@ impl Cluster {
         self.masters[0].kill();
     }
 
+    /// Starts master `i` again (its port, journal and place in the group),
+    /// returning once it listens.
+    pub fn respawn_master_n(&mut self, i: usize) -> Result<()> {
+        let port = port_of(&self.masters[i].addr)?;
+        self.masters[i].kill();
+        self.masters[i] = self.spawn_master(i, port)?;
+        Ok(())
+    }
+
     /// kill -9 of master `i` of the group.
     pub fn kill_master_n(&mut self, i: usize) {
         self.masters[i].kill();
@@ -472,9 +481,7 @@ impl Cluster {
     /// Starts master `i` again (its port, journal and place in the group),
     /// and waits until a master serves with every live worker registered.
     pub async fn restart_master_n(&mut self, i: usize) -> Result<()> {
-        let port = port_of(&self.masters[i].addr)?;
-        self.masters[i].kill();
-        self.masters[i] = self.spawn_master(i, port)?;
+        self.respawn_master_n(i)?;
         let live = self.workers.iter().filter(|w| w.child.is_some()).count();
         self.wait_for_workers(live, Duration::from_secs(20)).await
     }
