@@ -159,6 +159,22 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
         p.recomputations_failed,
         p.recomputations_running
     );
+    if !s.masters.is_empty() {
+        let term = s.masters.first().map_or(0, |m| m.term);
+        println!("masters (a group of {}, term {term}):", s.masters.len());
+        for m in &s.masters {
+            let role = if m.leader {
+                format!("leader, log at {}", m.log_index)
+            } else if m.log_index == 0 && m.behind == 0 {
+                "follower, not heard from".to_string()
+            } else if m.behind == 0 {
+                "follower, up to date".to_string()
+            } else {
+                format!("follower, {} entries behind", m.behind)
+            };
+            println!("  {:<3} {:<22} {role}", m.id, m.address);
+        }
+    }
     println!(
         "{:<4} {:<22} {:<12} {:<8} {:<6} {:<24} {:<24}",
         "id", "address", "host", "rack", "alive", "MEM used/capacity", "DISK used/capacity"

@@ -342,5 +342,13 @@ pub fn status_json(s: &GetClusterStatusResponse) -> Value {
         "blocks_in_memory": s.blocks_in_memory,
         "persistence": persistence_json(&s.persistence.unwrap_or_default()),
         "workers": s.workers.iter().map(worker_json).collect::<Vec<_>>(),
+        "masters": s.masters.iter().map(|m| json!({
+            "id": m.id,
+            "address": m.address,
+            "leader": m.leader,
+            "log_index": m.log_index,
+            "behind": m.behind,
+            "term": m.term,
+        })).collect::<Vec<_>>(),
     })
 }

@@ -359,6 +359,35 @@ impl Group {
             .map_err(|e| ThawError::internal(format!("raft: {e}")))?
     }
 
+    /// The group as this master sees it (replication progress is known to
+    /// the leader only).
+    pub fn members(&self) -> Vec<thaw_common::proto::MasterMember> {
+        let m = self.raft.metrics().borrow().clone();
+        let last = m.last_log_index.unwrap_or(0);
+        self.config
+            .peers
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| {
+                let id = i as u64 + 1;
+                let leader = m.current_leader == Some(id);
+                let held = if id == self.config.id {
+                    Some(last)
+                } else {
+                    m.replication.as_ref().and_then(|r| r.get(&id)).map(|l| l.map_or(0, |l| l.index))
+                };
+                thaw_common::proto::MasterMember {
+                    id,
+                    address: addr.clone(),
+                    leader,
+                    log_index: held.unwrap_or(0),
+                    behind: held.map_or(0, |h| last.saturating_sub(h)),
+                    term: m.current_term,
+                }
+            })
+            .collect()
+    }
+
     /// Who leads, as this master knows: (id, address).
     pub fn leader(&self) -> Option<(u64, String)> {
         let id = self.raft.metrics().borrow().current_leader?;

@@ -121,7 +121,13 @@ impl MasterService for MasterRpc {
         serve!(self, r, |req| reply(self.master()?.rename(req).await))
     }
     async fn get_cluster_status(&self, r: Request<GetClusterStatusRequest>) -> Reply<GetClusterStatusResponse> {
-        serve!(self, r, |_req| Ok(Response::new(self.master()?.cluster_status())))
+        serve!(self, r, |_req| {
+            let mut status = self.master()?.cluster_status();
+            if let Serving::Group(g) = &self.serving {
+                status.masters = g.members();
+            }
+            Ok(Response::new(status))
+        })
     }
     async fn register_worker(&self, r: Request<RegisterWorkerRequest>) -> Reply<RegisterWorkerResponse> {
         serve!(self, r, superuser "registering a worker", |req| reply(self.master()?.register_worker(req)))

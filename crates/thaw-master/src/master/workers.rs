@@ -32,6 +32,7 @@ impl Master {
             blocks_in_memory: st.cluster.blocks_in_memory() as u64,
             master_epoch: self.epoch,
             persistence: Some(checkpoints::totals(&st)),
+            masters: Vec::new(),
         }
     }
 
