@@ -69,6 +69,9 @@ struct Cli {
     /// `chaos`: go on after a cycle whose checks found a problem.
     #[arg(long)]
     keep_going: bool,
+    /// `chaos`: masters (3: a group, whose leader the master faults hit).
+    #[arg(long, default_value_t = 1)]
+    masters: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -165,6 +168,7 @@ async fn chaos(cli: &Cli) -> Result<()> {
         ops_per_cycle: 40,
         verbose: true,
         keep_going: cli.keep_going,
+        masters: cli.masters,
     };
     let started = std::time::Instant::now();
     let report = thaw_testkit::chaos::run(&setup::thaw_bin()?, &cfg).await?;

@@ -11,8 +11,16 @@ use thaw_testkit::chaos::{ChaosConfig, run};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_few_cycles_of_faults_lose_and_corrupt_nothing_acknowledged() {
     let seed = std::env::var("THAW_CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(39);
-    let cfg =
-        ChaosConfig { seed, cycles: 3, workers: 3, clients: 3, ops_per_cycle: 30, verbose: true, keep_going: false };
+    let cfg = ChaosConfig {
+        seed,
+        cycles: 3,
+        workers: 3,
+        clients: 3,
+        ops_per_cycle: 30,
+        verbose: true,
+        keep_going: false,
+        masters: 1,
+    };
     let report = run(std::path::Path::new(BIN), &cfg).await.unwrap();
     println!("{report:#?}");
     assert_eq!(report.cycles, cfg.cycles, "{report:#?}");

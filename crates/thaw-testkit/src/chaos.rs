@@ -59,6 +59,8 @@ pub struct ChaosConfig {
     /// Go on after a cycle whose checks found a problem (else the campaign
     /// stops there).
     pub keep_going: bool,
+    /// Masters: 1, or a group (its leader is the one killed or stopped).
+    pub masters: usize,
 }
 
 /// One kind of operation's outcomes.
@@ -326,6 +328,7 @@ fn client_at(c: &Cluster, host: &str, rack: &str, retry_for: Duration) -> Client
 /// Runs the campaign on a fresh cluster of `bin`.
 pub async fn run(bin: &std::path::Path, cfg: &ChaosConfig) -> Result<ChaosReport> {
     let mut options = ClusterOptions::workers(cfg.workers.max(3));
+    options.masters = cfg.masters.max(1);
     options.master_args = vec!["--writer-lease-ms".into(), "2000".into()];
     for w in &mut options.workers {
         w.mem_capacity = MEM_CAPACITY;

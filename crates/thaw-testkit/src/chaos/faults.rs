@@ -36,9 +36,11 @@ pub(super) async fn fault(
             c.restart_worker(worker).await?;
         }
         Fault::KillMaster => {
-            c.kill_master();
+            // In a group: its leader (the others take over meanwhile).
+            let m = c.leader().await.unwrap_or(0);
+            c.kill_master_n(m);
             tokio::time::sleep(Duration::from_millis(200 + rng.below(800))).await;
-            c.restart_master().await?;
+            c.restart_master_n(m).await?;
         }
         Fault::StopWorker => {
             let Some(pid) = c.worker_pid(worker) else { bail!("worker {worker} is not running") };
@@ -47,7 +49,8 @@ pub(super) async fn fault(
             signal(pid, libc::SIGCONT);
         }
         Fault::StopMaster => {
-            let Some(pid) = c.master_pid() else { bail!("the master is not running") };
+            let m = c.leader().await.unwrap_or(0);
+            let Some(pid) = c.master_pid_n(m) else { bail!("master {m} is not running") };
             signal(pid, libc::SIGSTOP);
             tokio::time::sleep(Duration::from_millis(500 + rng.below(2000))).await;
             signal(pid, libc::SIGCONT);
