@@ -217,9 +217,7 @@ async fn a_secured_group_over_tls_fails_over_too() {
 
 /// Every master killed at once, then started again: the group comes back
 /// with every acknowledged change, renames and deletes included (the Raft
-/// log is durable before an answer; the journal tables catch up from it).
-/// A process crash leaves the page cache: power loss is argued, not tested
-/// (`ha/store.rs`).
+/// log is durable before an answer, and so is what was applied).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_master_killed_at_once_comes_back_with_every_acknowledged_change() {
     let mut c = start(group(1)).await;

@@ -110,6 +110,10 @@ impl GroupConfig {
 struct Leading {
     master: Arc<Master>,
     stop: CancellationToken,
+    /// The term it was built for: a master re-elected in a later term (its
+    /// state may have missed what another leader committed meanwhile) builds
+    /// a new one.
+    term: u64,
 }
 
 /// A master's membership in a group: its Raft node, and while it leads, the
@@ -127,7 +131,15 @@ pub struct Group {
     leading: RwLock<Option<Leading>>,
     /// Set by a commit Raft refused: this master stops serving at once.
     deposed: tokio::sync::Notify,
+    /// When a heartbeat round that a majority acknowledged began (the
+    /// leader's lease runs from there).
+    confirmed: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How long after a majority acknowledged it a leader serves without asking
+/// again: well inside the followers' own lease (1 s), so that no other
+/// leader can exist meanwhile.
+const LEASE: Duration = Duration::from_millis(300);
 
 /// Commits through Raft, as HDFS's NameNode logs its edits: the entry is
 /// appended to the log under the master's state lock (so the log's order is
@@ -142,6 +154,9 @@ struct RaftCommit {
     raft: ThawRaft,
     rt: tokio::runtime::Handle,
     group: std::sync::Weak<Group>,
+    /// The term its master was built for: in another, its state may lack
+    /// what another leader committed, so it commits nothing more.
+    term: u64,
 }
 
 /// A commit that takes longer has no majority (a partition, or most of the
@@ -175,6 +190,10 @@ pub async fn await_commits<T>(
 
 impl Commit for RaftCommit {
     fn commit(&self, ops: &[JournalOp], next_id: u64) -> Result<()> {
+        if self.raft.metrics().borrow().current_term != self.term {
+            self.deposed();
+            return Err(ThawError::unavailable("this master no longer leads its group (a new term began): retry"));
+        }
         let batch = Batch(crate::journal::encode_batch(ops, next_id));
         // An unbounded channel's send to Raft's core: it does not wait.
         let rx = futures::executor::block_on(self.raft.client_write_ff(batch)).map_err(|e| {
@@ -315,6 +334,7 @@ impl Group {
             journal,
             leading: RwLock::new(None),
             deposed: tokio::sync::Notify::new(),
+            confirmed: std::sync::Mutex::new(None),
         });
         tokio::spawn(g.clone().follow_leadership(http, rpc, shutdown));
         Ok(g)
@@ -322,11 +342,33 @@ impl Group {
 
     /// The master that serves now, or a "not the leader" status that points
     /// clients to the one that does.
-    pub fn master(&self) -> std::result::Result<Arc<Master>, tonic::Status> {
-        if let Some(l) = self.leading.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            return Ok(l.master.clone());
+    ///
+    /// A leader serves only while a majority has acknowledged it within
+    /// [`LEASE`]: no other master can have been elected since (followers
+    /// refuse votes for a second after they last heard from their leader),
+    /// so what it serves is current. Past that (a leader paused, or cut off),
+    /// it asks the group first (one heartbeat round).
+    pub async fn master(&self) -> std::result::Result<Arc<Master>, tonic::Status> {
+        let (leader, term, leads) = self.leadership();
+        let serving =
+            self.leading.read().unwrap_or_else(|e| e.into_inner()).as_ref().map(|l| (l.master.clone(), l.term));
+        if let Some((master, t)) = serving
+            && leads
+            && t == term
+        {
+            let fresh = self.confirmed.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|at| at.elapsed() < LEASE);
+            if fresh {
+                return Ok(master);
+            }
+            let asked = std::time::Instant::now();
+            let raft = self.raft.clone();
+            let confirmed =
+                self.rt_handle.spawn(async move { raft.get_read_log_id().await.is_ok() }).await.unwrap_or(false);
+            if confirmed && self.leadership().1 == term {
+                *self.confirmed.lock().unwrap_or_else(|e| e.into_inner()) = Some(asked);
+                return Ok(master);
+            }
         }
-        let leader = self.raft.metrics().borrow().current_leader;
         let addr = leader.and_then(|l| self.config.address_of(l)).unwrap_or_default().to_string();
         let why = if addr.is_empty() {
             format!("master {} ({}) is not serving: its group has no leader yet", self.config.id, self.config.address())
@@ -388,6 +430,13 @@ impl Group {
             .collect()
     }
 
+    /// (who leads, the term, whether this master does), as Raft knows now.
+    fn leadership(&self) -> (Option<u64>, u64, bool) {
+        let watch = self.raft.metrics();
+        let m = watch.borrow();
+        (m.current_leader, m.current_term, m.state == ServerState::Leader && m.current_leader == Some(self.config.id))
+    }
+
     /// Who leads, as this master knows: (id, address).
     pub fn leader(&self) -> Option<(u64, String)> {
         let id = self.raft.metrics().borrow().current_leader?;
@@ -406,10 +455,15 @@ impl Group {
         let metrics = http.metrics.and_then(|l| l.into_std().ok());
         let mut watch = self.raft.metrics();
         loop {
-            let leads = {
+            let (leads, term) = {
                 let m = watch.borrow_and_update();
-                m.state == ServerState::Leader && m.current_leader == Some(self.config.id)
+                (m.state == ServerState::Leader && m.current_leader == Some(self.config.id), m.current_term)
             };
+            let serving_term = self.leading.read().unwrap_or_else(|e| e.into_inner()).as_ref().map(|l| l.term);
+            if leads && serving_term.is_some_and(|t| t != term) {
+                tracing::warn!(id = self.config.id, term, "leading again in a new term: rebuilding from the journal");
+                self.step_down();
+            }
             let serving = self.leading.read().unwrap_or_else(|e| e.into_inner()).is_some();
             if leads && !serving {
                 let copy = |l: &Option<std::net::TcpListener>| {
@@ -453,6 +507,7 @@ impl Group {
         shutdown: &CancellationToken,
     ) -> Result<()> {
         let started = std::time::Instant::now();
+        let term = self.raft.metrics().borrow().current_term;
         let raft = self.raft.clone();
         self.rt_handle
             .spawn(async move { raft.ensure_linearizable().await })
@@ -460,8 +515,15 @@ impl Group {
             .map_err(|e| ThawError::internal(format!("raft: {e}")))?
             .map_err(|e| ThawError::unavailable(format!("not the leader after all: {e}")))?;
         let loaded = self.journal.load()?;
-        let commit =
-            Arc::new(RaftCommit { raft: self.raft.clone(), rt: self.rt_handle.clone(), group: Arc::downgrade(self) });
+        let commit = Arc::new(RaftCommit {
+            raft: self.raft.clone(),
+            rt: self.rt_handle.clone(),
+            group: Arc::downgrade(self),
+            term,
+        });
+        if self.raft.metrics().borrow().current_term != term {
+            return Err(ThawError::unavailable("the term changed while the journal was loading"));
+        }
         let master = Arc::new(Master::open_with(self.master_config.clone(), loaded, commit)?);
         master.check_under_store().await?;
         let stop = shutdown.child_token();
@@ -472,7 +534,7 @@ impl Group {
             took_ms = started.elapsed().as_millis() as u64,
             "leading the group: serving"
         );
-        *self.leading.write().unwrap_or_else(|e| e.into_inner()) = Some(Leading { master, stop });
+        *self.leading.write().unwrap_or_else(|e| e.into_inner()) = Some(Leading { master, stop, term });
         Ok(())
     }
 

@@ -70,7 +70,7 @@ pub trait Commit: Send + Sync {
 
 impl Commit for Journal {
     fn commit(&self, ops: &[JournalOp], next_id: u64) -> Result<()> {
-        self.commit_with(ops, next_id, &[], true)
+        self.commit_with(ops, next_id, &[])
     }
 }
 
@@ -129,11 +129,6 @@ impl Journal {
         Ok(out)
     }
 
-    /// Makes every earlier commit durable (an empty durable transaction).
-    pub fn flush(&self) -> Result<()> {
-        self.db.begin_write().map_err(jerr)?.commit().map_err(jerr)
-    }
-
     /// The next unused inode id, alone.
     pub fn next_id(&self) -> Result<u64> {
         let txn = self.db.begin_read().map_err(jerr)?;
@@ -154,21 +149,9 @@ impl Journal {
     }
 
     /// Applies `ops`, the new next id and `raft_meta` (key, value) in one
-    /// transaction: durable when it returns, or (not `durable`) with the next
-    /// durable commit to this file, as a replicated journal's entries are:
-    /// their Raft log is durable already, and the next log append (in the
-    /// same file) or [`Journal::flush`] makes them so.
-    pub fn commit_with(
-        &self,
-        ops: &[JournalOp],
-        next_id: u64,
-        raft_meta: &[(&str, Vec<u8>)],
-        durable: bool,
-    ) -> Result<()> {
-        let mut txn = self.db.begin_write().map_err(jerr)?;
-        if !durable {
-            txn.set_durability(redb::Durability::None).map_err(jerr)?;
-        }
+    /// durable transaction.
+    pub fn commit_with(&self, ops: &[JournalOp], next_id: u64, raft_meta: &[(&str, Vec<u8>)]) -> Result<()> {
+        let txn = self.db.begin_write().map_err(jerr)?;
         {
             let mut raft = txn.open_table(RAFT_META).map_err(jerr)?;
             for (k, v) in raft_meta {

@@ -29,10 +29,10 @@ fn reply<T>(r: thaw_common::Result<T>) -> Reply<T> {
 }
 
 impl MasterRpc {
-    fn master(&self) -> Result<Arc<Master>, Status> {
+    async fn master(&self) -> Result<Arc<Master>, Status> {
         match &self.serving {
             Serving::One(m) => Ok(m.clone()),
-            Serving::Group(g) => g.master(),
+            Serving::Group(g) => g.master().await,
         }
     }
 
@@ -100,29 +100,29 @@ macro_rules! serve {
 #[tonic::async_trait]
 impl MasterService for MasterRpc {
     async fn mkdir(&self, r: Request<MkdirRequest>) -> Reply<MkdirResponse> {
-        serve!(self, r, |req| reply(self.master()?.mkdir(req).await))
+        serve!(self, r, |req| reply(self.master().await?.mkdir(req).await))
     }
     async fn get_status(&self, r: Request<GetStatusRequest>) -> Reply<GetStatusResponse> {
-        serve!(self, r, |req| reply(self.master()?.get_status(req).await))
+        serve!(self, r, |req| reply(self.master().await?.get_status(req).await))
     }
     async fn list_status(&self, r: Request<ListStatusRequest>) -> Reply<ListStatusResponse> {
-        serve!(self, r, |req| reply(self.master()?.list_status(req).await))
+        serve!(self, r, |req| reply(self.master().await?.list_status(req).await))
     }
     async fn create_file(&self, r: Request<CreateFileRequest>) -> Reply<CreateFileResponse> {
-        serve!(self, r, |req| reply(self.master()?.create_file(req).await))
+        serve!(self, r, |req| reply(self.master().await?.create_file(req).await))
     }
     async fn complete_file(&self, r: Request<CompleteFileRequest>) -> Reply<CompleteFileResponse> {
-        serve!(self, r, |req| reply(self.master()?.complete_file(req).await))
+        serve!(self, r, |req| reply(self.master().await?.complete_file(req).await))
     }
     async fn delete(&self, r: Request<DeleteRequest>) -> Reply<DeleteResponse> {
-        serve!(self, r, |req| reply(self.master()?.delete(req).await))
+        serve!(self, r, |req| reply(self.master().await?.delete(req).await))
     }
     async fn rename(&self, r: Request<RenameRequest>) -> Reply<RenameResponse> {
-        serve!(self, r, |req| reply(self.master()?.rename(req).await))
+        serve!(self, r, |req| reply(self.master().await?.rename(req).await))
     }
     async fn get_cluster_status(&self, r: Request<GetClusterStatusRequest>) -> Reply<GetClusterStatusResponse> {
         serve!(self, r, |_req| {
-            let mut status = self.master()?.cluster_status();
+            let mut status = self.master().await?.cluster_status();
             if let Serving::Group(g) = &self.serving {
                 status.masters = g.members();
             }
@@ -130,73 +130,73 @@ impl MasterService for MasterRpc {
         })
     }
     async fn register_worker(&self, r: Request<RegisterWorkerRequest>) -> Reply<RegisterWorkerResponse> {
-        serve!(self, r, superuser "registering a worker", |req| reply(self.master()?.register_worker(req)))
+        serve!(self, r, superuser "registering a worker", |req| reply(self.master().await?.register_worker(req)))
     }
     async fn heartbeat(&self, r: Request<HeartbeatRequest>) -> Reply<HeartbeatResponse> {
-        serve!(self, r, superuser "a worker's heartbeat", |req| Ok(Response::new(self.master()?.ask(req).await)))
+        serve!(self, r, superuser "a worker's heartbeat", |req| Ok(Response::new(self.master().await?.ask(req).await)))
     }
     async fn commit_block(&self, r: Request<CommitBlockRequest>) -> Reply<CommitBlockResponse> {
-        serve!(self, r, superuser "committing a block (workers do)", |req| reply(self.master()?.commit_block(req)))
+        serve!(self, r, superuser "committing a block (workers do)", |req| reply(self.master().await?.commit_block(req)))
     }
     async fn migrate(&self, r: Request<MigrateRequest>) -> Reply<MigrateResponse> {
-        serve!(self, r, |req| reply(self.master()?.migrate(req).await))
+        serve!(self, r, |req| reply(self.master().await?.migrate(req).await))
     }
     async fn evict(&self, r: Request<EvictRequest>) -> Reply<EvictResponse> {
-        serve!(self, r, |req| reply(self.master()?.evict(req).await))
+        serve!(self, r, |req| reply(self.master().await?.evict(req).await))
     }
     async fn renew_lease(&self, r: Request<RenewLeaseRequest>) -> Reply<RenewLeaseResponse> {
-        serve!(self, r, |req| Ok(Response::new(self.master()?.renew_lease(req))))
+        serve!(self, r, |req| Ok(Response::new(self.master().await?.renew_lease(req))))
     }
     async fn renew_writer_lease(&self, r: Request<RenewWriterLeaseRequest>) -> Reply<RenewWriterLeaseResponse> {
-        serve!(self, r, |req| reply(self.master()?.renew_writer_lease(req)))
+        serve!(self, r, |req| reply(self.master().await?.renew_writer_lease(req)))
     }
     async fn list_jobs(&self, r: Request<ListJobsRequest>) -> Reply<ListJobsResponse> {
-        serve!(self, r, |req| reply(self.master()?.list_jobs(req)))
+        serve!(self, r, |req| reply(self.master().await?.list_jobs(req)))
     }
     async fn report_app_usage(&self, r: Request<ReportAppUsageRequest>) -> Reply<ReportAppUsageResponse> {
-        serve!(self, r, |req| reply(self.master()?.report_app_usage(req).await))
+        serve!(self, r, |req| reply(self.master().await?.report_app_usage(req).await))
     }
     async fn get_cache_report(&self, r: Request<GetCacheReportRequest>) -> Reply<GetCacheReportResponse> {
-        serve!(self, r, |req| reply(Ok(self.master()?.cache_report(req))))
+        serve!(self, r, |req| reply(Ok(self.master().await?.cache_report(req))))
     }
     async fn report_job_tasks(&self, r: Request<ReportJobTasksRequest>) -> Reply<ReportJobTasksResponse> {
-        serve!(self, r, |req| reply(self.master()?.report_job_tasks(req)))
+        serve!(self, r, |req| reply(self.master().await?.report_job_tasks(req)))
     }
     async fn migration_events(&self, r: Request<MigrationEventsRequest>) -> Reply<MigrationEventsResponse> {
-        serve!(self, r, |req| Ok(Response::new(self.master()?.migration_events(req))))
+        serve!(self, r, |req| Ok(Response::new(self.master().await?.migration_events(req))))
     }
     async fn persist(&self, r: Request<PersistRequest>) -> Reply<PersistResponse> {
-        serve!(self, r, |req| reply(self.master()?.persist(req).await))
+        serve!(self, r, |req| reply(self.master().await?.persist(req).await))
     }
     async fn checkpoint_done(&self, r: Request<CheckpointDoneRequest>) -> Reply<CheckpointDoneResponse> {
-        serve!(self, r, superuser "reporting a checkpoint (workers do)", |req| reply(self.master()?.checkpoint_done(req).await))
+        serve!(self, r, superuser "reporting a checkpoint (workers do)", |req| reply(self.master().await?.checkpoint_done(req).await))
     }
     async fn submit_dependency(&self, r: Request<SubmitDependencyRequest>) -> Reply<SubmitDependencyResponse> {
-        serve!(self, r, |req| reply(self.master()?.submit_dependency(req).await))
+        serve!(self, r, |req| reply(self.master().await?.submit_dependency(req).await))
     }
     async fn get_lineage(&self, r: Request<GetLineageRequest>) -> Reply<GetLineageResponse> {
-        serve!(self, r, |req| reply(self.master()?.get_lineage(req).await))
+        serve!(self, r, |req| reply(self.master().await?.get_lineage(req).await))
     }
     async fn list_lineage(&self, r: Request<ListLineageRequest>) -> Reply<ListLineageResponse> {
-        serve!(self, r, |_req| Ok(Response::new(self.master()?.list_lineage())))
+        serve!(self, r, |_req| Ok(Response::new(self.master().await?.list_lineage())))
     }
     async fn recompute(&self, r: Request<RecomputeRequest>) -> Reply<RecomputeResponse> {
-        serve!(self, r, |req| reply(self.master()?.recompute(req).await))
+        serve!(self, r, |req| reply(self.master().await?.recompute(req).await))
     }
     async fn claim_recomputations(&self, r: Request<ClaimRecomputationsRequest>) -> Reply<ClaimRecomputationsResponse> {
-        serve!(self, r, superuser "claiming lineage reruns (the executor does)", |req| reply(self.master()?.claim_recomputations(req)))
+        serve!(self, r, superuser "claiming lineage reruns (the executor does)", |req| reply(self.master().await?.claim_recomputations(req)))
     }
     async fn recomputation_done(&self, r: Request<RecomputationDoneRequest>) -> Reply<RecomputationDoneResponse> {
-        serve!(self, r, superuser "reporting a lineage rerun (the executor does)", |req| Ok(Response::new(self.master()?.recomputation_done(req))))
+        serve!(self, r, superuser "reporting a lineage rerun (the executor does)", |req| Ok(Response::new(self.master().await?.recomputation_done(req))))
     }
     async fn set_attributes(&self, r: Request<SetAttributesRequest>) -> Reply<SetAttributesResponse> {
-        serve!(self, r, |req| reply(self.master()?.set_attributes(req).await))
+        serve!(self, r, |req| reply(self.master().await?.set_attributes(req).await))
     }
     async fn issue_token(&self, r: Request<IssueTokenRequest>) -> Reply<IssueTokenResponse> {
-        serve!(self, r, |req| reply(self.master()?.issue_token(req)))
+        serve!(self, r, |req| reply(self.master().await?.issue_token(req)))
     }
     async fn who_am_i(&self, r: Request<WhoAmIRequest>) -> Reply<WhoAmIResponse> {
-        serve!(self, r, |_req| Ok(Response::new(self.master()?.who_am_i())))
+        serve!(self, r, |_req| Ok(Response::new(self.master().await?.who_am_i())))
     }
 }
 
