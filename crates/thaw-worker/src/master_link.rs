@@ -133,6 +133,9 @@ impl Worker {
                 for b in &resp.remove_blocks {
                     self.drop_block(*b);
                 }
+                for t in self.tiers() {
+                    resp.unpin_blocks.iter().for_each(|b| t.unpin(*b));
+                }
                 if !resp.reregister && !resp.light {
                     let table = resp.affinities.iter().map(|a| (a.job_id.clone(), a.affinity, a.probability));
                     self.affinities.set(table, resp.default_affinity);
