@@ -281,6 +281,42 @@ async fn a_memory_write_larger_than_the_cluster_s_free_memory_fails_clearly_and_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_memory_free_a_memory_write_evicts_cache_and_never_what_is_pinned() {
+    let c = three_small_workers().await;
+    let remote = c.remote_client();
+    // Every worker's memory full: cache (cold files read from each host) and
+    // on h2 a must-cache file, which is never evicted.
+    for (i, host) in ["h0", "h1"].into_iter().enumerate() {
+        let p = format!("/cold{i}");
+        let bytes = cold_file(&c, &p, 8 * MIB, 50 + i as u64);
+        assert_eq!(sha(&c.client(host, "r0").read_all(&p).await.unwrap()), sha(&bytes));
+    }
+    let pinned = data(8 * MIB, 52);
+    c.client("h2", "r0").write_all("/pinned", &pinned, WriteOptions::of(WriteType::MustCache)).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mem_tiers(&remote).await.iter().map(|t| t.used).sum::<u64>() < 24 * MIB as u64 {
+        assert!(Instant::now() < deadline, "{:?}", mem_tiers(&remote).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // 12 MiB more: no worker has memory free, so the write evicts cache, on
+    // h0 and h1 only.
+    let bytes = data(12 * MIB, 53);
+    c.client("h2", "r0").write_all("/new", &bytes, WriteOptions::of(WriteType::MustCache)).await.unwrap();
+    assert_eq!(sha(&remote.read_all("/new").await.unwrap()), sha(&bytes));
+    let hosts = mem_hosts(&remote, "/new").await;
+    assert!(hosts.iter().all(|h| h.len() == 1 && h[0] != "h2"), "{hosts:?}");
+    let tiers = mem_tiers(&remote).await;
+    assert!(tiers.iter().map(|t| t.evictions).sum::<u64>() >= 12, "{tiers:?}");
+    assert_eq!(sha(&remote.read_all("/pinned").await.unwrap()), sha(&pinned));
+    assert_eq!(mem_hosts(&remote, "/pinned").await.iter().flatten().count(), 8);
+    // The evicted files still read, from the under-store.
+    for i in 0..2 {
+        let p = format!("/cold{i}");
+        assert_eq!(remote.read_all(&p).await.unwrap().len(), 8 * MIB, "{p}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_refuses_a_segment_a_version_1_request_names() {
     use thaw_common::proto::*;
     let c = three_small_workers().await;
