@@ -39,6 +39,8 @@ fn write_req(file_id: u64, tier: Tier, ufs_path: &str) -> DataRequest {
         tier: tier as i32,
         ufs_path: ufs_path.into(),
         checksum: false,
+        first_block: 0,
+        cached: false,
     };
     req(data_request::Request::WriteFile(w))
 }
@@ -225,12 +227,20 @@ async fn a_full_tier_refuses_clearly_and_keeps_what_it_has() {
     client.write_all("/keep", &keep, opts(WriteType::MustCache)).await.unwrap();
     let e = client.write_all("/big", &data(5 << 20, 6), opts(WriteType::MustCache)).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
-    assert!(e.message.contains("MEM tier is full"), "{e}");
-    // The failed file is gone, its partial blocks freed, the old file intact.
+    assert!(e.message.contains("no worker has room in memory for block 2"), "{e}");
+    // The failed file is gone, its partial blocks freed (as the worker sees
+    // the write's connection end), the old file intact.
     assert_eq!(client.stat("/big").await.unwrap_err().kind, ErrorKind::NotFound);
-    let stats = client.worker_stats(c.worker_addr(0)).await.unwrap();
-    let mem = stats.tiers.iter().find(|t| t.tier == Tier::Mem as i32).unwrap();
-    assert_eq!(mem.used, keep.len() as u64, "{mem:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let stats = client.worker_stats(c.worker_addr(0)).await.unwrap();
+        let mem = stats.tiers.iter().find(|t| t.tier == Tier::Mem as i32).unwrap().clone();
+        if mem.used == keep.len() as u64 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{mem:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert_eq!(sha(&client.read_all("/keep").await.unwrap()), sha(&keep));
     // A file that fits still goes in.
     client.write_all("/fits", &data(1 << 20, 7), opts(WriteType::MustCache)).await.unwrap();

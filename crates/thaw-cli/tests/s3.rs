@@ -163,6 +163,41 @@ async fn a_wrong_bucket_wrong_keys_or_a_dead_endpoint_stop_the_master_saying_whi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_own_keys_fail_never_registers_and_says_why() {
+    let s3 = SeaweedS3::start(&["thaw"]).await.unwrap();
+    let c = start(s3_cluster(&s3, "keys", 1)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("worker.log");
+    let mut worker = Command::new(BIN)
+        .args(["worker", "--master", c.master_addr(), "--host", "wrong-keys", "--port", "0"])
+        .arg("--mem-dir")
+        .arg(dir.path().join("mem"))
+        .env("AWS_ACCESS_KEY_ID", "thaw-test-key")
+        .env("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let said = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("access refused") {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "the worker never said why: {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(said.contains("the master's under-store, as this worker reaches it"), "{said}");
+    // It retries, and the master never counts it: no read, write or migration goes to it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let hosts: Vec<String> =
+        c.remote_client().cluster_status().await.unwrap().workers.into_iter().map(|w| w.host).collect();
+    assert_eq!(hosts, ["h0"]);
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_fail_clearly_while_the_s3_endpoint_is_down_and_memory_still_serves() {
     let mut s3 = SeaweedS3::start(&["thaw"]).await.unwrap();
     let bucket = s3.under_store("thaw", "down").unwrap();

@@ -196,6 +196,8 @@ async fn a_worker_commits_no_block_a_client_misreports() {
             tier: tier as i32,
             ufs_path: String::new(),
             checksum: false,
+            first_block: 0,
+            cached: false,
         })),
         ..Default::default()
     };

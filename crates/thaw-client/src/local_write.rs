@@ -22,16 +22,26 @@ pub(crate) struct LocalSink {
     pub addr: String,
     sock: DataStream,
     block_size: u64,
+    /// The segment's first block (0 but in a segmented write).
+    first_block: u64,
     /// The open block's temp file and the bytes written into it.
     block: Option<(File, u64)>,
-    /// Bytes of the file written so far (committed or in the open block).
+    /// Bytes of the segment written so far (committed, in the open block, or
+    /// sent for the under-store only).
     pub written: u64,
 }
 
 impl LocalSink {
     /// Asks worker `addr` for a short-circuit write of the file; `Err` if it
     /// refuses (an older worker, a write with no tier), and the caller streams.
-    pub async fn open(pool: &crate::data::Pool, addr: &str, req: DataRequest, block_size: u64) -> Result<Self> {
+    /// `first_block`: where the segment starts (`WriteFileRequest.first_block`).
+    pub async fn open(
+        pool: &crate::data::Pool,
+        addr: &str,
+        req: DataRequest,
+        block_size: u64,
+        first_block: u64,
+    ) -> Result<Self> {
         let mut sock = pool.connect(addr).await?;
         let accepted = call(&mut sock, &req).await?;
         // A secured worker's tier is its own user's: another user streams.
@@ -41,7 +51,7 @@ impl LocalSink {
                 accepted.local_path
             )));
         }
-        Ok(LocalSink { addr: addr.to_string(), sock, block_size, block: None, written: 0 })
+        Ok(LocalSink { addr: addr.to_string(), sock, block_size, first_block, block: None, written: 0 })
     }
 
     /// Says which file system a block file write found full: the worker's
@@ -76,7 +86,7 @@ impl LocalSink {
     /// The open block's file and the room left in it, opening the next block if none is.
     async fn room(&mut self) -> Result<u64> {
         if self.block.is_none() {
-            let index = self.written / self.block_size;
+            let index = self.first_block + self.written / self.block_size;
             let resp = self.step(local_write_step::Step::OpenBlock(index)).await?;
             let file = std::fs::OpenOptions::new()
                 .write(true)
@@ -141,6 +151,39 @@ impl LocalSink {
             }
         }
         Ok(done)
+    }
+
+    /// Sends `data` for the under-store copy only (data protocol version 2): a
+    /// cache-through file whose later blocks other workers store. Not
+    /// answered: an error shows at the finish.
+    pub async fn ufs_only(&mut self, data: &[u8]) -> Result<()> {
+        use tokio::io::AsyncWriteExt;
+        self.commit().await?;
+        let addr = self.addr.clone();
+        let sent = async {
+            for part in data.chunks(frame::MAX_CHUNK_BYTES) {
+                let step = LocalWriteStep { step: Some(local_write_step::Step::UfsBytes(part.len() as u64)) };
+                frame::write_msg(&mut self.sock, &step).await?;
+                self.sock.write_all(part).await?;
+            }
+            self.sock.flush().await
+        };
+        if let Err(e) = sent.await {
+            // The worker may have said why it ended the exchange.
+            let reason = tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                frame::read_msg::<_, DataResponse>(&mut self.sock),
+            )
+            .await;
+            if let Ok(Ok(Some(resp))) = reason
+                && let Err(why) = frame::check_response(resp)
+            {
+                return Err(why.context(format!("worker {addr}")));
+            }
+            return Err(ThawError::from(e).context(format!("worker {addr}")));
+        }
+        self.written += data.len() as u64;
+        Ok(())
     }
 
     /// Commits the last block and ends the write; the worker's count of bytes stored.

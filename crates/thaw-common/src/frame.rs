@@ -57,6 +57,40 @@ pub async fn read_chunk_len<R: AsyncRead + Unpin>(r: &mut R) -> Result<usize> {
     Ok(n)
 }
 
+/// In place of a chunk length, in a version-2 write stream: the bytes after
+/// it (from a block boundary on) are not stored in the worker's tier; they go
+/// to the file's under-store copy only (see proto/thaw/v1/data.proto).
+pub const STORE_NO_MORE: u32 = u32::MAX;
+
+/// What a write stream's next length word says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkHeader {
+    /// A chunk of this many bytes follows.
+    Data(usize),
+    /// The stream ends (an empty chunk).
+    End,
+    /// [`STORE_NO_MORE`].
+    StoreNoMore,
+}
+
+/// Reads the next length word of a write stream, checked against the limit.
+pub async fn read_chunk_header<R: AsyncRead + Unpin>(r: &mut R) -> Result<ChunkHeader> {
+    let n = r.read_u32().await?;
+    if n == STORE_NO_MORE {
+        return Ok(ChunkHeader::StoreNoMore);
+    }
+    if n as usize > MAX_CHUNK_BYTES {
+        return Err(ThawError::invalid(format!("chunk of {n} bytes is over the {MAX_CHUNK_BYTES}-byte limit")));
+    }
+    Ok(if n == 0 { ChunkHeader::End } else { ChunkHeader::Data(n as usize) })
+}
+
+/// Writes the [`STORE_NO_MORE`] mark, flushed.
+pub async fn write_store_no_more<W: AsyncWrite + Unpin>(w: &mut W) -> std::io::Result<()> {
+    w.write_all(&STORE_NO_MORE.to_be_bytes()).await?;
+    w.flush().await
+}
+
 /// A response carrying an error.
 pub fn error_response(e: &ThawError) -> DataResponse {
     DataResponse { code: e.kind.code() as i32, message: e.message.clone(), ..Default::default() }

@@ -58,6 +58,17 @@ pub fn seed_requests() -> Vec<DataRequest> {
             tier: Tier::Mem as i32,
             ufs_path: String::new(),
             checksum: true,
+            first_block: 0,
+            cached: false,
+        })),
+        request(R::WriteFile(WriteFileRequest {
+            file_id: 5,
+            block_size: 1 << 20,
+            tier: Tier::Mem as i32,
+            ufs_path: String::new(),
+            checksum: false,
+            first_block: u64::MAX,
+            cached: true,
         })),
         request(R::WriteFile(WriteFileRequest {
             file_id: 6,
@@ -65,6 +76,8 @@ pub fn seed_requests() -> Vec<DataRequest> {
             tier: Tier::Unspecified as i32,
             ufs_path: "/a/../../x".into(),
             checksum: false,
+            first_block: 3,
+            cached: false,
         })),
         request(R::OpenLocal(OpenLocalBlockRequest { block_id: 1 << 20 })),
         request(R::Stats(WorkerStatsRequest {})),
@@ -142,9 +155,10 @@ pub fn data_stream(data: &[u8]) {
                 continue;
             }
             loop {
-                match frame::read_chunk_len(&mut r).await {
-                    Ok(0) => break,
-                    Ok(n) if n <= r.len() => r = &r[n..],
+                match frame::read_chunk_header(&mut r).await {
+                    Ok(frame::ChunkHeader::End) => break,
+                    Ok(frame::ChunkHeader::StoreNoMore) => {}
+                    Ok(frame::ChunkHeader::Data(n)) if n <= r.len() => r = &r[n..],
                     Ok(_) | Err(_) => return,
                 }
             }

@@ -2,14 +2,15 @@
 //! Pure state and decisions; the master's RPC layer feeds it time and reports.
 //! Replica locations are soft state, rebuilt from block reports after a restart.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_id};
+use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_id, file_of_block};
 use thaw_common::locality::{ReplicaPlace, level, rank};
 use thaw_common::proto::{
     BlockReplica, DeviceState, FileCacheStat, JobAccess, Position, Tier, TierUsage, WorkerInfo, WriteType,
 };
+use thaw_common::size::format_size;
 use thaw_common::{Result, ThawError};
 
 #[derive(Debug, Clone)]
@@ -32,7 +33,60 @@ pub struct WorkerEntry {
     pub devices: Vec<DeviceState>,
     /// Where it serves metrics (empty: it does not), for status.
     pub metrics_address: String,
+    /// MEM set aside for segments of writes in progress, per file: blocks
+    /// handed out and not yet committed (see [`Cluster::choose_segment`]).
+    pub reserved: HashMap<u64, Reserved>,
+    /// MEM commits this master answered for the worker, and of those the
+    /// ones its last full heartbeat did not count yet (`TierUsage.commits`),
+    /// with their bytes: its reported use does not show those.
+    pub mem_commits: u64,
+    pub settling: VecDeque<Settling>,
+    /// MEM blocks of deleted files (and their bytes) in `pending_removals`:
+    /// still on the worker. And those whose removal went out with the last
+    /// heartbeat answer: dropped by the worker as it got it, but still in the
+    /// use it reported.
+    pub removing: HashMap<u64, u64>,
+    pub removed_unreported: HashMap<u64, u64>,
+    /// Blocks to unpin, sent with the next full heartbeat answer: another
+    /// worker persisted their file.
+    pub pending_unpins: Vec<u64>,
 }
+
+/// A MEM commit the worker's last report does not count yet.
+#[derive(Debug, Clone, Copy)]
+pub struct Settling {
+    /// Its place in the worker's count of commits (`mem_commits`).
+    pub seq: u64,
+    pub bytes: u64,
+    /// Cache the worker may evict (a cache-through write's, a read's fill).
+    pub evictable: bool,
+}
+
+/// MEM set aside on one worker for one file's write.
+#[derive(Debug, Clone, Copy)]
+pub struct Reserved {
+    pub blocks: u64,
+    pub block_size: u64,
+    /// When the last segment was handed out.
+    pub at: Instant,
+}
+
+/// A segment of a memory write: the worker, and how many blocks it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub worker: u64,
+    pub blocks: u64,
+}
+
+/// The most one segment of a memory write sets aside (at least one block):
+/// a writer holds no more of a worker's memory than this ahead of its bytes,
+/// so concurrent writers on one host still find room beside it.
+pub const SEGMENT_MAX_BYTES: u64 = 256 << 20;
+
+/// A reservation no segment renewed for this long no longer counts: its
+/// writer is gone without the master deleting the file (a lineage rebuild
+/// has no writer lease), or slower than any segment needs.
+pub const RESERVATION_TTL: Duration = Duration::from_secs(600);
 
 impl WorkerEntry {
     pub fn tier(&self, tier: Tier) -> Option<&TierUsage> {
@@ -45,6 +99,43 @@ impl WorkerEntry {
 
     fn place(&self, tier: Tier) -> ReplicaPlace<'_> {
         ReplicaPlace { worker_address: &self.data_address, host: &self.host, rack: &self.rack, tier }
+    }
+
+    /// MEM bytes a new block could get here without evicting anything, as
+    /// far as the master knows: the free bytes in the worker's last report,
+    /// and those of deleted files it has dropped since, less what the master
+    /// set aside for writes in progress and what was committed since the
+    /// report. A deleted file's blocks count as used until the worker is
+    /// told to drop them (its next heartbeat's answer: they are there till then).
+    pub fn mem_free(&self, now: Instant) -> u64 {
+        self.mem_space(now).0
+    }
+
+    /// [`WorkerEntry::mem_free`] and the evictable cache: the bytes a write
+    /// could get by evicting (held and pinned blocks are never evicted).
+    pub fn mem_room(&self, now: Instant) -> u64 {
+        self.mem_space(now).1
+    }
+
+    fn mem_space(&self, now: Instant) -> (u64, u64) {
+        let Some(t) = self.tier(Tier::Mem) else { return (0, 0) };
+        let reserved: u64 = self
+            .reserved
+            .values()
+            .filter(|r| now.saturating_duration_since(r.at) < RESERVATION_TTL)
+            .map(|r| r.blocks * r.block_size)
+            .sum();
+        // Blocks being written are set aside here (`reserved`), not counted twice.
+        let used = t.used.saturating_sub(t.writing);
+        let dropped = self.removed_unreported.values().sum::<u64>().min(used);
+        let settling: u64 = self.settling.iter().map(|s| s.bytes).sum();
+        let settling_evictable: u64 = self.settling.iter().filter(|s| s.evictable).map(|s| s.bytes).sum();
+        let taken = reserved + settling;
+        let free = (t.capacity.saturating_sub(used) + dropped).saturating_sub(taken);
+        // Some dropped blocks may be among the evictable ones (a persisted
+        // file's), which is not known here: the larger of the two counts.
+        let room = (t.capacity.saturating_sub(used) + t.evictable.max(dropped)).saturating_sub(taken);
+        (free, (room + settling_evictable).max(free))
     }
 
     pub fn info(&self, now: Instant) -> WorkerInfo {
@@ -128,6 +219,12 @@ impl Cluster {
                 cache_files: Vec::new(),
                 devices: Vec::new(),
                 metrics_address: String::new(),
+                reserved: HashMap::new(),
+                mem_commits: 0,
+                settling: VecDeque::new(),
+                removing: HashMap::new(),
+                removed_unreported: HashMap::new(),
+                pending_unpins: Vec::new(),
             },
         );
         id
@@ -146,6 +243,8 @@ impl Cluster {
             }
         }
         w.pending_removals.clear();
+        w.removing.clear();
+        w.removed_unreported.clear();
     }
 
     /// Declares dead every live worker silent for longer than `timeout`; their
@@ -202,8 +301,141 @@ impl Cluster {
         self.blocks.get(&block)
     }
 
+    /// Gives back what was set aside for a file's write (it ended).
+    pub fn release_reservations(&mut self, file_id: u64) {
+        for w in self.workers.values_mut() {
+            w.reserved.remove(&file_id);
+        }
+    }
+
+    /// A worker's MEM commit was answered: the memory set aside for the
+    /// block is now used, and not in its reported use until a report counts
+    /// it (the worker counts the commits confirmed to it, in the same order).
+    /// `evictable`: the block is cache (see [`Settling`]).
+    pub fn mem_committed(&mut self, worker: u64, block: u64, length: u64, evictable: bool) {
+        let Some(w) = self.workers.get_mut(&worker) else { return };
+        let file = file_of_block(block);
+        if let Some(r) = w.reserved.get_mut(&file) {
+            r.blocks = r.blocks.saturating_sub(1);
+            if r.blocks == 0 {
+                w.reserved.remove(&file);
+            }
+        }
+        w.mem_commits += 1;
+        w.settling.push_back(Settling { seq: w.mem_commits, bytes: length, evictable });
+    }
+
+    /// A worker's full heartbeat (its `tiers` set already): its MEM use
+    /// shows the commits it counts as confirmed (`TierUsage.commits`) and
+    /// the removals the last answer carried, and reservations past their
+    /// time are dropped; `removed`: blocks it dropped itself (its report
+    /// shows them gone). Call before taking the removals this answer carries.
+    /// (A worker that does not count its commits says 0: its report is taken
+    /// to show them all.)
+    pub fn reported(&mut self, worker: u64, removed: &[u64], now: Instant) {
+        if let Some(w) = self.workers.get_mut(&worker) {
+            let mem_commits = w.tier(Tier::Mem).map_or(0, |t| t.commits);
+            for b in removed {
+                w.removing.remove(b);
+                w.removed_unreported.remove(b);
+            }
+            if mem_commits == 0 {
+                w.settling.clear();
+            }
+            while w.settling.front().is_some_and(|s| s.seq <= mem_commits) {
+                w.settling.pop_front();
+            }
+            w.removed_unreported = std::mem::take(&mut w.removing);
+            w.reserved.retain(|_, r| now.saturating_duration_since(r.at) < RESERVATION_TTL);
+        }
+    }
+
+    /// Where the next segment of a memory write goes, from block
+    /// `first_block` on, and how many blocks it takes ([`Cluster::reserve`]
+    /// then sets that much of the worker's MEM aside). Free memory first: the
+    /// nearest live worker (the writer's own; among equally near ones the
+    /// worker of the segment before, `previous`, else the one with the most
+    /// free) while it has a block free; else `previous` while it has (a write
+    /// does not hop between workers of equal room); else the one with the
+    /// most free. Only when no worker has a block free, the same by room a
+    /// write may make by evicting cache; and when none has that either, the
+    /// write fails, saying so. A segment takes as many blocks as the blocks
+    /// before it (1, 1, 2, 4, ...: a small file sets aside one block, a large
+    /// one few segments), at most [`SEGMENT_MAX_BYTES`] and what fits.
+    pub fn choose_segment(
+        &self,
+        client: &Position,
+        first_block: u64,
+        block_size: u64,
+        previous: u64,
+        now: Instant,
+    ) -> Result<Segment> {
+        let bs = block_size.max(1);
+        let live: Vec<&WorkerEntry> = self
+            .nearest_workers(client)
+            .into_iter()
+            .filter(|w| w.tier(Tier::Mem).is_some_and(|u| u.capacity > 0))
+            .collect();
+        if live.is_empty() {
+            return Err(ThawError::unavailable("no live worker has a MEM tier; a memory write needs one"));
+        }
+        let best_level = live.iter().map(|w| level(client, &w.place(Tier::Mem))).min().expect("not empty");
+        let nearest: Vec<&WorkerEntry> =
+            live.iter().copied().filter(|w| level(client, &w.place(Tier::Mem)) == best_level).collect();
+        let cap_blocks = (SEGMENT_MAX_BYTES / bs).max(1);
+        for space in [WorkerEntry::mem_free, WorkerEntry::mem_room] {
+            let fits = |w: &&WorkerEntry| space(w, now) >= bs;
+            let most = |among: &[&WorkerEntry]| {
+                among
+                    .iter()
+                    .copied()
+                    .filter(fits)
+                    .max_by_key(|w| (space(w, now), std::cmp::Reverse(w.id)))
+                    .map(|w| w.id)
+            };
+            let prev = live.iter().copied().filter(fits).find(|w| w.id == previous).map(|w| w.id);
+            let chosen = prev
+                .filter(|p| nearest.iter().any(|w| w.id == *p))
+                .or_else(|| most(&nearest))
+                .or(prev)
+                .or_else(|| most(&live));
+            if let Some(id) = chosen {
+                let w = self.workers.get(&id).expect("live");
+                let blocks = first_block.clamp(1, cap_blocks).min(space(w, now) / bs).max(1);
+                return Ok(Segment { worker: id, blocks });
+            }
+        }
+        let tiers: Vec<&TierUsage> = live.iter().filter_map(|w| w.tier(Tier::Mem)).collect();
+        let cap: u64 = tiers.iter().map(|t| t.capacity).sum();
+        let used: u64 = tiers.iter().map(|t| t.used).sum();
+        let kept: u64 = tiers.iter().map(|t| t.held + t.pinned).sum();
+        let set_aside: u64 = live.iter().flat_map(|w| w.reserved.values()).map(|r| r.blocks * r.block_size).sum();
+        Err(ThawError::exhausted(format!(
+            "no worker has room in memory for block {first_block} ({}): the {} live workers' MEM tiers hold {} of \
+             {} ({} of it held for jobs or not persisted elsewhere, never evicted), {} more is set aside for \
+             writes in progress; a memory write holds at most the cluster's free memory",
+            format_size(bs),
+            live.len(),
+            format_size(used),
+            format_size(cap),
+            format_size(kept),
+            format_size(set_aside),
+        )))
+    }
+
+    /// Sets a segment's blocks aside on its worker for `file`'s write, until
+    /// they are committed or the write ends.
+    pub fn reserve(&mut self, seg: Segment, file: u64, block_size: u64, now: Instant) {
+        if let Some(w) = self.workers.get_mut(&seg.worker) {
+            let r = w.reserved.entry(file).or_insert(Reserved { blocks: 0, block_size, at: now });
+            r.blocks += seg.blocks;
+            r.at = now;
+        }
+    }
+
     /// Forgets every block of a file and queues its deletion on the workers.
     pub fn drop_file(&mut self, file_id: u64) {
+        self.release_reservations(file_id);
         let range = block_id(file_id, 0)..block_id(file_id, MAX_BLOCKS_PER_FILE - 1) + 1;
         let ids: Vec<u64> = self.blocks.range(range).map(|(id, _)| *id).collect();
         for id in ids {
@@ -212,6 +444,9 @@ impl Cluster {
                 if let Some(w) = self.workers.get_mut(&r.worker) {
                     w.blocks.remove(&(id, r.tier));
                     w.pending_removals.push(id);
+                    if r.tier == Tier::Mem {
+                        w.removing.insert(id, entry.length);
+                    }
                 }
             }
         }
@@ -242,6 +477,80 @@ impl Cluster {
         let mut out = holders.unwrap_or_default();
         out.retain(|w| self.workers.get(w).is_some_and(|w| w.alive));
         out
+    }
+
+    /// Live workers that can write the file's checkpoint: those holding it
+    /// whole; else, for a file spread over several workers (a segmented
+    /// write) whose every block has a live replica, those holding some of it,
+    /// most blocks first (each reads the blocks it lacks from the others).
+    pub fn checkpoint_writers(&self, file_id: u64, blocks: u64) -> Vec<u64> {
+        let whole = self.holders(file_id, blocks);
+        if !whole.is_empty() || blocks == 0 {
+            return whole;
+        }
+        let mut held: BTreeMap<u64, u64> = BTreeMap::new();
+        for index in 0..blocks {
+            let live: Vec<u64> = self
+                .blocks
+                .get(&block_id(file_id, index))
+                .map(|e| {
+                    e.replicas
+                        .iter()
+                        .map(|r| r.worker)
+                        .filter(|w| self.workers.get(w).is_some_and(|w| w.alive))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if live.is_empty() {
+                return Vec::new();
+            }
+            for w in live {
+                *held.entry(w).or_default() += 1;
+            }
+        }
+        let mut out: Vec<(u64, u64)> = held.into_iter().collect();
+        out.sort_by_key(|&(w, n)| (std::cmp::Reverse(n), w));
+        out.into_iter().map(|(w, _)| w).collect()
+    }
+
+    /// Per block of the file: "" if `worker` holds it, else the data address
+    /// of a live worker that does (MEM first). Empty if `worker` holds all.
+    pub fn block_sources(&self, file_id: u64, blocks: u64, worker: u64) -> Vec<String> {
+        let mut out = Vec::with_capacity(blocks as usize);
+        let mut any = false;
+        for index in 0..blocks {
+            let Some(e) = self.blocks.get(&block_id(file_id, index)) else {
+                out.push(String::new());
+                continue;
+            };
+            if e.replicas.iter().any(|r| r.worker == worker) {
+                out.push(String::new());
+                continue;
+            }
+            let mut rs: Vec<&Replica> =
+                e.replicas.iter().filter(|r| self.workers.get(&r.worker).is_some_and(|w| w.alive)).collect();
+            rs.sort_by_key(|r| (r.tier != Tier::Mem, r.worker));
+            let addr = rs.first().and_then(|r| self.workers.get(&r.worker)).map(|w| w.data_address.clone());
+            any |= addr.is_some();
+            out.push(addr.unwrap_or_default());
+        }
+        if any { out } else { Vec::new() }
+    }
+
+    /// Queues the unpinning of a persisted file's blocks on the live workers
+    /// holding them, but `except` (it unpins its own).
+    pub fn unpin_file(&mut self, file_id: u64, blocks: u64, except: u64) {
+        for index in 0..blocks {
+            let b = block_id(file_id, index);
+            let Some(e) = self.blocks.get(&b) else { continue };
+            for r in &e.replicas {
+                if r.worker != except
+                    && let Some(w) = self.workers.get_mut(&r.worker)
+                {
+                    w.pending_unpins.push(b);
+                }
+            }
+        }
     }
 
     /// Whether some block of the file (of `blocks`) has no replica left.
@@ -389,6 +698,111 @@ mod tests {
         assert_eq!(three[0], a);
         assert_eq!(three.iter().collect::<HashSet<_>>().len(), 3);
         assert!(c.choose_writers(&pos("h1", "r1"), WriteType::ReplicatedDisk, 4).is_err());
+    }
+
+    /// A worker's MEM use as its heartbeat reports it.
+    fn report(c: &mut Cluster, id: u64, used: u64, evictable: u64, now: Instant) {
+        let w = c.workers.get_mut(&id).unwrap();
+        let t = w.tiers.iter_mut().find(|t| t.tier == Tier::Mem as i32).unwrap();
+        (t.used, t.evictable) = (used, evictable);
+        t.commits = w.mem_commits;
+        c.reported(id, &[], now);
+    }
+
+    #[test]
+    fn segments_stay_on_the_writer_s_worker_while_it_has_room_then_go_where_most_memory_is_free() {
+        let t0 = Instant::now();
+        let mut c = Cluster::default();
+        let a = c.register("a:1", "h1", "r1", tiers(8, 100), t0);
+        let b = c.register("b:1", "h2", "r1", tiers(8, 100), t0);
+        let d = c.register("d:1", "h3", "r2", tiers(8, 100), t0);
+        let near = pos("h1", "r1");
+        // Blocks of 1: one block set aside first, then as many as came before.
+        let next = std::cell::Cell::new(0);
+        let place = |c: &mut Cluster, previous: u64| {
+            let s = c.choose_segment(&near, next.get(), 1, previous, t0).unwrap();
+            c.reserve(s, 9, 1, t0);
+            for i in 0..s.blocks {
+                c.add_replica(block_id(9, next.get() + i), s.worker, Tier::Mem, 1);
+                c.mem_committed(s.worker, block_id(9, next.get() + i), 1, false);
+            }
+            next.set(next.get() + s.blocks);
+            s
+        };
+        let sizes: Vec<Segment> = (0..4).map(|_| place(&mut c, a)).collect();
+        assert_eq!(sizes.iter().map(|s| (s.worker, s.blocks)).collect::<Vec<_>>(), [(a, 1), (a, 1), (a, 2), (a, 4)]);
+        // Full (its committed blocks count before it reports them): the worker
+        // with the most room, as many blocks as came before.
+        let s = place(&mut c, a);
+        assert!((s.worker == b || s.worker == d) && s.blocks == 8, "{s:?}");
+        let other = s.worker;
+        report(&mut c, a, 8, 0, t0);
+        assert_eq!(c.worker(other).unwrap().mem_room(t0), 0);
+        let third = place(&mut c, other);
+        assert!(third.worker != a && third.worker != other && third.blocks == 8, "{third:?}");
+        // Eight blocks each: the cluster is full, and says so.
+        assert_eq!(next.get(), 24);
+        let e = c.choose_segment(&near, 24, 1, third.worker, t0).unwrap_err();
+        assert_eq!(e.kind, thaw_common::ErrorKind::ResourceExhausted);
+        assert!(e.message.contains("no worker has room in memory for block 24"), "{e}");
+        // A write stays on the worker of its last segment while it has room,
+        // rather than hop to one with a little more.
+        report(&mut c, other, 0, 0, t0);
+        report(&mut c, third.worker, 0, 0, t0);
+        c.release_reservations(9);
+        let s = c.choose_segment(&near, 4, 1, other, t0).unwrap();
+        assert_eq!((s.worker, s.blocks), (other, 4));
+        c.reserve(s, 12, 1, t0);
+        let s = c.choose_segment(&near, 4, 1, other, t0).unwrap();
+        assert_eq!((s.worker, s.blocks), (other, 4), "4 left there, 8 on the third");
+        c.reserve(s, 12, 1, t0);
+        report(&mut c, other, 8, 0, t0);
+        report(&mut c, third.worker, 8, 0, t0);
+        c.release_reservations(12);
+        // Evictable cache counts as room (a write evicts it) once no worker
+        // has free memory; what is set aside for another write does not.
+        report(&mut c, b, 8, 4, t0);
+        let s = c.choose_segment(&near, 24, 1, 0, t0).unwrap();
+        assert_eq!((s.worker, s.blocks), (b, 4));
+        c.reserve(s, 10, 1, t0);
+        assert!(c.choose_segment(&near, 0, 1, 0, t0).is_err(), "the room went to file 10");
+        // A write's end gives back what it did not use.
+        c.release_reservations(10);
+        assert_eq!(c.choose_segment(&near, 0, 1, 0, t0).unwrap().worker, b);
+        // Free memory elsewhere goes before evicting cache here.
+        report(&mut c, a, 8, 8, t0);
+        report(&mut c, d, 4, 0, t0);
+        let s = c.choose_segment(&near, 0, 1, 0, t0).unwrap();
+        assert_eq!(s.worker, d, "{s:?}");
+        // A reservation nobody renewed lapses.
+        for id in [a, b, d] {
+            let blocks = c.worker(id).unwrap().mem_room(t0);
+            c.reserve(Segment { worker: id, blocks }, 11, 1, t0);
+        }
+        assert!(c.choose_segment(&near, 0, 1, 0, t0).is_err());
+        assert!(c.choose_segment(&near, 0, 1, 0, t0 + RESERVATION_TTL).is_ok());
+    }
+
+    #[test]
+    fn a_spread_file_is_checkpointed_by_the_worker_holding_most_of_it_reading_the_rest_from_the_others() {
+        let t0 = Instant::now();
+        let mut c = Cluster::default();
+        let a = c.register("a:1", "h1", "r1", tiers(100, 100), t0);
+        let b = c.register("b:1", "h2", "r1", tiers(100, 100), t0);
+        c.add_replica(block_id(3, 0), a, Tier::Mem, 1);
+        c.add_replica(block_id(3, 1), b, Tier::Mem, 1);
+        c.add_replica(block_id(3, 2), b, Tier::Mem, 1);
+        assert!(c.holders(3, 3).is_empty());
+        assert_eq!(c.checkpoint_writers(3, 3), vec![b, a]);
+        assert_eq!(c.block_sources(3, 3, b), vec!["a:1".to_string(), String::new(), String::new()]);
+        assert!(c.block_sources(3, 1, a).is_empty(), "a holds block 0 itself");
+        // A block with no live replica: nobody can.
+        c.add_replica(block_id(4, 0), a, Tier::Mem, 1);
+        assert!(c.checkpoint_writers(4, 2).is_empty());
+        // Once persisted, the other holders unpin their blocks.
+        c.unpin_file(3, 3, b);
+        assert_eq!(c.worker(a).unwrap().pending_unpins, vec![block_id(3, 0)]);
+        assert!(c.worker(b).unwrap().pending_unpins.is_empty());
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod jobs;
 mod lineage;
 mod metrics;
 pub mod permissions;
+mod placement;
 mod recompute;
 mod workers;
 mod writers;
@@ -604,6 +605,9 @@ impl Master {
     }
 
     pub async fn create_file(&self, req: CreateFileRequest) -> Result<CreateFileResponse> {
+        if let Some(next) = &req.next_segment {
+            return self.next_segment(&req, next);
+        }
         let comps = path::components(&req.path)?;
         let Some((name, parent_comps)) = comps.split_last() else {
             return Err(ThawError::is_dir("/ is a directory"));
@@ -643,7 +647,7 @@ impl Master {
         // place: before anything could replace it.
         if req.recover_lineage != 0 {
             let mut st = self.write();
-            if let Some(resp) = self.recovery_session(&mut st, req.recover_lineage, &full, &client)? {
+            if let Some(resp) = self.recovery_session(&mut st, req.recover_lineage, &full, &client, req.segments)? {
                 return Ok(resp);
             }
         }
@@ -666,8 +670,7 @@ impl Master {
         }
         let mut st = self.write();
         let now = Instant::now();
-        let workers: Vec<WorkerInfo> =
-            st.cluster.choose_writers(&client, write_type, req.replication)?.into_iter().map(|w| w.info(now)).collect();
+        let (workers, segment) = st.writers(&client, write_type, req.replication, req.segments, block_size, now)?;
         // A file at an output path of a lineage is that lineage's output.
         let owner = st.lineages.pending_output(&full);
         let lineage_id = owner.map_or(0, |(l, _)| l);
@@ -685,12 +688,16 @@ impl Master {
             ops.extend(st.lineages.tie(l, index, id));
         }
         self.commit(&st, &ops)?;
+        if let Some(seg) = segment {
+            st.cluster.reserve(seg, id, block_size, now);
+        }
         st.leases.grant(id, &req.writer, now, now_ms());
         let info = Self::file_info(&st, id, false, &client);
         tracing::debug!(path = %full, file_id = id, ?write_type, writer = %req.writer, "file created");
         let writer_lease_ms = st.leases.limit().as_millis() as u64;
         let access = self.grant(true, id, &full);
-        Ok(CreateFileResponse { info: Some(info), workers, recovery: false, writer_lease_ms, access })
+        let segment_blocks = segment.map_or(0, |s| s.blocks);
+        Ok(CreateFileResponse { info: Some(info), workers, recovery: false, writer_lease_ms, access, segment_blocks })
     }
 
     pub async fn complete_file(&self, req: CompleteFileRequest) -> Result<CompleteFileResponse> {
@@ -703,6 +710,8 @@ impl Master {
                 .filter(|i| !i.is_dir())
                 .ok_or_else(|| ThawError::not_found(format!("file id {} does not exist", req.file_id)))?;
             st.check(req.file_id, permissions::WRITE)?;
+            // The write is over: what is left set aside for it is free again.
+            st.cluster.release_reservations(req.file_id);
             if ino.rec.complete && st.recomputer.is_recovering(req.file_id) {
                 let info = Self::finish_rebuild(st, req.file_id, req.length)?;
                 return Ok(CompleteFileResponse { info: Some(info) });
@@ -745,6 +754,10 @@ impl Master {
                             e.length
                         )));
                     }
+                    // A cache-through file's blocks are cache: one evicted
+                    // already (by the write's own later blocks, memory being
+                    // full) is read from the under-store copy, checked above.
+                    None if is_persisted_write(write_type) => {}
                     None => {
                         return Err(ThawError::precondition(format!(
                             "{p}: block {index} was never stored (truncated write or its worker died)"

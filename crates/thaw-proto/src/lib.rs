@@ -6,5 +6,10 @@ pub mod v1 {
     tonic::include_proto!("thaw.v1");
 }
 
-/// Version carried by every data-plane request (`DataRequest.version`).
+/// Version carried by data-plane requests (`DataRequest.version`) that use
+/// nothing of version 2.
 pub const DATA_PROTOCOL_VERSION: u32 = 1;
+/// Version 2: segmented writes (`WriteFileRequest.first_block`, the
+/// store-no-more mark, `LocalWriteStep.ufs_bytes`; see proto/thaw/v1/data.proto).
+/// A worker serves versions 1 through this one.
+pub const DATA_PROTOCOL_SEGMENTS: u32 = 2;

@@ -67,6 +67,12 @@ impl BlockFile {
         })
     }
 
+    /// Marks the block as a client's write (see `TierUsage.writing`).
+    pub fn for_client_write(mut self) -> Self {
+        self.reservation = self.reservation.take().map(crate::tier::Reservation::for_client_write);
+        self
+    }
+
     /// Reports the block's CRC-32 with its commit (see `WriteFileRequest.checksum`).
     pub fn with_checksum(mut self, on: bool) -> Self {
         self.crc = on.then(crc32fast::Hasher::new);
@@ -128,6 +134,7 @@ impl BlockFile {
     pub async fn commit(mut self, w: &Worker, filled_from: Option<UfsSource>) -> Result<()> {
         drop(self.file.take());
         let reservation = self.reservation.take().expect("held until commit");
+        let client_write = reservation.is_client_write();
         let reader = self.reader.take();
         self.store.commit_for(self.block, &self.temp, self.written, reservation, self.pinned, reader.as_deref())?;
         let crc = self.crc.take().map(crc32fast::Hasher::finalize);
@@ -136,8 +143,10 @@ impl BlockFile {
             if let Some(len) = self.store.remove(self.block) {
                 w.note_removed(self.block, self.store.tier, len);
             }
+            self.store.commit_answered(self.written, client_write, false);
             return Err(e);
         }
+        self.store.commit_answered(self.written, client_write, true);
         Ok(())
     }
 

@@ -4,6 +4,12 @@
 //! the master, which moves the copy to the file's path and marks it persisted.
 //! The worker then unpins the blocks: they are cache like any other now.
 //!
+//! A file written in segments may have its blocks on several workers, none
+//! holding it whole: the master then orders a worker that holds some of it,
+//! naming for each block it lacks a worker to read it from (and a grant to);
+//! the worker reads those over the data protocol, a chunk per request, and
+//! the master has the other holders unpin their blocks once it is persisted.
+//!
 //! A checkpoint must not slow the jobs (tachyon.txt: it "does not block the real
 //! work's progress"), so the copy is paced to `--checkpoint-bandwidth`, runs in
 //! the kernel's idle I/O class (as migrations do, [`crate::ioprio`]), and, where
@@ -32,6 +38,24 @@ use crate::device::DeviceKind;
 const CHUNK: u64 = 4 << 20;
 /// A done call the master could not take is tried this many times.
 const DONE_ATTEMPTS: u32 = 10;
+/// Longest wait for one chunk of a block read from another worker.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where one block of a checkpoint comes from.
+enum Part {
+    /// A block file of this worker, and the block's length.
+    Local(PathBuf, u64),
+    /// A block held by another worker (a file spread over several).
+    Remote { addr: String, block: u64, length: u64 },
+}
+
+impl Part {
+    fn len(&self) -> u64 {
+        match self {
+            Part::Local(_, n) | Part::Remote { length: n, .. } => *n,
+        }
+    }
+}
 
 /// Paces a byte stream to a rate (0: unpaced).
 #[derive(Debug)]
@@ -175,18 +199,65 @@ impl Worker {
         }
     }
 
-    /// The block files of the file, in order: (path, length).
-    fn checkpoint_parts(&self, cmd: &CheckpointCommand) -> Result<Vec<(PathBuf, u64)>> {
+    /// The file's blocks, in order: this worker's block files, and the
+    /// others' places.
+    fn checkpoint_parts(&self, cmd: &CheckpointCommand) -> Result<Vec<Part>> {
         (0..block_count(cmd.length, cmd.block_size))
             .map(|i| {
                 let b = block_id(cmd.file_id, i);
                 let want = block_length(cmd.length, cmd.block_size, i);
-                self.tiers()
-                    .find(|t| t.get(b) == Some(want))
-                    .map(|t| (t.block_path(b), want))
-                    .ok_or_else(|| ThawError::not_found(format!("block {i} of {} is not on this worker", cmd.path)))
+                if let Some(t) = self.tiers().find(|t| t.get(b) == Some(want)) {
+                    return Ok(Part::Local(t.block_path(b), want));
+                }
+                match cmd.block_sources.get(i as usize).filter(|a| !a.is_empty()) {
+                    Some(addr) => Ok(Part::Remote { addr: addr.clone(), block: b, length: want }),
+                    None => Err(ThawError::not_found(format!("block {i} of {} is not on this worker", cmd.path))),
+                }
             })
             .collect()
+    }
+
+    /// Bytes `at..at + len` of `block` from the worker at `addr` (a block of a
+    /// spread file this worker checkpoints), on a connection of its own: a
+    /// paced checkpoint may wait long between chunks.
+    async fn fetch(&self, addr: &str, block: u64, at: u64, len: u64, access: Option<&SignedAccess>) -> Result<Bytes> {
+        use tokio::io::AsyncReadExt;
+        let fetched = async {
+            let tcp = tokio::net::TcpStream::connect(addr).await?;
+            let _ = tcp.set_nodelay(true);
+            let mut sock = match self.config.master_tls.as_deref() {
+                Some(tls) => tls.connect(tcp, addr).await?,
+                None => thaw_common::tls::DataStream::Plain(tcp),
+            };
+            let req = DataRequest {
+                version: thaw_proto::DATA_PROTOCOL_VERSION,
+                job_id: String::new(),
+                access: access.cloned(),
+                token: String::new(),
+                request: Some(data_request::Request::ReadBlock(ReadBlockRequest {
+                    block_id: block,
+                    offset: at,
+                    length: len,
+                    ..Default::default()
+                })),
+            };
+            thaw_common::frame::write_msg(&mut sock, &req).await?;
+            let resp = thaw_common::frame::read_msg::<_, DataResponse>(&mut sock)
+                .await?
+                .ok_or_else(|| ThawError::unavailable("closed the connection"))?;
+            let resp = thaw_common::frame::check_response(resp)?;
+            if resp.length != len {
+                return Err(ThawError::data_lost(format!("answered {} of {len} bytes", resp.length)));
+            }
+            let mut buf = vec![0u8; len as usize];
+            sock.read_exact(&mut buf).await?;
+            Ok::<_, ThawError>(Bytes::from(buf))
+        };
+        let r = match tokio::time::timeout(FETCH_TIMEOUT, fetched).await {
+            Ok(r) => r,
+            Err(_) => Err(ThawError::timeout(format!("no answer within {FETCH_TIMEOUT:?}"))),
+        };
+        r.map_err(|e| e.context(format!("block {block} from worker {addr}")))
     }
 
     /// Copies the file into the under-store's checkpoint area; returns its length.
@@ -194,9 +265,10 @@ impl Worker {
         let ufs = self.ufs()?.clone();
         let parts = self.checkpoint_parts(cmd)?;
         let mut device = self.device(DeviceKind::Ufs).map(|d| d.open_background_stream().writing());
+        let access = cmd.access.as_ref();
         let written = match ufs.checkpoint_local_path(cmd.file_id) {
-            Some(dst) => self.checkpoint_local(parts, dst, device.as_mut()).await?,
-            None => self.checkpoint_streamed(&ufs, cmd.file_id, parts, device.as_mut()).await?,
+            Some(dst) => self.checkpoint_local(parts, access, dst, device.as_mut()).await?,
+            None => self.checkpoint_streamed(&ufs, cmd.file_id, parts, access, device.as_mut()).await?,
         };
         if written != cmd.length {
             return Err(ThawError::data_lost(format!(
@@ -222,7 +294,8 @@ impl Worker {
     /// beside the checkpoint's place, fsync, rename.
     async fn checkpoint_local(
         &self,
-        parts: Vec<(PathBuf, u64)>,
+        parts: Vec<Part>,
+        access: Option<&SignedAccess>,
         dst: PathBuf,
         mut device: Option<&mut crate::device::DeviceStream>,
     ) -> Result<u64> {
@@ -241,25 +314,46 @@ impl Worker {
         let copied = async {
             let mut out = Some(out);
             let mut total = 0;
-            for (src, len) in parts {
+            for part in parts {
+                let len = part.len();
                 let mut at = 0;
                 while at < len {
                     let k = (len - at).min(CHUNK);
                     self.paced(device.as_deref_mut(), k).await;
-                    let (file, src2) = (out.take().expect("returned each step"), src.clone());
-                    let (file, n) = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
-                        let _idle = crate::ioprio::IdleIo::enter();
-                        let n = crate::cache::sendfile_range(&src2, &file, at, k)?;
-                        Ok((file, n))
-                    })
-                    .await
-                    .map_err(|e| ThawError::internal(format!("checkpoint task: {e}")))??;
+                    let file = out.take().expect("returned each step");
+                    let (file, n) = match &part {
+                        Part::Local(src, _) => {
+                            let src2 = src.clone();
+                            let (file, n) = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
+                                let _idle = crate::ioprio::IdleIo::enter();
+                                let n = crate::cache::sendfile_range(&src2, &file, at, k)?;
+                                Ok((file, n))
+                            })
+                            .await
+                            .map_err(|e| ThawError::internal(format!("checkpoint task: {e}")))??;
+                            if n < k {
+                                return Err(ThawError::data_lost(format!(
+                                    "{} ended after {} bytes",
+                                    src.display(),
+                                    at + n
+                                )));
+                            }
+                            (file, n)
+                        }
+                        Part::Remote { addr, block, .. } => {
+                            let bytes = self.fetch(addr, *block, at, k, access).await?;
+                            tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
+                                let _idle = crate::ioprio::IdleIo::enter();
+                                std::io::Write::write_all(&mut &file, &bytes)?;
+                                Ok((file, k))
+                            })
+                            .await
+                            .map_err(|e| ThawError::internal(format!("checkpoint task: {e}")))??
+                        }
+                    };
                     out = Some(file);
-                    if n < k {
-                        return Err(ThawError::data_lost(format!("{} ended after {} bytes", src.display(), at + n)));
-                    }
-                    at += k;
-                    total += k;
+                    at += n;
+                    total += n;
                 }
             }
             let file = out.take().expect("returned each step");
@@ -286,22 +380,34 @@ impl Worker {
         &self,
         ufs: &thaw_ufs::UnderStore,
         file_id: u64,
-        parts: Vec<(PathBuf, u64)>,
+        parts: Vec<Part>,
+        access: Option<&SignedAccess>,
         mut device: Option<&mut crate::device::DeviceStream>,
     ) -> Result<u64> {
         use tokio::io::AsyncReadExt;
         let mut writer = ufs.checkpoint_writer(file_id).await?;
         let copied = async {
             let mut total = 0;
-            for (src, len) in parts {
-                let mut f = tokio::fs::File::open(&src).await?;
+            for part in parts {
+                let len = part.len();
+                let mut f = match &part {
+                    Part::Local(src, _) => Some(tokio::fs::File::open(src).await?),
+                    Part::Remote { .. } => None,
+                };
                 let mut at = 0;
                 while at < len {
                     let k = (len - at).min(CHUNK);
                     self.paced(device.as_deref_mut(), k).await;
-                    let mut buf = vec![0u8; k as usize];
-                    f.read_exact(&mut buf).await?;
-                    writer.write(Bytes::from(buf)).await?;
+                    let bytes = match (&part, f.as_mut()) {
+                        (Part::Remote { addr, block, .. }, _) => self.fetch(addr, *block, at, k, access).await?,
+                        (_, Some(f)) => {
+                            let mut buf = vec![0u8; k as usize];
+                            f.read_exact(&mut buf).await?;
+                            Bytes::from(buf)
+                        }
+                        (Part::Local(..), None) => unreachable!("opened above"),
+                    };
+                    writer.write(bytes).await?;
                     at += k;
                     total += k;
                 }
@@ -370,7 +476,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bs = 1 << 20;
         let (w, bytes) = worker_with_file(dir.path(), 5, bs);
-        let cmd = CheckpointCommand { file_id: 5, length: bytes.len() as u64, block_size: bs, path: "/f".into() };
+        let cmd = CheckpointCommand {
+            file_id: 5,
+            length: bytes.len() as u64,
+            block_size: bs,
+            path: "/f".into(),
+            ..Default::default()
+        };
         // A local under-store: sendfile into the checkpoint area.
         assert_eq!(w.write_checkpoint(&cmd).await.unwrap(), bytes.len() as u64);
         let ufs = w.ufs().unwrap().clone();
@@ -380,7 +492,7 @@ mod tests {
         // Any other under-store: streamed through its writer (OpenDAL).
         let parts = w.checkpoint_parts(&cmd).unwrap();
         assert_eq!(parts.len(), 3);
-        assert_eq!(w.checkpoint_streamed(&ufs, 5, parts, None).await.unwrap(), bytes.len() as u64);
+        assert_eq!(w.checkpoint_streamed(&ufs, 5, parts, None, None).await.unwrap(), bytes.len() as u64);
         assert_eq!(std::fs::read(&local).unwrap(), bytes);
         // A block missing here: a clear error, nothing written.
         let mem = w.tier(Tier::Mem).unwrap();

@@ -17,7 +17,7 @@ use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_id};
 use thaw_common::proto::*;
 use thaw_common::tls::DataStream;
 use thaw_common::{MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, Result, ThawError};
-use thaw_proto::DATA_PROTOCOL_VERSION;
+use thaw_proto::{DATA_PROTOCOL_SEGMENTS, DATA_PROTOCOL_VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -194,9 +194,9 @@ async fn dispatch(
     req: DataRequest,
     (sent, slot): (&mut bool, &mut Option<crate::authorize::UserSlot>),
 ) -> Result<()> {
-    if req.version != DATA_PROTOCOL_VERSION {
+    if !(DATA_PROTOCOL_VERSION..=DATA_PROTOCOL_SEGMENTS).contains(&req.version) {
         return Err(ThawError::invalid(format!(
-            "data protocol version {} is not supported (this worker speaks {DATA_PROTOCOL_VERSION})",
+            "data protocol version {} is not supported (this worker speaks {DATA_PROTOCOL_VERSION} to {DATA_PROTOCOL_SEGMENTS})",
             req.version
         )));
     }
@@ -219,7 +219,7 @@ async fn dispatch(
         None => "empty",
     };
     let started = std::time::Instant::now();
-    let r = serve_request(w, sock, job, req.request, sent).await;
+    let r = serve_request(w, sock, job, req.version, req.request, sent).await;
     w.request_latency.observe(kind, started.elapsed());
     r
 }
@@ -228,13 +228,16 @@ async fn serve_request(
     w: &Arc<Worker>,
     sock: &mut DataSock,
     job: String,
+    version: u32,
     request: Option<data_request::Request>,
     sent: &mut bool,
 ) -> Result<()> {
     match request {
         Some(data_request::Request::ReadBlock(r)) => read_block(w, sock, &job, r, sent).await,
-        Some(data_request::Request::WriteFile(r)) => write_file(w, sock, &job, r, sent).await,
-        Some(data_request::Request::WriteLocal(r)) => crate::local_write::write_local(w, sock, &job, r, sent).await,
+        Some(data_request::Request::WriteFile(r)) => write_file(w, sock, &job, version, r, sent).await,
+        Some(data_request::Request::WriteLocal(r)) => {
+            crate::local_write::write_local(w, sock, &job, version, r, sent).await
+        }
         Some(data_request::Request::OpenLocal(r)) => open_local(w, sock, &job, r, sent).await,
         Some(data_request::Request::CacheBlock(r)) => cache_block(w, sock, &job, r, sent).await,
         Some(data_request::Request::Stats(_)) => send_stats(w, sock, sent).await,
@@ -514,14 +517,35 @@ async fn cache_block(
 }
 
 /// Where a write goes: its block size, its tier (if any) and its under-store
-/// writer (if any), checked.
+/// writer (if any), checked. `version`: the request's data protocol version.
 pub(crate) async fn write_target(
     w: &Arc<Worker>,
+    version: u32,
     req: &WriteFileRequest,
 ) -> Result<(u64, Option<Arc<TierStore>>, Option<thaw_ufs::UfsWriter>)> {
     let bs = req.block_size;
     if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&bs) {
         return Err(ThawError::invalid(format!("block size {bs} is out of range")));
+    }
+    if req.first_block != 0 {
+        if version < DATA_PROTOCOL_SEGMENTS {
+            return Err(ThawError::invalid(format!(
+                "first_block is data protocol version {DATA_PROTOCOL_SEGMENTS}; the request says {version}"
+            )));
+        }
+        if req.first_block >= MAX_BLOCKS_PER_FILE {
+            return Err(ThawError::invalid("file has more blocks than a file may have"));
+        }
+        if !req.ufs_path.is_empty() {
+            return Err(ThawError::invalid(
+                "only the stream of a file's first segment writes its under-store copy (first_block 0)",
+            ));
+        }
+    }
+    if req.cached && version < DATA_PROTOCOL_SEGMENTS {
+        return Err(ThawError::invalid(format!(
+            "cached is data protocol version {DATA_PROTOCOL_SEGMENTS}; the request says {version}"
+        )));
     }
     let tier = match Tier::try_from(req.tier) {
         Ok(Tier::Unspecified) => None,
@@ -565,12 +589,14 @@ async fn write_file(
     w: &Arc<Worker>,
     sock: &mut DataSock,
     job: &str,
+    version: u32,
     req: WriteFileRequest,
     sent: &mut bool,
 ) -> Result<()> {
-    let (bs, tier, mut ufs) = write_target(w, &req).await?;
+    let (bs, tier, mut ufs) = write_target(w, version, &req).await?;
     let mut committed: Vec<(u64, u64)> = Vec::new();
-    let result = receive_file(w, sock, &req, bs, tier.as_ref(), &mut ufs, &mut committed).await;
+    let marks = version >= DATA_PROTOCOL_SEGMENTS;
+    let result = receive_file(w, sock, (&req, marks), bs, tier.as_ref(), &mut ufs, &mut committed).await;
     end_write(w, sock, job, req.file_id, result, tier.as_ref(), ufs, committed, sent).await
 }
 
@@ -603,21 +629,25 @@ pub(crate) async fn end_write(
     }
 }
 
-/// Receives chunks until the end marker, cutting them into blocks of `bs` bytes.
+/// Receives chunks until the end marker, cutting them into blocks of `bs`
+/// bytes from block `req.first_block` on. `marks`: a version-2 stream, which
+/// may say [`frame::STORE_NO_MORE`] (a cache-through file's first segment
+/// whose file moved on to other workers: the rest is for the under-store).
+/// Returns the bytes received.
 async fn receive_file(
     w: &Arc<Worker>,
     sock: &mut DataSock,
-    req: &WriteFileRequest,
+    (req, marks): (&WriteFileRequest, bool),
     bs: u64,
-    tier: Option<&Arc<TierStore>>,
+    mut tier: Option<&Arc<TierStore>>,
     ufs: &mut Option<thaw_ufs::UfsWriter>,
     committed: &mut Vec<(u64, u64)>,
 ) -> Result<u64> {
-    let (file_id, checksum) = (req.file_id, req.checksum);
+    let (file_id, checksum, first) = (req.file_id, req.checksum, req.first_block);
     let mut current: Option<BlockFile> = None;
     let mut total = 0u64;
     // Without an under-store copy the tier's blocks are the only ones.
-    let pinned = ufs.is_none();
+    let pinned = ufs.is_none() && !req.cached;
     // Emulated devices pace writes to them as they pace reads.
     let mut disk =
         tier.filter(|t| t.tier == Tier::Disk).and_then(|_| w.device_stream(DeviceKind::Disk)).map(|d| d.writing());
@@ -626,10 +656,25 @@ async fn receive_file(
         // A writer may pause between chunks (a slow producer), as between
         // requests; within a chunk it may not stall.
         sock.as_mut().set_read_timeout_pinned(Some(IDLE_TIMEOUT));
-        let n = frame::read_chunk_len(sock).await?;
-        if n == 0 {
-            break;
-        }
+        let n = match frame::read_chunk_header(sock).await? {
+            frame::ChunkHeader::End => break,
+            frame::ChunkHeader::Data(n) => n,
+            frame::ChunkHeader::StoreNoMore => {
+                if !marks {
+                    return Err(ThawError::invalid(format!(
+                        "store-no-more is data protocol version {DATA_PROTOCOL_SEGMENTS}"
+                    )));
+                }
+                if ufs.is_none() || current.is_some() || !total.is_multiple_of(bs) {
+                    return Err(ThawError::invalid(format!(
+                        "store-no-more after {total} bytes: only at a block boundary of a write with an under-store copy"
+                    )));
+                }
+                tier = None;
+                disk = None;
+                continue;
+            }
+        };
         sock.as_mut().set_read_timeout_pinned(Some(w.config.stall_timeout));
         if let Some(d) = disk.as_mut() {
             d.consume(n as u64).await;
@@ -649,12 +694,12 @@ async fn receive_file(
                 let block = match current.as_mut() {
                     Some(b) => b,
                     None => {
-                        let index = pos / bs;
+                        let index = first + pos / bs;
                         if index >= MAX_BLOCKS_PER_FILE {
                             return Err(ThawError::invalid("file has more blocks than a file may have"));
                         }
                         let b = BlockFile::create(w, store, block_id(file_id, index), bs, pinned)?;
-                        current.insert(b.with_checksum(checksum))
+                        current.insert(b.for_client_write().with_checksum(checksum))
                     }
                 };
                 let k = ((bs - block.written) as usize).min(rest.len());

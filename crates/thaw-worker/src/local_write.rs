@@ -6,7 +6,10 @@
 //! block is never visible before its commit; an exchange that ends without its
 //! finish drops the open temp file and its reservation, and removes the blocks
 //! it committed, as a failed streamed write does. For a cache-through write the
-//! worker copies each committed block on to the under-store.
+//! worker copies each committed block on to the under-store; in a segmented
+//! write (data protocol version 2) whose file moved on to other workers, the
+//! client then sends the rest of the file's bytes over the connection, for the
+//! under-store copy only (`LocalWriteStep.ufs_bytes`).
 
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
@@ -16,6 +19,9 @@ use thaw_common::frame;
 use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_id};
 use thaw_common::proto::*;
 use thaw_common::{Result, ThawError};
+
+use thaw_proto::DATA_PROTOCOL_SEGMENTS;
+use tokio::io::AsyncReadExt;
 
 use crate::Worker;
 use crate::cache::BlockFile;
@@ -30,10 +36,11 @@ pub(crate) async fn write_local(
     w: &Arc<Worker>,
     sock: &mut crate::data::DataSock,
     job: &str,
+    version: u32,
     req: WriteFileRequest,
     sent: &mut bool,
 ) -> Result<()> {
-    let (bs, tier, mut ufs) = write_target(w, &req).await?;
+    let (bs, tier, mut ufs) = write_target(w, version, &req).await?;
     let Some(tier) = tier else {
         if let Some(u) = ufs {
             u.abort().await;
@@ -55,15 +62,34 @@ pub(crate) async fn write_local(
     let accepted = DataResponse { local_path: tier.temp_dir().display().to_string(), ..Default::default() };
     frame::write_msg(sock, &accepted).await?;
     let mut committed: Vec<(u64, u64)> = Vec::new();
-    let result = receive_local(w, sock, (req.file_id, req.checksum), bs, &tier, &mut ufs, &mut committed).await;
+    let file = LocalFile {
+        id: req.file_id,
+        checksum: req.checksum,
+        first_block: req.first_block,
+        version,
+        pinned: ufs.is_none() && !req.cached,
+    };
+    let result = receive_local(w, sock, file, bs, &tier, &mut ufs, &mut committed).await;
     end_write(w, sock, job, req.file_id, result, Some(&tier), ufs, committed, sent).await
 }
 
-/// Runs the steps of the exchange until its finish; the file's length.
+/// The file a short-circuit exchange writes, and how.
+struct LocalFile {
+    id: u64,
+    checksum: bool,
+    /// The segment's first block (0 but in a segmented write).
+    first_block: u64,
+    /// The request's data protocol version.
+    version: u32,
+    /// Its blocks are the only copy (none is on its way to the under-store).
+    pinned: bool,
+}
+
+/// Runs the steps of the exchange until its finish; the bytes it took.
 async fn receive_local(
     w: &Arc<Worker>,
     sock: &mut crate::data::DataSock,
-    (file_id, checksum): (u64, bool),
+    LocalFile { id: file_id, checksum, first_block, version, pinned }: LocalFile,
     bs: u64,
     tier: &Arc<TierStore>,
     ufs: &mut Option<thaw_ufs::UfsWriter>,
@@ -72,6 +98,8 @@ async fn receive_local(
     // Dropped on any early return: the temp file and its reservation go with it.
     let mut open: Option<BlockFile> = None;
     let mut total = 0u64;
+    // Bytes sent for the under-store only: no block is opened after them.
+    let mut ufs_only = 0u64;
     // An emulated under-store paces the copy to it.
     let mut under = ufs.as_ref().and_then(|_| w.device_stream(DeviceKind::Ufs)).map(|d| d.writing());
     loop {
@@ -89,18 +117,19 @@ async fn receive_local(
                 if open.is_some() {
                     return Err(ThawError::invalid("a block was opened while another is still open"));
                 }
-                if index != committed.len() as u64 || !total.is_multiple_of(bs) {
+                if index != first_block + committed.len() as u64 || !total.is_multiple_of(bs) || ufs_only > 0 {
                     return Err(ThawError::invalid(format!(
-                        "block {index} opened after {} committed blocks of {total} bytes",
+                        "block {index} opened after {} committed blocks from block {first_block}, of {total} bytes \
+                         ({ufs_only} for the under-store only)",
                         committed.len()
                     )));
                 }
                 if index >= MAX_BLOCKS_PER_FILE {
                     return Err(ThawError::invalid("file has more blocks than a file may have"));
                 }
-                // Without an under-store copy the tier's blocks are the only ones.
-                let b =
-                    BlockFile::create(w, tier, block_id(file_id, index), bs, ufs.is_none())?.with_checksum(checksum);
+                let b = BlockFile::create(w, tier, block_id(file_id, index), bs, pinned)?
+                    .for_client_write()
+                    .with_checksum(checksum);
                 let local_path = b.temp_path().display().to_string();
                 open = Some(b);
                 frame::write_msg(sock, &DataResponse { local_path, ..Default::default() }).await?;
@@ -118,6 +147,36 @@ async fn receive_local(
                 b.commit(w, None).await?;
                 total += n;
                 frame::write_msg(sock, &DataResponse { length: n, ..Default::default() }).await?;
+            }
+            Some(local_write_step::Step::UfsBytes(n)) => {
+                if version < DATA_PROTOCOL_SEGMENTS {
+                    return Err(ThawError::invalid(format!(
+                        "ufs_bytes is data protocol version {DATA_PROTOCOL_SEGMENTS}; the request says {version}"
+                    )));
+                }
+                let Some(u) = ufs.as_mut() else {
+                    return Err(ThawError::invalid("ufs_bytes in a write with no under-store copy"));
+                };
+                if open.is_some() || (ufs_only == 0 && !total.is_multiple_of(bs)) {
+                    return Err(ThawError::invalid("ufs_bytes inside a block"));
+                }
+                if n == 0 || n > frame::MAX_CHUNK_BYTES as u64 {
+                    return Err(ThawError::invalid(format!(
+                        "ufs_bytes of {n} bytes: from 1 to {} at a time",
+                        frame::MAX_CHUNK_BYTES
+                    )));
+                }
+                if let Some(d) = under.as_mut() {
+                    d.consume(n).await;
+                }
+                sock.as_mut().set_read_timeout_pinned(Some(w.config.stall_timeout));
+                let mut buf = vec![0u8; n as usize];
+                sock.read_exact(&mut buf).await.map_err(|e| {
+                    ThawError::unavailable(format!("short-circuit write ended early after {total} bytes: {e}"))
+                })?;
+                u.write(Bytes::from(buf)).await?;
+                total += n;
+                ufs_only += n;
             }
             Some(local_write_step::Step::Finish(length)) => {
                 if open.is_some() {

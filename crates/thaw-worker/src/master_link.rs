@@ -40,6 +40,18 @@ impl Worker {
         }
         // Removals not yet reported are covered by the full report.
         self.removed.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        // This worker's own credentials may differ from the master's: it
+        // checks the master's under-store before it registers, so that a
+        // worker that cannot reach it is never counted as live (nor handed
+        // reads, writes or migrations), and says why in its log.
+        if self.ufs.get().is_none() {
+            let mut master = self.master.clone();
+            let uri = master.get_cluster_status(GetClusterStatusRequest {}).await.map_err(ThawError::from)?;
+            let uri = uri.into_inner().ufs_uri;
+            let ufs = thaw_ufs::UnderStore::open(&uri)?;
+            ufs.check().await.map_err(|e| e.context("the master's under-store, as this worker reaches it"))?;
+            let _ = self.ufs.set(ufs);
+        }
         let req = RegisterWorkerRequest {
             data_address: self.address.clone(),
             host: self.config.host.clone(),
@@ -49,12 +61,6 @@ impl Worker {
             metrics_address: self.metrics_address.clone().unwrap_or_default(),
         };
         let resp = self.master.clone().register_worker(req).await.map_err(ThawError::from)?.into_inner();
-        if self.ufs.get().is_none() {
-            let ufs = thaw_ufs::UnderStore::open(&resp.ufs_uri)?;
-            // This worker's own credentials may differ from the master's: say so now.
-            ufs.check().await.map_err(|e| e.context("the master's under-store, as this worker reaches it"))?;
-            let _ = self.ufs.set(ufs);
-        }
         for b in &resp.remove_blocks {
             self.drop_block(*b);
         }
@@ -132,6 +138,9 @@ impl Worker {
                 let mut resp = resp.into_inner();
                 for b in &resp.remove_blocks {
                     self.drop_block(*b);
+                }
+                for t in self.tiers() {
+                    resp.unpin_blocks.iter().for_each(|b| t.unpin(*b));
                 }
                 if !resp.reregister && !resp.light {
                     let table = resp.affinities.iter().map(|a| (a.job_id.clone(), a.affinity, a.probability));

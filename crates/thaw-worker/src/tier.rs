@@ -82,6 +82,11 @@ struct FileWindow {
 struct TierState {
     /// Bytes of stored blocks plus outstanding reservations.
     used: u64,
+    /// Bytes of blocks clients are writing, reserved or stored, until the
+    /// master confirms their commit (`TierUsage.writing`).
+    writing: u64,
+    /// Commits the master confirmed (`TierUsage.commits`).
+    commits: u64,
     blocks: HashMap<u64, Entry>,
     /// Logical clock of admissions and accesses (the policy's notion of time).
     clock: u64,
@@ -138,12 +143,28 @@ pub struct Split {
 pub struct Reservation {
     store: Arc<TierStore>,
     bytes: u64,
+    /// For a block a client writes (counted in `TierUsage.writing`).
+    writing: bool,
 }
 
 impl Reservation {
     /// Bytes held.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Whether the space is a client write's.
+    pub fn is_client_write(&self) -> bool {
+        self.writing
+    }
+
+    /// Marks the space as a client write's (see `TierUsage.writing`).
+    pub fn for_client_write(mut self) -> Self {
+        if !self.writing {
+            self.store.lock().writing += self.bytes;
+            self.writing = true;
+        }
+        self
     }
 }
 
@@ -152,6 +173,9 @@ impl Drop for Reservation {
         if self.bytes > 0 {
             let mut st = self.store.lock();
             st.used = st.used.saturating_sub(self.bytes);
+            if self.writing {
+                st.writing = st.writing.saturating_sub(self.bytes);
+            }
         }
     }
 }
@@ -487,7 +511,7 @@ impl TierStore {
         for (b, _) in &evicted {
             self.delete_file(*b);
         }
-        (Ok(Reservation { store: self.clone(), bytes }), evicted)
+        (Ok(Reservation { store: self.clone(), bytes, writing: false }), evicted)
     }
 
     /// What [`TierStore::reserve_for`] would decide for `bytes` now, without
@@ -679,6 +703,20 @@ impl TierStore {
         self.commit_for(block, temp, length, reservation, pinned, None)
     }
 
+    /// The master answered the commit of a block of `length` bytes
+    /// (`confirmed`), or refused it (the block is removed): a client write's
+    /// block stops counting as `writing`, and a confirmed one is counted in
+    /// `commits`, both at once with the tier's use.
+    pub fn commit_answered(&self, length: u64, client_write: bool, confirmed: bool) {
+        let mut st = self.lock();
+        if client_write {
+            st.writing = st.writing.saturating_sub(length);
+        }
+        if confirmed {
+            st.commits += 1;
+        }
+    }
+
     /// [`TierStore::commit`] of a block filled for a read by `reader`: the
     /// block is that application's, and the read's access is already counted.
     pub fn commit_for(
@@ -695,6 +733,10 @@ impl TierStore {
         let mut st = self.lock();
         let held = std::mem::take(&mut reservation.bytes);
         st.used = st.used.saturating_sub(held) + length;
+        if reservation.writing {
+            // Stored; still the client's write until the master confirms it.
+            st.writing = st.writing.saturating_sub(held) + length;
+        }
         st.clock += 1;
         if let Some(old) = st.unrank(block) {
             st.used = st.used.saturating_sub(old.length);
@@ -770,6 +812,8 @@ impl TierStore {
             cache_drops: st.drops,
             cache_skipped: st.skipped,
             window_ms: if self.cache.policy.uses_benefit() { self.cache.window.as_millis() as u64 } else { 0 },
+            writing: st.writing,
+            commits: st.commits,
         }
     }
 

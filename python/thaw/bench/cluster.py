@@ -7,8 +7,10 @@ worker per node with a fixed number of task slots.
 The Thaw processes restart for every configuration (a new migration policy, an
 empty MEM tier) while the DISK tiers and the master's journal stay: input data
 is placed once, with 3 replicas on DISK tiers as HDFS would, and every
-configuration of an experiment reads the very same blocks. On a real cluster,
-:class:`ExistingCluster` points the same harness at running servers.
+configuration of an experiment reads the very same blocks. The harness runs only
+on this emulated cluster: it restarts the master with each configuration's
+migration policy, emulates the nodes' disks and drops their page cache, none of
+which it could do to a cluster already running elsewhere.
 """
 
 from __future__ import annotations

@@ -69,24 +69,33 @@ fn blocks_of(r: &InodeRecord) -> Vec<u64> {
 
 impl Master {
     /// The checkpoint order for `worker` in this heartbeat answer, if it is free
-    /// and holds a waiting file whole.
-    pub(super) fn checkpoint_orders(st: &mut State, worker: u64) -> Vec<CheckpointCommand> {
+    /// and holds a waiting file whole, or some of a file spread over several
+    /// workers (it reads the rest from them: `block_sources`, with a grant).
+    pub(super) fn checkpoint_orders(&self, st: &mut State, worker: u64) -> Vec<CheckpointCommand> {
         let State { ns, cluster, checkpoints, .. } = st;
         let holders = |f: u64| {
-            ns.get(f).map(|i| cluster.holders(f, block_count(i.rec.length, i.rec.block_size))).unwrap_or_default()
+            ns.get(f)
+                .map(|i| cluster.checkpoint_writers(f, block_count(i.rec.length, i.rec.block_size)))
+                .unwrap_or_default()
         };
         let Some(f) = checkpoints.next_for(worker, Instant::now(), &holders) else {
             return Vec::new();
         };
         let r = &ns.get(f).expect("waiting files exist").rec;
-        tracing::debug!(file_id = f, worker, path = %ns.path_of(f), "checkpoint ordered");
-        vec![CheckpointCommand { file_id: f, length: r.length, block_size: r.block_size, path: ns.path_of(f) }]
+        let path = ns.path_of(f);
+        let block_sources = cluster.block_sources(f, block_count(r.length, r.block_size), worker);
+        let access = if block_sources.is_empty() { None } else { self.grant(false, f, &path) };
+        tracing::debug!(file_id = f, worker, path = %path, spread = !block_sources.is_empty(), "checkpoint ordered");
+        vec![CheckpointCommand { file_id: f, length: r.length, block_size: r.block_size, path, block_sources, access }]
     }
 
     /// Whether a held ask of `worker` should return for a checkpoint.
     pub(super) fn has_checkpoint(st: &State, worker: u64) -> bool {
         let holders = |f: u64| {
-            st.ns.get(f).map(|i| st.cluster.holders(f, block_count(i.rec.length, i.rec.block_size))).unwrap_or_default()
+            st.ns
+                .get(f)
+                .map(|i| st.cluster.checkpoint_writers(f, block_count(i.rec.length, i.rec.block_size)))
+                .unwrap_or_default()
         };
         st.checkpoints.has_work(worker, Instant::now(), &holders)
     }
@@ -184,6 +193,8 @@ impl Master {
         self.commit(st, &[op])?;
         st.checkpoints.succeeded(fid);
         st.unpersisted.remove(&fid);
+        // The other holders of a spread file's blocks: cache now, as this worker's.
+        st.cluster.unpin_file(fid, block_count(r.length, r.block_size), req.worker_id);
         tracing::debug!(file_id = fid, path = %p, bytes = r.length, "checkpoint published");
         Ok(CheckpointDoneResponse { persisted: true, blocks: blocks_of(&r) })
     }

@@ -507,6 +507,7 @@ impl Master {
         l: u64,
         full: &str,
         client: &Position,
+        segments: bool,
     ) -> Result<Option<CreateFileResponse>> {
         let rec = st
             .lineages
@@ -539,13 +540,23 @@ impl Master {
         st.check(fid, super::permissions::WRITE)?;
         let wt = ino.rec.write_type();
         let now = Instant::now();
-        let workers: Vec<WorkerInfo> =
-            st.cluster.choose_writers(client, wt, 1)?.into_iter().map(|w| w.info(now)).collect();
+        let (workers, segment) = st.writers(client, wt, 1, segments, ino.rec.block_size, now)?;
+        if let Some(seg) = segment {
+            st.cluster.reserve(seg, fid, ino.rec.block_size, now);
+        }
         st.recomputer.recovering.insert(fid, l);
         tracing::debug!(lineage = l, file_id = fid, path = %full, "rebuilding a lost file");
         let info = Self::file_info(st, fid, false, client);
         let access = self.grant(true, fid, full);
-        Ok(Some(CreateFileResponse { info: Some(info), workers, recovery: true, writer_lease_ms: 0, access }))
+        let segment_blocks = segment.map_or(0, |s| s.blocks);
+        Ok(Some(CreateFileResponse {
+            info: Some(info),
+            workers,
+            recovery: true,
+            writer_lease_ms: 0,
+            access,
+            segment_blocks,
+        }))
     }
 
     /// Checks a block of a file being rebuilt against the CRC-32 of the first

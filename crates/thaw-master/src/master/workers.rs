@@ -132,14 +132,17 @@ impl Master {
         let light = req.light;
         // A light ask leaves tier use, job counters, devices and removals (and
         // the removals the master asks for) to the next full heartbeat.
-        let remove_blocks = if light {
-            Vec::new()
+        let (remove_blocks, unpin_blocks) = if light {
+            (Vec::new(), Vec::new())
         } else {
             w.tiers = req.tiers;
             w.jobs = req.jobs;
             w.cache_files = req.files;
             w.devices = req.devices;
             let remove_blocks = std::mem::take(&mut w.pending_removals);
+            let unpin_blocks = std::mem::take(&mut w.pending_unpins);
+            let removed: Vec<u64> = req.removed_blocks.iter().map(|b| b.block_id).collect();
+            st.cluster.reported(req.worker_id, &removed, Instant::now());
             st.checkpoints.reconcile(
                 req.worker_id,
                 &req.checkpointing,
@@ -157,7 +160,7 @@ impl Master {
                     st.migrations.mark_dirty();
                 }
             }
-            remove_blocks
+            (remove_blocks, unpin_blocks)
         };
         let interval = self.config.heartbeat_interval;
         let mut orders = if light {
@@ -175,7 +178,7 @@ impl Master {
                 }
             }
         }
-        let checkpoints = Self::checkpoint_orders(st, req.worker_id);
+        let checkpoints = self.checkpoint_orders(st, req.worker_id);
         let (affinities, default_affinity) = if light { (Vec::new(), 0.0) } else { Self::affinity_table(st) };
         HeartbeatResponse {
             affinities,
@@ -191,6 +194,7 @@ impl Master {
             migrations_waiting: orders.migrations_waiting,
             light,
             waiting_sources: orders.waiting_sources.into_iter().map(|s| s as i32).collect(),
+            unpin_blocks,
         }
     }
 
@@ -248,6 +252,15 @@ impl Master {
         let file_complete = st.ns.get(file_of_block(req.block_id)).is_some_and(|i| i.rec.complete);
         if let Some(crc) = req.crc32.filter(|_| !file_complete) {
             st.block_crcs.insert(req.block_id, crc);
+        }
+        if tier == Tier::Mem {
+            // Cache the worker may evict: a read's fill, a block of a file
+            // the under-store has (a cache-through write's); not a migration's.
+            let persisted = st.ns.get(file_of_block(req.block_id)).is_some_and(|i| {
+                i.rec.persisted || matches!(i.rec.write_type(), WriteType::CacheThrough | WriteType::Through)
+            });
+            let evictable = req.read_fill || (req.filled_from.is_none() && persisted);
+            st.cluster.mem_committed(req.worker_id, req.block_id, req.length, evictable);
         }
         if let Some(at) = Self::cached_elsewhere(&st, &req, tier) {
             if let Some(w) = st.cluster.live_worker_mut(req.worker_id) {

@@ -1,0 +1,123 @@
+//! Where a write's bytes go. A memory write (must-cache, async-through,
+//! cache-through) from a client that writes in segments
+//! (`CreateFileRequest.segments`) is placed a segment at a time, each a run
+//! of whole blocks on one worker: the writer's own worker while it has room,
+//! then the others by free memory ([`crate::cluster::Cluster::choose_segment`]),
+//! the master setting each segment's memory aside until its blocks are
+//! committed, so two writers are not handed the same free space. A file may
+//! then be as large as the cluster's free memory, not one worker's, and its
+//! length need not be known in advance: the client asks for the next segment
+//! (CreateFile with `next_segment`) when it has filled the last one.
+//!
+//! Why segments asked for one at a time, and through CreateFile: the client
+//! streams (a file's length is unknown until it closes), and a worker refuses
+//! a block only once its bytes are on the way, too late to send them
+//! elsewhere without holding a whole block back; a placement known before the
+//! bytes leave needs none of that. The ask reuses CreateFile because it needs
+//! what a create checks (the writer and its lease, write permission, a worker
+//! with room) and answers what a create answers (the worker, the grant). Every
+//! other write, and a client that does not write in segments (an older one),
+//! is placed as before ([`crate::cluster::Cluster::choose_writers`]).
+
+use super::*;
+use crate::cluster::Segment;
+
+/// Whether a write type puts its blocks in worker memory.
+pub(super) fn is_memory_write(wt: WriteType) -> bool {
+    matches!(wt, WriteType::MustCache | WriteType::CacheThrough | WriteType::AsyncThrough)
+}
+
+impl State {
+    /// The workers of a new write (or a rebuild) of a file of `block_size`,
+    /// and, for a segmented memory write, its first segment (to reserve once
+    /// the file has its id: [`crate::cluster::Cluster::reserve`]).
+    pub(super) fn writers(
+        &self,
+        client: &Position,
+        wt: WriteType,
+        replication: u32,
+        segments: bool,
+        block_size: u64,
+        now: Instant,
+    ) -> Result<(Vec<WorkerInfo>, Option<Segment>)> {
+        if segments && is_memory_write(wt) {
+            let seg = self.cluster.choose_segment(client, 0, block_size, 0, now)?;
+            let w = self.cluster.worker(seg.worker).expect("chosen among live workers");
+            return Ok((vec![w.info(now)], Some(seg)));
+        }
+        let workers = self.cluster.choose_writers(client, wt, replication)?.into_iter().map(|w| w.info(now)).collect();
+        Ok((workers, None))
+    }
+}
+
+impl Master {
+    /// CreateFile with `next_segment`: the next segment of an unfinished
+    /// memory file its writer is writing (or of a file a lineage rerun is
+    /// rebuilding).
+    pub(super) fn next_segment(&self, req: &CreateFileRequest, next: &NextSegment) -> Result<CreateFileResponse> {
+        let mut guard = self.write();
+        let st = &mut *guard;
+        let id = next.file_id;
+        let rec = st
+            .ns
+            .get(id)
+            .filter(|i| !i.is_dir())
+            .map(|i| i.rec.clone())
+            .ok_or_else(|| ThawError::not_found(format!("file id {id} does not exist (deleted meanwhile?)")))?;
+        let path = st.ns.path_of(id);
+        st.check(id, permissions::WRITE)?;
+        let recovery = rec.complete && st.recomputer.is_recovering(id);
+        if rec.complete && !recovery {
+            return Err(ThawError::precondition(format!("{path} is complete: no more segments")));
+        }
+        if !recovery {
+            match st.leases.holder(id) {
+                Some((writer, _)) if writer == req.writer => {}
+                Some((writer, _)) => {
+                    return Err(ThawError::precondition(format!(
+                        "{path} is being written by {writer}, not by {}",
+                        req.writer
+                    )));
+                }
+                None => {
+                    return Err(ThawError::precondition(format!(
+                        "{path}: no writer holds a lease on it (its lease ran out?)"
+                    )));
+                }
+            }
+        }
+        let wt = rec.write_type();
+        if !is_memory_write(wt) {
+            return Err(ThawError::invalid(format!("{path} is not a memory write: it has no segments")));
+        }
+        if next.first_block >= thaw_common::ids::MAX_BLOCKS_PER_FILE {
+            return Err(ThawError::invalid("file has more blocks than a file may have"));
+        }
+        let client = req.client.clone().unwrap_or_default();
+        let now = Instant::now();
+        let seg = st
+            .cluster
+            .choose_segment(&client, next.first_block, rec.block_size, next.previous_worker, now)
+            .map_err(|e| e.context(path.clone()))?;
+        st.cluster.reserve(seg, id, rec.block_size, now);
+        let worker = st.cluster.worker(seg.worker).expect("chosen among live workers").info(now);
+        tracing::debug!(
+            path,
+            file_id = id,
+            first_block = next.first_block,
+            worker = seg.worker,
+            blocks = seg.blocks,
+            "segment placed"
+        );
+        let info = Self::file_info(st, id, false, &client);
+        let access = self.grant(true, id, &path);
+        Ok(CreateFileResponse {
+            info: Some(info),
+            workers: vec![worker],
+            recovery,
+            writer_lease_ms: 0,
+            access,
+            segment_blocks: seg.blocks,
+        })
+    }
+}
