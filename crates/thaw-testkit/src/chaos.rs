@@ -139,6 +139,8 @@ pub struct ChaosReport {
     pub held_left: u64,
     /// What went wrong, for the first problems found.
     pub problems: Vec<String>,
+    /// Log lines that name the problems' paths (only when there are problems).
+    pub evidence: Vec<String>,
 }
 
 impl ChaosReport {
@@ -154,6 +156,31 @@ impl ChaosReport {
             + self.resurrected
             + self.refused_left
             + self.held_left
+    }
+
+    /// What the processes' logs say of the paths a problem names (kept for
+    /// a run that found one: a failed CI run shows it).
+    fn gather_evidence(&mut self, c: &Cluster) {
+        let paths: std::collections::BTreeSet<String> = self
+            .problems
+            .iter()
+            .filter_map(|p| p.split_whitespace().find(|w| w.starts_with("/chaos/")))
+            .map(|w| w.trim_end_matches([':', ',', ';']).to_string())
+            .collect();
+        let Ok(dir) = std::fs::read_dir(c.root()) else { return };
+        let mut logs: Vec<std::path::PathBuf> =
+            dir.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).collect();
+        logs.sort();
+        for log in logs {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let name = log.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            for path in &paths {
+                let hits: Vec<&str> = text.lines().filter(|l| l.contains(path.as_str())).collect();
+                for l in hits.iter().rev().take(30).rev() {
+                    self.evidence.push(format!("{name}: {l}"));
+                }
+            }
+        }
     }
 
     fn problem(&mut self, what: String) {
@@ -329,6 +356,8 @@ fn client_at(c: &Cluster, host: &str, rack: &str, retry_for: Duration) -> Client
 pub async fn run(bin: &std::path::Path, cfg: &ChaosConfig) -> Result<ChaosReport> {
     let mut options = ClusterOptions::workers(cfg.workers.max(3));
     options.masters = cfg.masters.max(1);
+    // The master's debug lines name paths: a problem's evidence.
+    options.env.push(("THAW_LOG".into(), "info,thaw_worker=debug,thaw_master=debug".into()));
     options.master_args = vec!["--writer-lease-ms".into(), "2000".into()];
     for w in &mut options.workers {
         w.mem_capacity = MEM_CAPACITY;
@@ -409,6 +438,9 @@ pub async fn run(bin: &std::path::Path, cfg: &ChaosConfig) -> Result<ChaosReport
             break;
         }
     }
-    let r = lock(&report).clone();
+    let mut r = lock(&report).clone();
+    if !r.clean() {
+        r.gather_evidence(&c);
+    }
     Ok(r)
 }

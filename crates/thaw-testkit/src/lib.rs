@@ -128,8 +128,8 @@ fn spawn(bin: &Path, args: &[String], env: &[(String, String)], log: &Path) -> R
     let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
     let mut child = Command::new(bin)
         .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("THAW_LOG", "info,thaw_worker=debug")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log_file)
