@@ -77,7 +77,16 @@ def test_a_write_larger_than_the_cluster_s_free_memory_fails_and_leaves_nothing(
     with pytest.raises(thaw.errors.ResourceExhausted, match="no worker has room in memory") as e:
         client.write_bytes("/too-big", data, write_type="must-cache")
     assert isinstance(e.value, OSError)
+    # Its length known, the write is refused at create, before a byte is sent.
+    assert "of the 30 this write of 30.0 MiB takes, so none is written" in str(e.value)
     assert not client.exists("/too-big")
+    # Streamed, its length not known: refused at the first block that finds no room.
+    refused = pytest.raises(thaw.errors.ResourceExhausted, match="no worker has room in memory for block 24")
+    with refused, client.open("/too-big", "wb", write_type="must-cache") as f:
+        for i in range(0, len(data), MIB):
+            f.write(data[i : i + MIB])
+    assert not client.exists("/too-big")
+    _wait_memory_free(client)
     local = tmp_path / "big.bin"
     local.write_bytes(data)
     with pytest.raises(OSError, match="no worker has room in memory"):

@@ -79,6 +79,7 @@ class NativeClient:
         overwrite: bool = False,
         recursive: bool = True,
         temporary: bool = False,
+        length: int = 0,
     ) -> NativeWriter: ...
     def persist(self, path: str, wait_persisted: bool = True, timeout: float = 300.0) -> dict[str, Any]: ...
     def submit_dependency(

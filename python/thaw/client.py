@@ -449,17 +449,21 @@ class Client:
         block_size: int = 0,
         overwrite: bool | None = None,
         temporary: bool = False,
+        length: int = 0,
     ) -> ThawFile | ThawWriter:
         """A binary file object. ``rb``: seekable reads. ``wb``: a new file (an
         existing one is replaced); ``xb``: a new file, failing if it exists.
         ``write_type``: must-cache, async-through (memory speed, persisted in the
         background), cache-through, through or replicated:N. ``temporary``
-        (async-through): never persisted unless :meth:`persist` is called."""
+        (async-through): never persisted unless :meth:`persist` is called.
+        ``length``: the file's length if known: a must-cache or async-through
+        write then gets all the memory it needs at once, or fails at once."""
         if mode == "rb":
             return self._open_read(path)
         if mode in ("wb", "xb"):
             replace = (mode == "wb") if overwrite is None else overwrite
-            return ThawWriter(self.native().create(path, write_type, block_size, replace, True, temporary))
+            native = self.native().create(path, write_type, block_size, replace, True, temporary, length)
+            return ThawWriter(native)
         raise ValueError(
             f"mode {mode!r}: Thaw files are immutable once written; open them 'rb', 'wb' or 'xb'"
             " (text modes: through fsspec)"
@@ -522,7 +526,7 @@ class Client:
         temporary: bool = False,
     ) -> dict[str, Any]:
         """Writes a whole file; returns its status."""
-        w = self.native().create(path, write_type, 0, overwrite, True, temporary)
+        w = self.native().create(path, write_type, 0, overwrite, True, temporary, len(data))
         try:
             w.write(data)
         except BaseException:

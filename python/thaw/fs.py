@@ -278,6 +278,7 @@ class ThawFileSystem(AbstractFileSystem):
             "wb" if mode == "overwrite" else "xb",
             write_type=kwargs.get("write_type", self.write_type),
             block_size=self.default_block_size,
+            length=len(value),
         ) as f:
             f.write(value)
 

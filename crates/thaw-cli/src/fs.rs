@@ -134,7 +134,10 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
             let file = if stdin {
                 None
             } else {
-                Some(std::fs::File::open(&local).with_context(|| format!("cannot open {}", local.display()))?)
+                let file = std::fs::File::open(&local).with_context(|| format!("cannot open {}", local.display()))?;
+                // A file still growing is taken up to its length at the start.
+                let len = file.metadata().with_context(|| format!("cannot open {}", local.display()))?.len();
+                Some((file, len))
             };
             let opts = WriteOptions {
                 write_type,
@@ -144,13 +147,12 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
                 overwrite: force,
                 temporary,
                 mode,
+                length: file.as_ref().map_or(0, |(_, len)| *len),
             };
             let mut w = client.create(&path, opts).await?;
             match &file {
-                Some(file) => {
-                    let len = file.metadata().with_context(|| format!("cannot open {}", local.display()))?.len();
-                    // A file still growing is taken up to its length at the start.
-                    w.write_from_file(file, 0, len).await.with_context(|| format!("copying {}", local.display()))?;
+                Some((file, len)) => {
+                    w.write_from_file(file, 0, *len).await.with_context(|| format!("copying {}", local.display()))?;
                 }
                 None => {
                     if let Err(e) = copy_stdin(&mut w).await {

@@ -53,6 +53,10 @@ pub struct WriteOptions {
     pub temporary: bool,
     /// Permission bits (none: 0644).
     pub mode: Option<u32>,
+    /// The file's length, when known before writing (0: not known). A
+    /// must-cache or async-through write of a known length gets all the
+    /// memory it needs at create, or fails then, before a byte is sent.
+    pub length: u64,
 }
 
 impl Default for WriteOptions {
@@ -65,6 +69,7 @@ impl Default for WriteOptions {
             overwrite: false,
             temporary: false,
             mode: None,
+            length: 0,
         }
     }
 }
@@ -212,6 +217,7 @@ impl FileWriter {
             mode: opts.mode,
             segments: true,
             next_segment: None,
+            length: opts.length,
         };
         let resp = client.master().create_file(req).await.map_err(|s| client.rpc_err(s))?.into_inner();
         let info = resp.info.ok_or_else(|| ThawError::internal("create answer without info"))?;

@@ -174,6 +174,9 @@ pub struct Cluster {
     /// Ordered by block id, so a file's blocks are one range.
     blocks: BTreeMap<u64, BlockEntry>,
     next_worker_id: u64,
+    /// The segments still to hand out of memory writes whose length was
+    /// known at their create, all set aside then ([`Cluster::plan_write`]).
+    plans: HashMap<u64, VecDeque<Segment>>,
 }
 
 impl Cluster {
@@ -191,7 +194,10 @@ impl Cluster {
 
     /// Registers a worker, replacing any earlier registration at the same address
     /// (a restarted worker): its old replicas are forgotten. Keeps the id.
+    /// The worker's count of MEM commits goes on from its report's (it may
+    /// have counted some under an earlier master).
     pub fn register(&mut self, data_address: &str, host: &str, rack: &str, tiers: Vec<TierUsage>, now: Instant) -> u64 {
+        let mem_commits = tiers.iter().find(|t| t.tier == Tier::Mem as i32).map_or(0, |t| t.commits);
         let id = match self.by_address.get(data_address) {
             Some(&id) => {
                 self.forget_replicas(id);
@@ -220,7 +226,7 @@ impl Cluster {
                 devices: Vec::new(),
                 metrics_address: String::new(),
                 reserved: HashMap::new(),
-                mem_commits: 0,
+                mem_commits,
                 settling: VecDeque::new(),
                 removing: HashMap::new(),
                 removed_unreported: HashMap::new(),
@@ -303,6 +309,7 @@ impl Cluster {
 
     /// Gives back what was set aside for a file's write (it ended).
     pub fn release_reservations(&mut self, file_id: u64) {
+        self.plans.remove(&file_id);
         for w in self.workers.values_mut() {
             w.reserved.remove(&file_id);
         }
@@ -330,16 +337,16 @@ impl Cluster {
     /// the removals the last answer carried, and reservations past their
     /// time are dropped; `removed`: blocks it dropped itself (its report
     /// shows them gone). Call before taking the removals this answer carries.
-    /// (A worker that does not count its commits says 0: its report is taken
-    /// to show them all.)
+    /// (A worker that does not count its commits, `commits_counted` unset:
+    /// its report is taken to show them all.)
     pub fn reported(&mut self, worker: u64, removed: &[u64], now: Instant) {
         if let Some(w) = self.workers.get_mut(&worker) {
-            let mem_commits = w.tier(Tier::Mem).map_or(0, |t| t.commits);
+            let (mem_commits, counted) = w.tier(Tier::Mem).map_or((0, false), |t| (t.commits, t.commits_counted));
             for b in removed {
                 w.removing.remove(b);
                 w.removed_unreported.remove(b);
             }
-            if mem_commits == 0 {
+            if !counted {
                 w.settling.clear();
             }
             while w.settling.front().is_some_and(|s| s.seq <= mem_commits) {
@@ -405,22 +412,108 @@ impl Cluster {
                 return Ok(Segment { worker: id, blocks });
             }
         }
+        Err(Self::no_room(&live, first_block, bs, None))
+    }
+
+    /// A memory write of `blocks` blocks whose length its writer said at
+    /// create: every segment it will need, placed and set aside at once (the
+    /// writer's nearest workers first, most free first, then the others),
+    /// or, if the cluster cannot hold all of it, an error before a byte is
+    /// sent. Without this, concurrent writers that together want more than
+    /// the cluster holds each get part of what they need and can all fail
+    /// (four writers of 7 blocks into 24 can each hold 6); with it, as many
+    /// as fit get all they need. Free memory first; only if that cannot
+    /// hold the file, room by evicting cache too. Call [`Cluster::reserve`]
+    /// on the first segment once the file has its id, then
+    /// [`Cluster::hold_plan`] with the file id and the rest.
+    ///
+    /// (Beyond DYRS and Alluxio, which place a block at a time: a write of
+    /// known length is admitted whole or not at all.)
+    pub fn plan_write(&self, client: &Position, blocks: u64, block_size: u64, now: Instant) -> Result<Vec<Segment>> {
+        let bs = block_size.max(1);
+        let blocks = blocks.max(1);
+        let mut live: Vec<&WorkerEntry> = self
+            .nearest_workers(client)
+            .into_iter()
+            .filter(|w| w.tier(Tier::Mem).is_some_and(|u| u.capacity > 0))
+            .collect();
+        if live.is_empty() {
+            return Err(ThawError::unavailable("no live worker has a MEM tier; a memory write needs one"));
+        }
+        let cap_blocks = (SEGMENT_MAX_BYTES / bs).max(1);
+        let mut most_placed = 0;
+        for space in [WorkerEntry::mem_free, WorkerEntry::mem_room] {
+            live.sort_by_key(|w| (level(client, &w.place(Tier::Mem)), std::cmp::Reverse(space(w, now)), w.id));
+            let mut plan = Vec::new();
+            let mut placed = 0;
+            for w in &live {
+                let mut here = (space(w, now) / bs).min(blocks - placed);
+                while here > 0 {
+                    let n = here.min(cap_blocks);
+                    plan.push(Segment { worker: w.id, blocks: n });
+                    (placed, here) = (placed + n, here - n);
+                }
+                if placed == blocks {
+                    return Ok(plan);
+                }
+            }
+            most_placed = most_placed.max(placed);
+        }
+        Err(Self::no_room(&live, most_placed, bs, Some(blocks)))
+    }
+
+    /// Keeps the segments of `file`'s write after its first (from
+    /// [`Cluster::plan_write`]), setting their memory aside.
+    pub fn hold_plan(&mut self, file: u64, rest: Vec<Segment>, block_size: u64, now: Instant) {
+        for seg in &rest {
+            self.reserve(*seg, file, block_size, now);
+        }
+        if !rest.is_empty() {
+            self.plans.insert(file, rest.into());
+        }
+    }
+
+    /// The next planned segment of `file`'s write, if its worker is live
+    /// and its memory still set aside for it (else none: the write's next
+    /// segment is placed as if unplanned, [`Cluster::choose_segment`]).
+    pub fn next_planned(&mut self, file: u64, now: Instant) -> Option<Segment> {
+        let plan = self.plans.get_mut(&file)?;
+        let seg = plan.pop_front()?;
+        if plan.is_empty() {
+            self.plans.remove(&file);
+        }
+        let w = self.workers.get_mut(&seg.worker).filter(|w| w.alive)?;
+        let r = w
+            .reserved
+            .get_mut(&file)
+            .filter(|r| r.blocks >= seg.blocks && now.saturating_duration_since(r.at) < RESERVATION_TTL)?;
+        r.at = now;
+        Some(seg)
+    }
+
+    /// The error of a memory write that finds no room: what the cluster's
+    /// MEM holds, and what of it can never be evicted. `whole`: the blocks
+    /// of a write planned whole (its length known).
+    fn no_room(live: &[&WorkerEntry], first_block: u64, bs: u64, whole: Option<u64>) -> ThawError {
         let tiers: Vec<&TierUsage> = live.iter().filter_map(|w| w.tier(Tier::Mem)).collect();
         let cap: u64 = tiers.iter().map(|t| t.capacity).sum();
         let used: u64 = tiers.iter().map(|t| t.used).sum();
         let kept: u64 = tiers.iter().map(|t| t.held + t.pinned).sum();
         let set_aside: u64 = live.iter().flat_map(|w| w.reserved.values()).map(|r| r.blocks * r.block_size).sum();
-        Err(ThawError::exhausted(format!(
-            "no worker has room in memory for block {first_block} ({}): the {} live workers' MEM tiers hold {} of \
-             {} ({} of it held for jobs or not persisted elsewhere, never evicted), {} more is set aside for \
-             writes in progress; a memory write holds at most the cluster's free memory",
+        let of_whole = whole.map_or(String::new(), |n| {
+            format!(" of the {n} this write of {} takes, so none is written", format_size(n.saturating_mul(bs)))
+        });
+        ThawError::exhausted(format!(
+            "no worker has room in memory for block {first_block} ({}){of_whole}: the {} live workers' MEM tiers \
+             hold {} of {} ({} of it held for jobs or not persisted elsewhere, never evicted), {} more is set aside \
+             for writes in progress; a memory write holds at most the cluster's free memory",
             format_size(bs),
             live.len(),
             format_size(used),
             format_size(cap),
             format_size(kept),
             format_size(set_aside),
-        )))
+        ))
     }
 
     /// Sets a segment's blocks aside on its worker for `file`'s write, until
@@ -705,7 +798,7 @@ mod tests {
         let w = c.workers.get_mut(&id).unwrap();
         let t = w.tiers.iter_mut().find(|t| t.tier == Tier::Mem as i32).unwrap();
         (t.used, t.evictable) = (used, evictable);
-        t.commits = w.mem_commits;
+        (t.commits, t.commits_counted) = (w.mem_commits, true);
         c.reported(id, &[], now);
     }
 
@@ -781,6 +874,75 @@ mod tests {
         }
         assert!(c.choose_segment(&near, 0, 1, 0, t0).is_err());
         assert!(c.choose_segment(&near, 0, 1, 0, t0 + RESERVATION_TTL).is_ok());
+    }
+
+    #[test]
+    fn a_commit_not_yet_confirmed_to_a_new_worker_still_counts_as_used() {
+        let t0 = Instant::now();
+        let mut c = Cluster::default();
+        let a = c.register("a:1", "h1", "r1", tiers(8, 100), t0);
+        let s = c.choose_segment(&pos("h1", "r1"), 0, 1, 0, t0).unwrap();
+        c.reserve(s, 9, 1, t0);
+        c.add_replica(block_id(9, 0), a, Tier::Mem, 1);
+        c.mem_committed(a, block_id(9, 0), 1, false);
+        // Its first report, taken before the confirmation reached it: the
+        // block is `writing` there (not in its use), 0 commits counted.
+        let w = c.workers.get_mut(&a).unwrap();
+        let t = w.tiers.iter_mut().find(|t| t.tier == Tier::Mem as i32).unwrap();
+        (t.used, t.writing, t.commits, t.commits_counted) = (1, 1, 0, true);
+        c.reported(a, &[], t0);
+        assert_eq!(c.worker(a).unwrap().mem_free(t0), 7, "the block is still counted");
+        // An older worker that does not count commits: its use shows them all.
+        let w = c.workers.get_mut(&a).unwrap();
+        let t = w.tiers.iter_mut().find(|t| t.tier == Tier::Mem as i32).unwrap();
+        (t.used, t.writing, t.commits, t.commits_counted) = (1, 0, 0, false);
+        c.reported(a, &[], t0);
+        assert_eq!(c.worker(a).unwrap().mem_free(t0), 7);
+        // A worker registering with an earlier master's count goes on from it.
+        let mut t = tiers(8, 100);
+        (t[0].commits, t[0].commits_counted) = (41, true);
+        let b = c.register("b:1", "h2", "r1", t, t0);
+        c.mem_committed(b, block_id(10, 0), 1, false);
+        assert_eq!(c.worker(b).unwrap().mem_commits, 42);
+        c.reported(b, &[], t0);
+        assert_eq!(c.worker(b).unwrap().mem_free(t0), 7, "commit 42 is not in a report of 41");
+    }
+
+    #[test]
+    fn a_write_of_known_length_gets_all_its_memory_at_create_or_none() {
+        let t0 = Instant::now();
+        let mut c = Cluster::default();
+        let a = c.register("a:1", "h1", "r1", tiers(8, 100), t0);
+        let b = c.register("b:1", "h2", "r1", tiers(8, 100), t0);
+        let d = c.register("d:1", "h3", "r2", tiers(8, 100), t0);
+        let plan = |c: &mut Cluster, host: &str, file: u64| {
+            let p = c.plan_write(&pos(host, "r1"), 7, 1, t0)?;
+            let mut rest = p.clone().into_iter();
+            c.reserve(rest.next().unwrap(), file, 1, t0);
+            c.hold_plan(file, rest.collect(), 1, t0);
+            Ok::<_, ThawError>(p.iter().map(|s| (s.worker, s.blocks)).collect::<Vec<_>>())
+        };
+        // The writer's own worker first, then where most is free.
+        assert_eq!(plan(&mut c, "h1", 1).unwrap(), [(a, 7)]);
+        assert_eq!(plan(&mut c, "h1", 2).unwrap(), [(a, 1), (b, 6)]);
+        assert_eq!(plan(&mut c, "h3", 3).unwrap(), [(d, 7)]);
+        // Three blocks are left of 24: a fourth write of 7 gets none of them.
+        let e = plan(&mut c, "h2", 4).unwrap_err();
+        assert_eq!(e.kind, thaw_common::ErrorKind::ResourceExhausted);
+        assert!(e.message.contains("for block 3 (1 B) of the 7 this write of 7 B takes, so none is written"), "{e}");
+        assert!(e.message.contains("21 B more is set aside"), "{e}");
+        assert_eq!([a, b, d].map(|w| c.worker(w).unwrap().mem_free(t0)), [0, 2, 1]);
+        // The later segments come in order, already set aside; a planned
+        // segment whose worker died is placed afresh.
+        assert_eq!(c.next_planned(2, t0), Some(Segment { worker: b, blocks: 6 }));
+        assert_eq!(c.next_planned(2, t0), None);
+        assert!(c.plan_write(&pos("h1", "r1"), 2, 1, t0).is_ok());
+        c.workers.get_mut(&b).unwrap().alive = false;
+        assert_eq!(plan(&mut c, "h1", 5).unwrap_err().kind, thaw_common::ErrorKind::ResourceExhausted);
+        // A write's end gives back its plan's memory.
+        c.release_reservations(1);
+        assert_eq!(c.worker(a).unwrap().mem_free(t0), 7);
+        assert_eq!(plan(&mut c, "h3", 6).unwrap(), [(d, 1), (a, 6)], "b is dead");
     }
 
     #[test]

@@ -670,7 +670,8 @@ impl Master {
         }
         let mut st = self.write();
         let now = Instant::now();
-        let (workers, segment) = st.writers(&client, write_type, req.replication, req.segments, block_size, now)?;
+        let (workers, plan) =
+            st.writers(&client, write_type, req.replication, req.segments, block_size, req.length, now)?;
         // A file at an output path of a lineage is that lineage's output.
         let owner = st.lineages.pending_output(&full);
         let lineage_id = owner.map_or(0, |(l, _)| l);
@@ -688,15 +689,13 @@ impl Master {
             ops.extend(st.lineages.tie(l, index, id));
         }
         self.commit(&st, &ops)?;
-        if let Some(seg) = segment {
-            st.cluster.reserve(seg, id, block_size, now);
-        }
+        let segment_blocks = plan.first().map_or(0, |s| s.blocks);
+        st.hold_segments(id, plan, block_size, now);
         st.leases.grant(id, &req.writer, now, now_ms());
         let info = Self::file_info(&st, id, false, &client);
         tracing::debug!(path = %full, file_id = id, ?write_type, writer = %req.writer, "file created");
         let writer_lease_ms = st.leases.limit().as_millis() as u64;
         let access = self.grant(true, id, &full);
-        let segment_blocks = segment.map_or(0, |s| s.blocks);
         Ok(CreateFileResponse { info: Some(info), workers, recovery: false, writer_lease_ms, access, segment_blocks })
     }
 

@@ -484,7 +484,9 @@ impl NativeClient {
     /// Creates a file for writing. `write_type`: must-cache, async-through,
     /// cache-through, through, or replicated:N. `block_size` 0: the master's
     /// default. `temporary`: never checkpointed unless persisted (async-through).
-    #[pyo3(signature = (path, write_type="cache-through", block_size=0, overwrite=false, recursive=true, temporary=false))]
+    /// `length`: the file's length if known (0: not known): a must-cache or
+    /// async-through write then gets all its memory, or fails, at once.
+    #[pyo3(signature = (path, write_type="cache-through", block_size=0, overwrite=false, recursive=true, temporary=false, length=0))]
     #[allow(clippy::too_many_arguments)]
     fn create(
         &self,
@@ -495,8 +497,9 @@ impl NativeClient {
         overwrite: bool,
         recursive: bool,
         temporary: bool,
+        length: u64,
     ) -> PyResult<NativeWriter> {
-        let opts = write_options(write_type, block_size, overwrite, recursive, temporary)?;
+        let opts = WriteOptions { length, ..write_options(write_type, block_size, overwrite, recursive, temporary)? };
         let c = self.c()?;
         let w = wait(py, async move { c.create(&path, opts).await })?;
         let path = w.info().path.clone();
@@ -527,7 +530,7 @@ impl NativeClient {
                 .metadata()
                 .map_err(|e| ThawError::from(e).context(format!("cannot open {}", local.display())))?
                 .len();
-            let mut w = c.create(&path, opts).await?;
+            let mut w = c.create(&path, WriteOptions { length: len, ..opts }).await?;
             // In steps when a progress bar wants to hear (each a kernel copy on this host).
             let step = if progress.is_some() { PROGRESS_STEP } else { u64::MAX };
             let mut at = 0u64;
@@ -613,7 +616,7 @@ fn write_options(
     temporary: bool,
 ) -> PyResult<WriteOptions> {
     let (write_type, replication) = thaw_client::parse_write_type(write_type).map_err(thaw_err)?;
-    Ok(WriteOptions { write_type, block_size, replication, recursive, overwrite, temporary, mode: None })
+    Ok(WriteOptions { write_type, block_size, replication, recursive, overwrite, temporary, mode: None, length: 0 })
 }
 
 /// A file being written. Bytes stream to the chosen workers as they come; `close`

@@ -814,6 +814,7 @@ impl TierStore {
             window_ms: if self.cache.policy.uses_benefit() { self.cache.window.as_millis() as u64 } else { 0 },
             writing: st.writing,
             commits: st.commits,
+            commits_counted: true,
         }
     }
 

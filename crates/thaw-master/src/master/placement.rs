@@ -29,8 +29,15 @@ pub(super) fn is_memory_write(wt: WriteType) -> bool {
 
 impl State {
     /// The workers of a new write (or a rebuild) of a file of `block_size`,
-    /// and, for a segmented memory write, its first segment (to reserve once
-    /// the file has its id: [`crate::cluster::Cluster::reserve`]).
+    /// and, for a segmented memory write, its segments: the first, and for a
+    /// write whose blocks are the only copy (must-cache, async-through) of a
+    /// `length` its writer knows (0: unknown), every later one too, the
+    /// whole file's memory found before a byte is sent
+    /// ([`crate::cluster::Cluster::plan_write`]; to set aside once the file
+    /// has its id: [`State::hold_segments`]). A cache-through write is never
+    /// refused for memory it could evict (its bytes are in the under-store,
+    /// its blocks cache), so it is placed a segment at a time.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn writers(
         &self,
         client: &Position,
@@ -38,15 +45,35 @@ impl State {
         replication: u32,
         segments: bool,
         block_size: u64,
+        length: u64,
         now: Instant,
-    ) -> Result<(Vec<WorkerInfo>, Option<Segment>)> {
+    ) -> Result<(Vec<WorkerInfo>, Vec<Segment>)> {
         if segments && is_memory_write(wt) {
-            let seg = self.cluster.choose_segment(client, 0, block_size, 0, now)?;
-            let w = self.cluster.worker(seg.worker).expect("chosen among live workers");
-            return Ok((vec![w.info(now)], Some(seg)));
+            let plan = if length > 0 && wt != WriteType::CacheThrough {
+                let blocks = thaw_common::ids::block_count(length, block_size);
+                if blocks > thaw_common::ids::MAX_BLOCKS_PER_FILE {
+                    return Err(ThawError::invalid(format!(
+                        "a file of {length} bytes in blocks of {block_size} has more blocks than a file may have"
+                    )));
+                }
+                self.cluster.plan_write(client, blocks, block_size, now)?
+            } else {
+                vec![self.cluster.choose_segment(client, 0, block_size, 0, now)?]
+            };
+            let w = self.cluster.worker(plan[0].worker).expect("chosen among live workers");
+            return Ok((vec![w.info(now)], plan));
         }
         let workers = self.cluster.choose_writers(client, wt, replication)?.into_iter().map(|w| w.info(now)).collect();
-        Ok((workers, None))
+        Ok((workers, Vec::new()))
+    }
+
+    /// Sets a new write's segments aside for file `id` (from [`State::writers`]).
+    pub(super) fn hold_segments(&mut self, id: u64, plan: Vec<Segment>, block_size: u64, now: Instant) {
+        let mut plan = plan.into_iter();
+        if let Some(first) = plan.next() {
+            self.cluster.reserve(first, id, block_size, now);
+            self.cluster.hold_plan(id, plan.collect(), block_size, now);
+        }
     }
 }
 
@@ -95,11 +122,18 @@ impl Master {
         }
         let client = req.client.clone().unwrap_or_default();
         let now = Instant::now();
-        let seg = st
-            .cluster
-            .choose_segment(&client, next.first_block, rec.block_size, next.previous_worker, now)
-            .map_err(|e| e.context(path.clone()))?;
-        st.cluster.reserve(seg, id, rec.block_size, now);
+        // Planned at create (its length known): already set aside.
+        let seg = match st.cluster.next_planned(id, now) {
+            Some(seg) => seg,
+            None => {
+                let seg = st
+                    .cluster
+                    .choose_segment(&client, next.first_block, rec.block_size, next.previous_worker, now)
+                    .map_err(|e| e.context(path.clone()))?;
+                st.cluster.reserve(seg, id, rec.block_size, now);
+                seg
+            }
+        };
         let worker = st.cluster.worker(seg.worker).expect("chosen among live workers").info(now);
         tracing::debug!(
             path,

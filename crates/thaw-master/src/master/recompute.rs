@@ -540,15 +540,14 @@ impl Master {
         st.check(fid, super::permissions::WRITE)?;
         let wt = ino.rec.write_type();
         let now = Instant::now();
-        let (workers, segment) = st.writers(client, wt, 1, segments, ino.rec.block_size, now)?;
-        if let Some(seg) = segment {
-            st.cluster.reserve(seg, fid, ino.rec.block_size, now);
-        }
+        // Its length is known: a rebuild's memory is found whole or not at all.
+        let (workers, plan) = st.writers(client, wt, 1, segments, ino.rec.block_size, ino.rec.length, now)?;
+        let segment_blocks = plan.first().map_or(0, |s| s.blocks);
+        st.hold_segments(fid, plan, ino.rec.block_size, now);
         st.recomputer.recovering.insert(fid, l);
         tracing::debug!(lineage = l, file_id = fid, path = %full, "rebuilding a lost file");
         let info = Self::file_info(st, fid, false, client);
         let access = self.grant(true, fid, full);
-        let segment_blocks = segment.map_or(0, |s| s.blocks);
         Ok(Some(CreateFileResponse {
             info: Some(info),
             workers,
