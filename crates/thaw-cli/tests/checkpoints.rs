@@ -143,6 +143,26 @@ async fn temporary_and_deleted_files_are_never_persisted_and_a_renamed_one_lands
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_file_never_comes_back_from_a_checkpoint_its_journal_did_not_record() {
+    let mut c = start(ClusterOptions::workers(1)).await;
+    let client = c.client("h0", "r0");
+    // A master killed after publishing a checkpoint and before journaling the
+    // file persisted leaves the under-store copy of a file its journal calls
+    // memory-only (a temporary file stands in: it is never checkpointed by
+    // itself; the copy is put in place by hand).
+    client.write_all("/back/x", &data(1 << 20, 8), temporary()).await.unwrap();
+    std::fs::write(c.ufs.join("back/x"), data(1 << 20, 8)).unwrap();
+    c.kill_master();
+    c.restart_master().await.unwrap();
+    assert!(!client.stat("/back/x").await.unwrap().persisted);
+    client.delete("/back/x", false).await.unwrap();
+    // Listed (which loads what the under-store has) and looked up: gone.
+    assert!(client.list("/back").await.unwrap().is_empty());
+    assert_eq!(client.stat("/back/x").await.unwrap_err().kind, ErrorKind::NotFound);
+    assert!(ufs_bytes(&c, "/back/x").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_before_its_checkpoint_loses_only_the_unpersisted_file() {
     // 1 MiB/s: the 6 MiB file's checkpoint takes 6 s; the worker dies first.
     let mut c = start(paced(2, "1MiB")).await;

@@ -816,15 +816,9 @@ impl Master {
         }
         // Before reading `persisted`: a checkpoint may be moving into place.
         let _moves = self.ufs_moves.lock().await;
-        let (is_dir, persisted, ufs_copy) = {
+        let is_dir = {
             let st = self.read();
-            let i = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?;
-            // An unfinished through or cache-through file may have its
-            // under-store copy in place already (its writer died before
-            // completing it): it goes too, or the next listing of the
-            // directory would bring the file back (the fault campaign's
-            // finding 1).
-            (i.is_dir(), i.rec.persisted, !i.rec.complete && is_persisted_write(i.rec.write_type()))
+            st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?.is_dir()
         };
         if is_dir {
             self.sync_dir(id, &p).await?;
@@ -832,9 +826,14 @@ impl Master {
                 return Err(ThawError::not_empty(format!("{p} is not empty (use recursive)")));
             }
         }
-        if is_dir || persisted || ufs_copy {
-            self.ufs.delete(&p).await?;
-        }
+        // Whatever the under-store holds at the path goes, whether or not the
+        // journal says the file is persisted: the next listing would bring it
+        // back. Not only a persisted file has a copy there: an unfinished
+        // through or cache-through file may have it in place already (its
+        // writer died before completing it: the fault campaign's finding 1),
+        // and a checkpoint may have been published by a master killed before
+        // it journaled the file persisted. (A file absent there costs a stat.)
+        self.ufs.delete(&p).await?;
         let mut st = self.write();
         let st = &mut *st;
         if st.ns.get(id).is_none() {
