@@ -232,3 +232,53 @@ async fn an_unfinished_files_under_store_copy_goes_with_it() {
         assert!(!c.ufs.join("dir").join(name).exists(), "after {how}, the under-store copy of {path} is still there");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_deleted_while_it_is_written_does_not_come_back_when_its_writer_finishes() {
+    let c = cluster().await;
+    let writer = c.client("h9", "r9");
+    let other = c.remote_client();
+    for wt in [WriteType::Through, WriteType::CacheThrough] {
+        let path = format!("/late/{}", wt.as_str_name());
+        let mut w = writer.create(&path, WriteOptions::of(wt)).await.unwrap();
+        w.write(&data(300_000, 4)).await.unwrap();
+        // Deleted by someone else mid-write; the writer goes on and closes:
+        // its worker puts the under-store copy in place, then the master
+        // refuses to complete a file it deleted, and deletes that copy.
+        other.delete(&path, false).await.unwrap();
+        w.write(&data(300_000, 5)).await.unwrap();
+        let e = w.close().await.unwrap_err();
+        let names: Vec<String> = other.list("/late").await.unwrap().into_iter().map(|f| f.name).collect();
+        assert!(names.is_empty(), "{path} came back: {names:?}");
+        assert!(!c.ufs.join(path.trim_start_matches('/')).exists(), "{path}'s under-store copy is still there");
+        if wt == WriteType::Through {
+            assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+            assert!(e.message.contains("was deleted while it was being written"), "{e}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_writer_never_deletes_the_file_that_took_its_path() {
+    let c = cluster().await;
+    let writer = c.client("h9", "r9");
+    let other = c.remote_client();
+    let mut w = writer.create("/taken", WriteOptions::of(WriteType::Through)).await.unwrap();
+    w.write(&data(300_000, 6)).await.unwrap();
+    // Deleted and written anew by someone else while the first write goes on.
+    other.delete("/taken", false).await.unwrap();
+    let theirs = data(200_000, 7);
+    other.write_all("/taken", &theirs, WriteOptions::of(WriteType::MustCache)).await.unwrap();
+    // The first writer's close fails (its file is gone), and the partial file
+    // it deletes on failure is its own only: the new file stays.
+    let e = w.close().await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    assert_eq!(sha(&other.read_all("/taken").await.unwrap()), sha(&theirs));
+    // A delete naming a file id deletes only that file.
+    let id = other.stat("/taken").await.unwrap().file_id;
+    let e = other.delete_file("/taken", id + 1).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    assert!(e.message.contains("another file took the path"), "{e}");
+    other.delete_file("/taken", id).await.unwrap();
+    assert_eq!(other.stat("/taken").await.unwrap_err().kind, ErrorKind::NotFound);
+}

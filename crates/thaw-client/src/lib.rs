@@ -170,7 +170,15 @@ impl Client {
     }
 
     pub async fn delete(&self, path: &str, recursive: bool) -> Result<()> {
-        let req = DeleteRequest { path: path.to_string(), recursive };
+        let req = DeleteRequest { path: path.to_string(), recursive, file_id: 0 };
+        self.master.clone().delete(req).await.map_err(|s| self.rpc_err(s))?;
+        Ok(())
+    }
+
+    /// Deletes the file at `path` only if it is still file `file_id` (a
+    /// NotFound error if the path names another file, or none).
+    pub async fn delete_file(&self, path: &str, file_id: u64) -> Result<()> {
+        let req = DeleteRequest { path: path.to_string(), recursive: false, file_id };
         self.master.clone().delete(req).await.map_err(|s| self.rpc_err(s))?;
         Ok(())
     }

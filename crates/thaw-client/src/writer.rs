@@ -674,7 +674,8 @@ impl FileWriter {
             // The master deleted it already; the path may name another file now.
             return;
         }
-        if let Err(d) = self.client.delete(&self.info.path, false).await {
+        // Only this write's file: the path may name another file by now.
+        if let Err(d) = self.client.delete_file(&self.info.path, self.info.file_id).await {
             tracing::debug!(path = %self.info.path, error = %d, "could not delete the partial file");
         }
     }

@@ -151,7 +151,21 @@ struct State {
     warm_until: Instant,
     /// When silent workers were last looked for (`expire_workers`).
     last_expiry: Option<Instant>,
+    /// Unfinished through and cache-through files removed (deleted, or their
+    /// writer's lease ran out) while a writer may still be writing them, with
+    /// their paths: a worker that closes the under-store copy after that puts
+    /// it at the path, and the next listing would load the file back. The
+    /// copy is deleted again when the writer's CompleteFile comes (and is
+    /// refused), or after [`DELETED_WRITE_TTL_LEASES`] leases if none does, unless a new
+    /// file took the path. Soft state (a restarted master's copies of
+    /// writes it knew as unfinished go with their leases).
+    deleted_writes: std::collections::HashMap<u64, (String, Instant)>,
 }
+
+/// How long [`State::deleted_writes`] waits for a writer's CompleteFile,
+/// in writer leases: a writer still alive learns at its next renewal that its
+/// file is gone, and ends its write.
+const DELETED_WRITE_TTL_LEASES: u32 = 2;
 
 impl State {
     /// Drops all soft state of files just removed from the namespace.
@@ -176,6 +190,12 @@ impl State {
             .into_iter()
             .filter_map(|f| self.ns.get(f).map(|i| (f, i.rec.lineage_id, i.rec.complete, self.ns.path_of(f))))
             .collect();
+        let now = Instant::now();
+        for (f, _, complete, path) in &gone {
+            if !complete && self.ns.get(*f).is_some_and(|i| is_persisted_write(i.rec.write_type())) {
+                self.deleted_writes.insert(*f, (path.clone(), now));
+            }
+        }
         let (files, mut ops) = self.ns.remove(id);
         self.forget_files(&files);
         let ns = &self.ns;
@@ -297,6 +317,7 @@ impl Master {
                 // replicas on workers that have not re-registered yet.
                 warm_until: Instant::now() + if unpersisted_at_start { config.worker_timeout } else { Duration::ZERO },
                 last_expiry: None,
+                deleted_writes: Default::default(),
             }),
             journal,
             ufs,
@@ -662,7 +683,7 @@ impl Master {
                         until.saturating_sub(now_ms()).div_ceil(1000)
                     )));
                 }
-                self.delete(DeleteRequest { path: full.clone(), recursive: false }).await?;
+                self.delete(DeleteRequest { path: full.clone(), recursive: false, file_id: id }).await?;
             }
             Ok(_) => return Err(ThawError::already_exists(format!("{full} already exists"))),
             Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {}
@@ -700,6 +721,24 @@ impl Master {
     }
 
     pub async fn complete_file(&self, req: CompleteFileRequest) -> Result<CompleteFileResponse> {
+        let found = {
+            let mut guard = self.write();
+            let st = &mut *guard;
+            match st.ns.get(req.file_id).filter(|i| !i.is_dir()) {
+                Some(_) => None,
+                None => Some(st.deleted_writes.remove(&req.file_id)),
+            }
+        };
+        match found {
+            // Deleted while it was written: its under-store copy, closed
+            // since, goes too (see `State::deleted_writes`).
+            Some(Some((p, _))) => {
+                self.drop_ufs_copies(vec![p.clone()]).await;
+                return Err(ThawError::not_found(format!("{p} was deleted while it was being written")));
+            }
+            Some(None) => return Err(ThawError::not_found(format!("file id {} does not exist", req.file_id))),
+            None => {}
+        }
         let (p, write_type, block_size) = {
             let mut guard = self.write();
             let st = &mut *guard;
@@ -809,6 +848,12 @@ impl Master {
             return Err(ThawError::invalid("refusing to delete /"));
         }
         let id = self.resolve(&p).await?;
+        if req.file_id != 0 && id != req.file_id {
+            return Err(ThawError::not_found(format!(
+                "{p} is no longer file {} (another file took the path)",
+                req.file_id
+            )));
+        }
         {
             let st = self.read();
             let parent = st.ns.get(id).map_or(ROOT_ID, |i| i.rec.parent_id);
@@ -816,9 +861,11 @@ impl Master {
         }
         // Before reading `persisted`: a checkpoint may be moving into place.
         let _moves = self.ufs_moves.lock().await;
-        let is_dir = {
+        // Where it is now (a rename may have moved it meanwhile).
+        let (p, is_dir) = {
             let st = self.read();
-            st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?.is_dir()
+            let i = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?;
+            (st.ns.path_of(id), i.is_dir())
         };
         if is_dir {
             self.sync_dir(id, &p).await?;

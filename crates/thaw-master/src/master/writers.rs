@@ -23,7 +23,8 @@ impl Master {
     /// entry, its journal record and the blocks some worker committed. The
     /// workers dropped the writer's staged bytes when its connection ended.
     /// Returns the paths whose under-store copy may be in place (through and
-    /// cache-through writes), for [`Master::drop_ufs_copies`].
+    /// cache-through writes, and those of `State::deleted_writes` that waited
+    /// long enough), for [`Master::drop_ufs_copies`].
     pub fn expire_writer_leases(&self) -> Vec<String> {
         let mut guard = self.write();
         let st = &mut *guard;
@@ -49,6 +50,17 @@ impl Master {
                 "the writer of an unfinished file stopped renewing its lease: the file is deleted"
             );
         }
+        // Writes deleted while written whose writer never completed: their
+        // copies go once more, in case a worker closed one since.
+        let ttl = st.leases.limit() * DELETED_WRITE_TTL_LEASES;
+        let now = Instant::now();
+        st.deleted_writes.retain(|_, (path, at)| {
+            let keep = now.saturating_duration_since(*at) < ttl;
+            if !keep {
+                ufs_copies.push(path.clone());
+            }
+            keep
+        });
         ufs_copies
     }
 
