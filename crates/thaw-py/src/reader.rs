@@ -34,9 +34,9 @@ struct State {
     maps: VecDeque<(u64, Arc<SpanMap>)>,
 }
 
-/// A file open for reading. `state` is only ever locked with the GIL released:
-/// a read holds it for its whole length, and no other Python thread may wait
-/// on it while holding the GIL.
+/// A file open for reading. `state` is locked with the GIL released (a read
+/// holds it for its whole length, and no other Python thread may wait on it
+/// while holding the GIL), except when it is free ([`NativeReader::with_state`]).
 #[pyclass(module = "thaw._native", frozen)]
 pub struct NativeReader {
     state: Owned<Mutex<State>>,
@@ -69,6 +69,25 @@ impl NativeReader {
 
     fn state(&self) -> PyResult<&Mutex<State>> {
         self.state.get("this Thaw file")
+    }
+
+    /// Runs `f` on the state: at once, the GIL held, if no read holds it;
+    /// else with the GIL released while that read finishes (it may need the
+    /// GIL to end). Why not always release it: a file object is often closed
+    /// by another library's thread as its last reference goes (pyarrow's I/O
+    /// threads, as pandas.read_parquet returns), and one that gives the GIL
+    /// up while the interpreter is shutting down can never take it back: the
+    /// process hung at exit (or aborted, "terminate called without an
+    /// active exception") in about one run of four.
+    fn with_state<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut State) -> R + Send) -> PyResult<R> {
+        let state = self.state()?;
+        match state.try_lock() {
+            Ok(mut st) => Ok(f(&mut st)),
+            Err(std::sync::TryLockError::Poisoned(e)) => Ok(f(&mut e.into_inner())),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                Ok(py.detach(|| f(&mut state.lock().unwrap_or_else(|e| e.into_inner()))))
+            }
+        }
     }
 
     fn closed_error(&self) -> PyErr {
@@ -296,19 +315,15 @@ impl NativeReader {
 
     /// Releases connections and mappings (buffers already handed out stay valid).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let state = self.state()?;
-        py.detach(|| {
-            let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+        self.with_state(py, |st| {
             st.reader = None;
             st.maps.clear();
-        });
-        Ok(())
+        })
     }
 
     #[getter]
     fn closed(&self, py: Python<'_>) -> PyResult<bool> {
-        let state = self.state()?;
-        Ok(py.detach(|| state.lock().unwrap_or_else(|e| e.into_inner()).reader.is_none()))
+        self.with_state(py, |st| st.reader.is_none())
     }
 }
 
