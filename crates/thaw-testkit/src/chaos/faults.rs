@@ -78,7 +78,7 @@ impl Fault {
             Fault::KillMaster => "kill -9 and restart of the master",
             Fault::StopWorker => "SIGSTOP of a worker, then SIGCONT",
             Fault::StopMaster => "SIGSTOP of the master, then SIGCONT",
-            Fault::FillMem => "fill of a worker's MEM tier",
+            Fault::FillMem => "fill of every worker's MEM, from a worker's host",
             Fault::FillDisk => "fill of a worker's DISK tier",
         }
     }
@@ -103,7 +103,8 @@ pub(super) fn choose(rng: &mut Rng, workers: usize, clients: usize) -> (Fault, u
 /// a write is refused for a full tier; holds it full a while, as the load goes
 /// on (its writes there are refused, its reads go on); then reads every fill
 /// file back and deletes it. The checks after the cycle see that the refused
-/// write left no file.
+/// write left no file. A memory write goes on to other workers once its own
+/// worker's MEM is full (issue 19), so a MEM fill fills every worker's MEM.
 async fn fill(
     c: &Cluster,
     rng: &mut Rng,
@@ -116,7 +117,7 @@ async fn fill(
     let spec = &c.options.workers[w];
     let client = client_at(c, &spec.host, &spec.rack, Duration::from_secs(8));
     let (write_type, capacity) = match tier {
-        Tier::Mem => (WriteType::MustCache, spec.mem_capacity),
+        Tier::Mem => (WriteType::MustCache, c.options.workers.iter().map(|w| w.mem_capacity).sum()),
         _ => (WriteType::ReplicatedDisk, spec.disk_capacity),
     };
     let opts = WriteOptions { write_type, replication: 1, ..Default::default() };
