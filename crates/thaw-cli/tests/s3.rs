@@ -142,16 +142,27 @@ fn master_on(uri: &str, env: &[(String, String)]) -> (bool, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_bucket_wrong_keys_or_a_dead_endpoint_stop_the_master_saying_which() {
     let mut s3 = SeaweedS3::start(&["thaw"]).await.unwrap();
+    // Checked before the master says it listens: its one line of output is why.
+    let one_line = |out: &str| {
+        assert!(!out.contains("listening"), "the master said it listens before checking its bucket:\n{out}");
+        assert_eq!(out.trim_end().lines().count(), 1, "one line expected:\n{out}");
+        assert!(out.len() < 400, "{} characters:\n{out}", out.len());
+    };
     let (ok, out) = master_on(&s3.uri("nosuchbucket", "x"), &SeaweedS3::env());
     assert!(!ok);
     assert!(out.contains("bucket \"nosuchbucket\" does not exist"), "{out}");
+    one_line(&out);
     let wrong = vec![
         ("AWS_ACCESS_KEY_ID".to_string(), "thaw-test-key".to_string()),
         ("AWS_SECRET_ACCESS_KEY".to_string(), "not-the-secret".to_string()),
     ];
     let (ok, out) = master_on(&s3.uri("thaw", "x"), &wrong);
     assert!(!ok);
-    assert!(out.contains("access refused"), "{out}");
+    // The server's code, the bucket and the settings to fix; no response dump.
+    for says in ["access refused", "SignatureDoesNotMatch", "bucket \"thaw\"", "AWS_SECRET_ACCESS_KEY"] {
+        assert!(out.contains(says), "no {says:?} in: {out}");
+    }
+    one_line(&out);
     let (ok, out) = master_on("s3://thaw/x?endpoint=127.0.0.1:1", &SeaweedS3::env());
     assert!(!ok);
     assert!(out.contains("http://"), "{out}");
@@ -160,6 +171,7 @@ async fn a_wrong_bucket_wrong_keys_or_a_dead_endpoint_stop_the_master_saying_whi
     let (ok, out) = master_on(&uri, &SeaweedS3::env());
     assert!(!ok);
     assert!(out.contains("does not answer"), "{out}");
+    assert!(!out.contains("listening"), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -30,6 +30,13 @@ use tokio_util::sync::CancellationToken;
 /// of big workers are the largest messages).
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 
+/// Opens the under-store at `uri` and asks it once (see
+/// `thaw_ufs::UnderStore::check`): a master calls this before it says it
+/// listens, so a wrong bucket, endpoint or key is all it prints.
+pub async fn check_under_store(uri: &str) -> Result<()> {
+    thaw_ufs::UnderStore::open(uri)?.check().await
+}
+
 /// Serves the master on `listener` until `shutdown` is cancelled. The liveness
 /// checker runs as an owned task and stops with the server.
 pub async fn serve(config: MasterConfig, listener: TcpListener, shutdown: CancellationToken) -> Result<()> {

@@ -28,6 +28,7 @@ mod metrics;
 pub mod permissions;
 mod placement;
 mod recompute;
+mod renames;
 mod workers;
 mod writers;
 
@@ -921,12 +922,14 @@ impl Master {
             st.check_parent(parent)?;
         }
         let _moves = self.ufs_moves.lock().await;
+        let mut copied = Vec::new();
         if self.ufs.stat(&src).await?.is_some() {
-            self.ufs.rename(&src, &dst).await?;
+            copied = self.ufs.rename(&src, &dst).await?;
         }
         let mut st = self.write();
-        let op = st.ns.rename(id, parent, name)?;
-        self.commit(&st, &[op])?;
+        let mut ops = vec![st.ns.rename(id, parent, name)?];
+        ops.extend(st.record_copies(id, &dst, copied)?);
+        self.commit(&st, &ops)?;
         Ok(RenameResponse { info: Some(Self::file_info(&st, id, false, &Position::default())) })
     }
 }

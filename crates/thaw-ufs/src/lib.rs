@@ -65,9 +65,45 @@ fn resilient(op: Operator) -> Operator {
             .with_max_times(3)
             .with_min_delay(Duration::from_millis(100))
             .with_max_delay(Duration::from_secs(2))
-            .with_jitter(),
+            .with_jitter()
+            // One line per retry (OpenDAL's own notice dumps the error's context
+            // and, with RUST_BACKTRACE set, a backtrace).
+            .with_notify(|ev: opendal::layers::RetryEvent<'_>| {
+                tracing::warn!(
+                    "under-store {} failed, retry {} in {:.1} s: {}",
+                    ev.op,
+                    ev.attempt,
+                    ev.retry_after.as_secs_f64(),
+                    brief(ev.err)
+                );
+            }),
     )
     .layer(TimeoutLayer::new().with_timeout(Duration::from_secs(60)).with_io_timeout(Duration::from_secs(30)))
+}
+
+/// What went wrong, in one short line: an S3 server's `Code: message`, else
+/// the innermost cause (a refused connection), without OpenDAL's context dump
+/// (request, response headers, backtrace).
+pub(crate) fn brief(e: &opendal::Error) -> String {
+    let m = e.message();
+    let field = |name: &str| {
+        let start = m.find(&format!("{name}: \""))? + name.len() + 3;
+        let len = m[start..].find("\", ").or_else(|| m[start..].find('"'))?;
+        Some(m[start..start + len].to_string())
+    };
+    match (field("code"), field("message")) {
+        (Some(code), Some(msg)) if !code.is_empty() && !msg.is_empty() => return format!("{code}: {msg}"),
+        (Some(code), _) if !code.is_empty() => return code,
+        _ => {}
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    let mut last = None;
+    while let Some(c) = cause {
+        last = Some(c.to_string());
+        cause = c.source();
+    }
+    let text = last.unwrap_or_else(|| if m.is_empty() { e.kind().to_string() } else { m.to_string() });
+    text.lines().next().unwrap_or_default().chars().take(200).collect()
 }
 
 /// Part size of multipart uploads to object stores (S3 wants >= 5 MiB parts).
@@ -324,7 +360,7 @@ impl UnderStore {
             if key == "/" {
                 return Err(ThawError::invalid("refusing to delete the under-store root"));
             }
-            self.op.delete_with(&key).recursive(true).await.map_err(|e| dal_err(e, "delete", p))
+            self.delete_tree(&key, p).await
         } else {
             self.op.delete(&file_key(p)?).await.map_err(|e| dal_err(e, "delete", p))
         }
@@ -332,23 +368,34 @@ impl UnderStore {
 
     /// Renames a file or directory. A local directory renames atomically; on an
     /// object store every object under `src` is copied, then the sources deleted.
-    pub async fn rename(&self, src: &str, dst: &str) -> Result<()> {
+    ///
+    /// Returns the files whose status the rename changed, by path relative to
+    /// `dst` ("" for a file): an object store's copies are new objects with a
+    /// new mtime, which the namespace must record, or its next listing would
+    /// take the moved files for files changed by another tool.
+    pub async fn rename(&self, src: &str, dst: &str) -> Result<Vec<(String, UfsStatus)>> {
         let Some(st) = self.stat(src).await? else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         if let Some(parent) = parent_of(dst) {
             self.create_dir(&parent).await?;
         }
         match &self.backend {
-            Backend::Hdfs(target) => return target.rename(&file_key(src)?, &file_key(dst)?, false).await,
+            Backend::Hdfs(target) => {
+                target.rename(&file_key(src)?, &file_key(dst)?, false).await?;
+                return Ok(Vec::new());
+            }
             // The fs service renames directories as well as files.
             Backend::Local(_) => {
-                return self.op.rename(&file_key(src)?, &file_key(dst)?).await.map_err(|e| dal_err(e, "rename", src));
+                self.op.rename(&file_key(src)?, &file_key(dst)?).await.map_err(|e| dal_err(e, "rename", src))?;
+                return Ok(Vec::new());
             }
             Backend::S3(_) => {}
         }
         if !st.is_dir {
-            return self.move_object(&file_key(src)?, &file_key(dst)?, src).await;
+            self.move_object(&file_key(src)?, &file_key(dst)?, src).await?;
+            let now = self.stat(dst).await?;
+            return Ok(now.into_iter().map(|st| (String::new(), st)).collect());
         }
         let (from, to) = (dir_key(src)?, dir_key(dst)?);
         let entries = self.op.list_with(&from).recursive(true).await.map_err(|e| dal_err(e, "list", src))?;
@@ -363,7 +410,53 @@ impl UnderStore {
         }
         self.op.create_dir(&to).await.map_err(|e| dal_err(e, "mkdir", dst))?;
         // Every copy is in place before any source goes.
-        self.op.delete_with(&from).recursive(true).await.map_err(|e| dal_err(e, "delete", src))
+        self.delete_tree(&from, src).await?;
+        self.files_under(&to, dst).await
+    }
+
+    /// Deletes directory key `dir` (ending in '/') with every key under it,
+    /// on a store without directories. Deepest keys go first and each depth
+    /// in its own request, then the keys are listed again: SeaweedFS keeps a
+    /// directory whose marker is deleted while it still has entries, and a
+    /// directory that only a key implied, and lists both again (`dir/` keys and
+    /// prefixes), so a tree deleted in one unordered batch came back (OpenDAL's
+    /// recursive delete sends one batch, in hash order). The implied
+    /// directories between `dir` and each key are deleted too (a no-op on a
+    /// plain key store such as moto or AWS).
+    async fn delete_tree(&self, dir: &str, what: &str) -> Result<()> {
+        if !matches!(self.backend, Backend::S3(_)) {
+            return self.op.delete_with(dir).recursive(true).await.map_err(|e| dal_err(e, "delete", what));
+        }
+        for _ in 0..3 {
+            let entries = self.op.list_with(dir).recursive(true).await.map_err(|e| dal_err(e, "list", what))?;
+            let keys = tree_keys(dir, entries.iter().map(|e| e.path()));
+            for level in keys.into_iter().rev() {
+                self.op.delete_iter(level).await.map_err(|e| dal_err(e, "delete", what))?;
+            }
+            let left = self.op.list_with(dir).limit(1).await.map_err(|e| dal_err(e, "list", what))?;
+            let marker = match self.op.stat(dir).await {
+                Ok(_) => true,
+                Err(e) if e.kind() == DalKind::NotFound => false,
+                Err(e) => return Err(dal_err(e, "stat", what)),
+            };
+            if left.is_empty() && !marker {
+                return Ok(());
+            }
+        }
+        Err(ThawError::unavailable(format!(
+            "under-store delete {what}: keys under {dir} remain after three passes (is another tool writing there?)"
+        )))
+    }
+
+    /// Every file under directory key `dir`, by path relative to it, with what
+    /// the store says of it now.
+    async fn files_under(&self, dir: &str, what: &str) -> Result<Vec<(String, UfsStatus)>> {
+        let entries = self.op.list_with(dir).recursive(true).await.map_err(|e| dal_err(e, "list", what))?;
+        Ok(entries
+            .into_iter()
+            .filter(|e| !e.metadata().is_dir() && e.path().len() > dir.len())
+            .map(|e| (e.path()[dir.len()..].to_string(), status(e.metadata())))
+            .collect())
     }
 
     /// Moves one object: a rename where the service has it, else copy then delete.
@@ -432,6 +525,31 @@ impl UnderStore {
             Err(e) => Err(dal_err(e, "delete", &key)),
         }
     }
+}
+
+/// The keys that make up the tree at directory key `dir`: `listed` (the keys
+/// under it), the directories each implies between `dir` and itself, and
+/// `dir`; grouped by depth, shallowest first.
+fn tree_keys<'a>(dir: &str, listed: impl Iterator<Item = &'a str>) -> Vec<Vec<String>> {
+    let mut keys = std::collections::BTreeSet::from([dir.to_string()]);
+    for key in listed {
+        keys.insert(key.to_string());
+        let mut end = dir.len();
+        while let Some(i) = key.get(end..).and_then(|rest| rest.find('/')) {
+            end += i + 1;
+            keys.insert(key[..end].to_string());
+        }
+    }
+    let depth = |k: &str| k.trim_end_matches('/').matches('/').count();
+    let mut levels: Vec<Vec<String>> = Vec::new();
+    for k in keys {
+        let d = depth(&k) - depth(dir);
+        if levels.len() <= d {
+            levels.resize(d + 1, Vec::new());
+        }
+        levels[d].push(k);
+    }
+    levels
 }
 
 fn parent_of(p: &str) -> Option<String> {
@@ -530,6 +648,22 @@ mod tests {
         let local = ufs.local_path("/c/file2").unwrap().unwrap();
         assert_eq!(std::fs::read(local).unwrap(), b"hello world");
         assert!(ufs.local_path("/../x").is_err());
+    }
+
+    #[test]
+    fn a_tree_is_deleted_deepest_first_with_the_directories_its_keys_imply() {
+        let listed = ["r1/", "r1/f", "r1/sub/deep/g", "r1/sub/"];
+        let levels = tree_keys("r1/", listed.into_iter());
+        assert_eq!(
+            levels,
+            vec![
+                vec!["r1/".to_string()],
+                vec!["r1/f".into(), "r1/sub/".into()],
+                vec!["r1/sub/deep/".into()],
+                vec!["r1/sub/deep/g".into()],
+            ]
+        );
+        assert_eq!(tree_keys("a/b/", std::iter::empty()), vec![vec!["a/b/".to_string()]]);
     }
 
     #[tokio::test]

@@ -142,22 +142,30 @@ fn aws_config_exists() -> bool {
     std::env::var_os("HOME").is_some_and(|h| std::path::Path::new(&h).join(".aws/credentials").exists())
 }
 
-/// Turns the error of the first request into what an operator should fix.
+/// Turns the error of the first request into what an operator should fix, in
+/// one line: the server's code and message, the bucket, the setting to fix
+/// (OpenDAL's own text carries the whole response, headers and all).
 pub fn explain(loc: &S3Location, e: opendal::Error) -> ThawError {
-    let text = e.to_string();
     let at = format!("s3://{}/{} at {}", loc.bucket, loc.prefix, loc.endpoint_name());
-    if text.contains("NoSuchBucket") {
-        return ThawError::not_found(format!("under-store {at}: bucket {:?} does not exist", loc.bucket));
+    let said = crate::brief(&e);
+    if e.to_string().contains("NoSuchBucket") {
+        return ThawError::not_found(format!(
+            "under-store {at}: bucket {:?} does not exist (create it, or fix the bucket in --ufs)",
+            loc.bucket
+        ));
     }
     match e.kind() {
         opendal::ErrorKind::PermissionDenied => ThawError::permission_denied(format!(
-            "under-store {at}: access refused (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY): {text}"
+            "under-store {at}: access refused to bucket {:?} ({said}): check AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY",
+            loc.bucket
         )),
         // Persistent: temporary errors that outlived the retries.
-        _ if e.is_temporary() || e.is_persistent() => {
-            ThawError::unavailable(format!("under-store {at}: the S3 endpoint does not answer: {text}"))
-        }
-        _ => ThawError::internal(format!("under-store {at}: {text}")),
+        _ if e.is_temporary() || e.is_persistent() => ThawError::unavailable(format!(
+            "under-store {at}: the S3 endpoint does not answer ({said}): check the endpoint in --ufs \
+             or AWS_ENDPOINT_URL"
+        )),
+        _ => ThawError::internal(format!("under-store {at}: {said}")),
     }
 }
 
