@@ -349,6 +349,8 @@ pub fn status_json(s: &GetClusterStatusResponse) -> Value {
             "log_index": m.log_index,
             "behind": m.behind,
             "term": m.term,
+            "reachable": m.reachable,
+            "last_heard_ms_ago": m.last_heard_ms_ago,
         })).collect::<Vec<_>>(),
     })
 }
