@@ -104,6 +104,9 @@ pub fn print_stat(f: &FileInfo, as_json: bool) {
     if let Some(note) = lease_note(f) {
         println!("writer      {note}");
     }
+    if !f.persist_waiting.is_empty() {
+        println!("checkpoint  {}", f.persist_waiting);
+    }
     if !f.persist_error.is_empty() {
         println!("checkpoint  last try failed: {}", f.persist_error);
     }

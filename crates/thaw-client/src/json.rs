@@ -105,6 +105,7 @@ pub fn file_json(f: &FileInfo) -> Value {
         "persistence": persistence_name(f.persistence),
         "temporary": f.temporary,
         "persist_error": f.persist_error,
+        "persist_waiting": f.persist_waiting,
         "lineage_id": f.lineage_id,
         "rebuild": rebuild_name(f.rebuild),
         "rebuild_detail": f.rebuild_detail,
