@@ -93,6 +93,20 @@ def test_the_cluster_dies_with_its_owner_even_on_kill_9(tmp_path: Path) -> None:
         owner.kill()
 
 
+def test_a_cluster_starts_empty_unless_it_keeps_its_state(tmp_path: Path) -> None:
+    # A memory-only file is in the namespace alone (no under-store copy).
+    with thaw.LocalCluster(ufs=tmp_path / "ufs", block_size="1MiB") as c:
+        thaw.Client(c.master).write_bytes("/m", b"x", write_type="must-cache")
+    with thaw.LocalCluster(ufs=tmp_path / "ufs", block_size="1MiB") as c:
+        assert not thaw.Client(c.master).exists("/m")
+    state = tmp_path / "state"
+    with thaw.LocalCluster(ufs=tmp_path / "ufs", block_size="1MiB", state_dir=state) as c:
+        thaw.Client(c.master).write_bytes("/k", b"x", write_type="must-cache")
+    assert (state / "journal").exists(), "the kept state stays"
+    with thaw.LocalCluster(ufs=tmp_path / "ufs", block_size="1MiB", state_dir=state) as c:
+        assert thaw.Client(c.master).exists("/k")
+
+
 def test_a_cluster_that_cannot_start_says_why() -> None:
     with pytest.raises(thaw.ThawError, match="mem-capacity"):
         thaw.LocalCluster(mem_capacity="lots")

@@ -112,6 +112,11 @@ class LocalCluster:
     ``web_port``: the master serves its web dashboard (workers, jobs, files,
     migration events) on this port (0: a free one); its URL is in
     :attr:`dashboard`. Default none.
+
+    ``state_dir``: keep the journal (the namespace) and the DISK tiers in this
+    directory, made if missing, after the cluster stops: a later cluster given
+    the same ``state_dir`` starts from them. Default: in the scratch space, so
+    each cluster starts empty.
     """
 
     def __init__(
@@ -151,6 +156,7 @@ class LocalCluster:
         secret_file: str | os.PathLike[str] | None = None,
         tls: bool = False,
         masters: int = 1,
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -199,7 +205,7 @@ class LocalCluster:
             "--disk-capacity", str(disk_capacity),
             "--block-size", str(block_size),
             "--mem-root", os.fspath(mem_root),
-            "--state-dir", str(Path(self._tmp, "state")),
+            "--state-dir", str(Path(self._tmp, "state") if state_dir is None else Path(state_dir).resolve()),
             "--heartbeat-ms", str(heartbeat_ms),
             "--worker-timeout-ms", str(worker_timeout_ms),
             "--writer-lease-ms", str(writer_lease_ms),

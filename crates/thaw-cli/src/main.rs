@@ -6,6 +6,7 @@ mod fs;
 mod interfere;
 mod jobs;
 mod lineage;
+mod local_dirs;
 mod mount;
 mod output;
 mod servers;

@@ -104,6 +104,9 @@ pub fn print_stat(f: &FileInfo, as_json: bool) {
     if let Some(note) = lease_note(f) {
         println!("writer      {note}");
     }
+    if !f.persist_waiting.is_empty() {
+        println!("checkpoint  {}", f.persist_waiting);
+    }
     if !f.persist_error.is_empty() {
         println!("checkpoint  last try failed: {}", f.persist_error);
     }
@@ -165,12 +168,21 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
         for m in &s.masters {
             let role = if m.leader {
                 format!("leader, log at {}", m.log_index)
-            } else if m.log_index == 0 && m.behind == 0 {
-                "follower, not heard from".to_string()
-            } else if m.behind == 0 {
-                "follower, up to date".to_string()
+            } else if !m.reachable {
+                // A dead master is no follower, however far its log got.
+                match m.last_heard_ms_ago {
+                    Some(ms) => format!("unreachable, last heard {} ago", ago(ms)),
+                    None => "unreachable, not heard from since this leader started".to_string(),
+                }
             } else {
-                format!("follower, {} entries behind", m.behind)
+                let log = if m.log_index == 0 && m.behind == 0 {
+                    "log not known yet".to_string()
+                } else if m.behind == 0 {
+                    "up to date".to_string()
+                } else {
+                    format!("{} entries behind", m.behind)
+                };
+                format!("follower, {log}, heard {} ago", ago(m.last_heard_ms_ago.unwrap_or(0)))
             };
             println!("  {:<3} {:<22} {role}", m.id, m.address);
         }
@@ -309,4 +321,14 @@ pub fn device_line(d: &DeviceState) -> String {
         d.interference_streams,
         format_size(d.bytes_read)
     )
+}
+
+/// A time since, for people: "40 ms", "3.2 s", "12 s", "4 min 5 s".
+fn ago(ms: u64) -> String {
+    match ms {
+        0..1000 => format!("{ms} ms"),
+        1000..10_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        10_000..120_000 => format!("{} s", ms / 1000),
+        _ => format!("{} min {} s", ms / 60_000, ms / 1000 % 60),
+    }
 }

@@ -53,7 +53,10 @@ pub struct LocalArgs {
     /// Where the MEM tiers live (a tmpfs).
     #[arg(long, value_parser = dir_arg, default_value = "/dev/shm")]
     pub mem_root: PathBuf,
-    /// Journal and DISK tiers (default: a directory per port under the temp dir).
+    /// Keep the journal (the namespace) and the DISK tiers in this directory
+    /// across runs: a later `thaw local --state-dir DIR` starts from them.
+    /// Default: a new directory under the temp dir, removed when the cluster
+    /// stops, so each run starts empty.
     #[arg(long, value_parser = dir_arg)]
     pub state_dir: Option<PathBuf>,
     /// Default block size.
@@ -728,8 +731,13 @@ pub struct LocalCluster {
     pub mem_root: PathBuf,
     /// The under-store's URI (a local one as its canonical directory).
     pub ufs: String,
+    /// Directories of dead clusters removed at start.
+    pub swept: Vec<PathBuf>,
     shutdown: CancellationToken,
     tasks: tokio::task::JoinSet<thaw_common::Result<()>>,
+    /// Its MEM root and, unless kept (--state-dir), its state: removed when it
+    /// stops (dropped), by the next cluster if it is killed.
+    _owned: Vec<crate::local_dirs::Owned>,
 }
 
 impl LocalCluster {
@@ -744,12 +752,23 @@ impl LocalCluster {
                 args.workers - 1
             );
         }
-        let state =
-            args.state_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("thaw-local-{}", args.port)));
+        // What clusters killed before they could clean up left behind goes first.
+        let temp = std::env::temp_dir();
+        let mut swept = crate::local_dirs::sweep(&args.mem_root);
+        swept.extend(crate::local_dirs::sweep(&temp));
+        let mut owned = vec![crate::local_dirs::claim(&args.mem_root, args.port)?];
+        let mem_root = owned[0].dir.clone();
+        // A state directory named is kept across runs; else each run starts empty.
+        let state = match &args.state_dir {
+            Some(dir) => dir.clone(),
+            None => {
+                owned.push(crate::local_dirs::claim(&temp, args.port)?);
+                owned[1].dir.clone()
+            }
+        };
         std::fs::create_dir_all(&state).with_context(|| format!("state directory {}", state.display()))?;
         let state = std::fs::canonicalize(&state)?;
         let ufs = local_ufs(&args.ufs)?;
-        let mem_root = args.mem_root.join(format!("thaw-local-{}-{}", args.port, std::process::id()));
         if args.masters == 0 {
             anyhow::bail!("--masters must be at least 1");
         }
@@ -874,7 +893,7 @@ impl LocalCluster {
             };
             tasks.spawn(thaw_worker::serve_with_metrics(config, listener, metrics.next().flatten(), shutdown.clone()));
         }
-        Ok(LocalCluster { master_addr, metrics_addrs, web_addr, mem_root, ufs, shutdown, tasks })
+        Ok(LocalCluster { master_addr, metrics_addrs, web_addr, mem_root, ufs, swept, shutdown, tasks, _owned: owned })
     }
 
     /// Waits until the cluster stops (shutdown, or one part failing, which stops
@@ -913,6 +932,9 @@ pub async fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         });
     }
     let cluster = LocalCluster::start(&args, shutdown).await?;
+    for dir in &cluster.swept {
+        eprintln!("thaw local: removed {}, left by a cluster that was killed", dir.display());
+    }
     say(format_args!(
         "thaw local: master at {}; {} worker(s), MEM {} each under {}, under-store {}\n  export THAW_MASTER={}   # then: thaw fs ls /   (Ctrl-C stops the cluster)",
         cluster.master_addr,

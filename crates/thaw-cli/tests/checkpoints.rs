@@ -273,3 +273,41 @@ async fn persist_refuses_what_it_cannot_persist_with_a_clear_error() {
     // Persisting a persisted file answers at once.
     assert!(client.persist("/mc").await.unwrap().persisted);
 }
+
+/// `thaw fs persist` writes the file now: with checkpoints paced to 1 KiB/s
+/// and an 8 MiB background checkpoint running (hours at that rate), a small
+/// file asked for is written beside it at once. A persist that times out says
+/// what it waited for; the background copy asked for is hurried and lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persist_by_hand_runs_beside_a_slow_background_checkpoint_and_a_timeout_says_why() {
+    let c = start(paced(1, "1KiB")).await;
+    let client = c.client("h0", "r0");
+    let big = data(8 << 20, 1);
+    client.write_all("/bg/big", &big, async_through()).await.unwrap();
+    wait_state(&client, "/bg/big", Persistence::Persisting).await;
+    let small = data(64 << 10, 2);
+    client.write_all("/small", &small, temporary()).await.unwrap();
+    let persist = |path: &str, timeout: &str| {
+        std::process::Command::new(BIN)
+            .args(["fs", "persist", path, "--timeout", timeout])
+            .env("THAW_MASTER", c.master_addr())
+            .output()
+            .unwrap()
+    };
+    let out = persist("/small", "20");
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), c.logs());
+    assert_eq!(ufs_bytes(&c, "/small").unwrap(), small);
+    let f = client.stat("/bg/big").await.unwrap();
+    assert_eq!(state(&f), Persistence::Persisting, "the background copy is still paced");
+    assert!(f.persist_waiting.contains("in the background, paced by its --checkpoint-bandwidth"), "{f:?}");
+
+    // No time to wait: the answer names who is writing it, and how.
+    let out = persist("/bg/big", "0");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("/bg/big is still persisting after 0.0 s: worker "), "{err}");
+    assert!(err.contains("--checkpoint-bandwidth") && err.contains("hurry"), "{err}");
+    // Asked for: its copy goes unpaced from there.
+    wait_state(&client, "/bg/big", Persistence::Persisted).await;
+    assert_eq!(sha(&ufs_bytes(&c, "/bg/big").unwrap()), sha(&big));
+}

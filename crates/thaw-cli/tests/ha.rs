@@ -253,3 +253,48 @@ async fn every_master_killed_at_once_comes_back_with_every_acknowledged_change()
     }
     assert!(client.stat("/d0").await.is_err());
 }
+
+/// A killed master is no follower: the new leader shows it unreachable with
+/// the time since it was last heard from (`thaw status` and `--json`), while
+/// the live follower is reachable and heard from moments ago.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_master_is_shown_unreachable_with_when_it_was_last_heard() {
+    let mut c = start(group(1)).await;
+    let old = leader(&c).await;
+    c.remote_client().write_all("/a", b"abc", opts(WriteType::CacheThrough)).await.unwrap();
+    c.kill_master_n(old);
+    let killed = Instant::now();
+    let new = leader(&c).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let asked = killed.elapsed();
+    let m = client_of(&c.master_addrs()[new]).cluster_status().await.unwrap().masters;
+    assert_eq!(m.len(), 3, "{m:?}");
+    let dead = &m[old];
+    assert!(!dead.leader && !dead.reachable, "{m:?}");
+    let heard = dead.last_heard_ms_ago.expect("the new leader heard from the old one before the kill");
+    assert!(heard >= asked.as_millis() as u64, "last heard {heard} ms ago, but it was killed {asked:?} ago");
+    let live = m.iter().enumerate().find(|(i, _)| *i != old && *i != new).unwrap().1;
+    assert!(live.reachable && live.last_heard_ms_ago.is_some_and(|ms| ms < 2000), "{m:?}");
+    assert!(m[new].leader && m[new].reachable, "{m:?}");
+
+    let status = |json: bool| {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.arg("status").env("THAW_MASTER", c.master_addr());
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = status(false);
+    let line = text.lines().find(|l| l.contains(&c.master_addrs()[old])).unwrap();
+    assert!(line.contains("unreachable, last heard") && line.ends_with(" s ago"), "{text}");
+    assert!(!line.contains("follower"), "{text}");
+    assert_eq!(text.matches("follower, up to date, heard").count(), 1, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
+    let masters = v["masters"].as_array().unwrap();
+    assert_eq!(masters[old]["reachable"], false, "{v}");
+    assert!(masters[old]["last_heard_ms_ago"].as_u64().is_some_and(|ms| ms >= 1500), "{v}");
+    assert_eq!(masters[new]["reachable"], true, "{v}");
+}

@@ -105,6 +105,7 @@ pub fn file_json(f: &FileInfo) -> Value {
         "persistence": persistence_name(f.persistence),
         "temporary": f.temporary,
         "persist_error": f.persist_error,
+        "persist_waiting": f.persist_waiting,
         "lineage_id": f.lineage_id,
         "rebuild": rebuild_name(f.rebuild),
         "rebuild_detail": f.rebuild_detail,
@@ -349,6 +350,8 @@ pub fn status_json(s: &GetClusterStatusResponse) -> Value {
             "log_index": m.log_index,
             "behind": m.behind,
             "term": m.term,
+            "reachable": m.reachable,
+            "last_heard_ms_ago": m.last_heard_ms_ago,
         })).collect::<Vec<_>>(),
     })
 }

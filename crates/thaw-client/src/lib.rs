@@ -199,7 +199,8 @@ impl Client {
 
     /// Persists a file and waits until its under-store copy is in place, up to
     /// `timeout`. A file lost meanwhile, or one that stays unpersisted past the
-    /// timeout, is an error naming its state and the last checkpoint error.
+    /// timeout, is an error naming its state, what its checkpoint waits for
+    /// and the last checkpoint error.
     pub async fn persist_wait(&self, path: &str, timeout: std::time::Duration) -> Result<FileInfo> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut info = self.persist(path).await?;
@@ -215,13 +216,15 @@ impl Client {
                 _ => {}
             }
             if tokio::time::Instant::now() >= deadline {
+                let waiting =
+                    if info.persist_waiting.is_empty() { String::new() } else { format!(": {}", info.persist_waiting) };
                 let why = if info.persist_error.is_empty() {
                     String::new()
                 } else {
                     format!("; last checkpoint error: {}", info.persist_error)
                 };
                 return Err(ThawError::timeout(format!(
-                    "{path} is still {} after {:.1} s{why}",
+                    "{path} is still {} after {:.1} s{waiting}{why}",
                     json::persistence_name(info.persistence),
                     timeout.as_secs_f64()
                 )));

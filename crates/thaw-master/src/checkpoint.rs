@@ -7,8 +7,16 @@
 //! last finished checkpoint need recomputing (a chain A2 -> A3 -> ... -> A9 loses
 //! A6..A9, not A4..A9). Files marked temporary are never checkpointed unless
 //! someone asks ("it might be best *never* to checkpoint these files"); a file
-//! deleted before its turn simply leaves the set. A persist call puts its file
-//! in front of all others.
+//! deleted before its turn simply leaves the set.
+//!
+//! A persist call (`thaw fs persist`, "write the file now") does not queue
+//! behind the background: each worker has two lanes, one background
+//! checkpoint and one asked-for one at a time, and the asked-for copy is not
+//! paced by `--checkpoint-bandwidth` nor run in the idle I/O class (a user
+//! waits on it, as on a `cache-through` write). A file asked for while its
+//! background copy runs has that copy hurried (the worker lifts its pacing).
+//! Tachyon puts such a file first in its one queue; with a low bandwidth cap
+//! and a large file being copied, "first" can mean hours.
 //!
 //! All of it is soft state rebuilt from the namespace at start: the set of
 //! files waiting is every complete, unpersisted async-through file (plus those
@@ -99,13 +107,23 @@ struct Waiting {
     error: String,
 }
 
+/// A checkpoint a worker is writing.
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    worker: u64,
+    since: Instant,
+    /// In the asked-for lane (or hurried there from the background).
+    urgent: bool,
+    /// The worker has been sent the order as it stands (a hurried copy: not yet).
+    told: bool,
+}
+
 /// The master's checkpoint state.
 #[derive(Debug, Default)]
 pub struct Checkpoints {
     order: Order,
     waiting: HashMap<u64, Waiting>,
-    /// File -> (worker writing it, since when).
-    in_flight: HashMap<u64, (u64, Instant)>,
+    in_flight: HashMap<u64, Flight>,
     done: u64,
     failed: u64,
 }
@@ -134,6 +152,11 @@ impl Checkpoints {
             w.forced = true;
             w.retry_at = None;
         }
+        if forced && let Some(f) = self.in_flight.get_mut(&file_id).filter(|f| !f.urgent) {
+            // Being copied in the background: hurried, in the asked-for lane.
+            f.urgent = true;
+            f.told = false;
+        }
     }
 
     pub fn is_waiting(&self, file_id: u64) -> bool {
@@ -156,12 +179,24 @@ impl Checkpoints {
 
     /// A dead or re-registered worker writes nothing any more: its files wait again.
     pub fn worker_lost(&mut self, worker: u64) {
-        self.in_flight.retain(|_, (w, _)| *w != worker);
+        self.in_flight.retain(|_, f| f.worker != worker);
     }
 
-    /// Files waiting that `worker` could start now (none if it is writing one).
-    fn worker_free(&self, worker: u64) -> bool {
-        !self.in_flight.values().any(|(w, _)| *w == worker)
+    /// Whether `worker` may start a checkpoint in a lane (asked-for or background).
+    fn lane_free(&self, worker: u64, urgent: bool) -> bool {
+        !self.in_flight.values().any(|f| f.worker == worker && f.urgent == urgent)
+    }
+
+    /// Files `worker` is writing in the background that were asked for since.
+    fn to_hurry(&self, worker: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .in_flight
+            .iter()
+            .filter(|(_, f)| f.worker == worker && f.urgent && !f.told)
+            .map(|(id, _)| *id)
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// The candidates as of `now`: waiting, not in flight, not backing off.
@@ -181,22 +216,101 @@ impl Checkpoints {
             .collect()
     }
 
-    /// The checkpoint `worker` starts now, if it is free and holds a waiting file.
-    pub fn next_for(&mut self, worker: u64, now: Instant, holders: &dyn Fn(u64) -> Vec<u64>) -> Option<u64> {
-        if self.waiting.is_empty() || !self.worker_free(worker) {
-            return None;
+    /// The first file `worker` could start now in each free lane: (file, urgent).
+    fn starts(&self, worker: u64, now: Instant, holders: &dyn Fn(u64) -> Vec<u64>) -> Vec<(u64, bool)> {
+        if self.waiting.is_empty() {
+            return Vec::new();
         }
-        let cands = self.candidates(now, holders);
-        let (file, w) = plan(&cands, &[worker], self.order).into_iter().next()?;
-        self.in_flight.insert(file, (w, now));
-        Some(file)
+        let (urgent, background): (Vec<Candidate>, Vec<Candidate>) =
+            self.candidates(now, holders).into_iter().partition(|c| c.forced);
+        let mut out = Vec::new();
+        for (lane, cands) in [(true, urgent), (false, background)] {
+            if self.lane_free(worker, lane)
+                && let Some((file, _)) = plan(&cands, &[worker], self.order).into_iter().next()
+            {
+                out.push((file, lane));
+            }
+        }
+        out
     }
 
-    /// Whether `worker` has a checkpoint to start (a held ask returns for it).
+    /// The checkpoints `worker` is ordered to write now, as (file, urgent):
+    /// one per free lane, and the background copies to hurry.
+    pub fn next_for(&mut self, worker: u64, now: Instant, holders: &dyn Fn(u64) -> Vec<u64>) -> Vec<(u64, bool)> {
+        let mut out: Vec<(u64, bool)> = self.to_hurry(worker).into_iter().map(|f| (f, true)).collect();
+        for f in &out {
+            if let Some(x) = self.in_flight.get_mut(&f.0) {
+                x.told = true;
+            }
+        }
+        for (file, urgent) in self.starts(worker, now, holders) {
+            self.in_flight.insert(file, Flight { worker, since: now, urgent, told: true });
+            out.push((file, urgent));
+        }
+        out
+    }
+
+    /// Whether `worker` has a checkpoint to start or hurry (a held ask returns for it).
     pub fn has_work(&self, worker: u64, now: Instant, holders: &dyn Fn(u64) -> Vec<u64>) -> bool {
-        !self.waiting.is_empty()
-            && self.worker_free(worker)
-            && !plan(&self.candidates(now, holders), &[worker], self.order).is_empty()
+        !self.to_hurry(worker).is_empty() || !self.starts(worker, now, holders).is_empty()
+    }
+
+    /// What the checkpoint of a waiting file waits for now, in words: who is
+    /// writing it and for how long, or what goes before it. `path` names
+    /// files; `holders` as for [`Self::next_for`]. `None`: not waiting.
+    pub fn waiting_for(
+        &self,
+        file_id: u64,
+        now: Instant,
+        path: &dyn Fn(u64) -> String,
+        holders: &dyn Fn(u64) -> Vec<u64>,
+    ) -> Option<String> {
+        let w = self.waiting.get(&file_id)?;
+        let secs = |t: Instant| now.saturating_duration_since(t).as_secs_f64();
+        if let Some(f) = self.in_flight.get(&file_id) {
+            return Some(match (f.urgent, f.told) {
+                (true, true) => {
+                    format!("worker {} has been writing it for {:.1} s, unpaced (asked for)", f.worker, secs(f.since))
+                }
+                (true, false) => format!(
+                    "worker {} has been writing it for {:.1} s in the background (paced by its --checkpoint-bandwidth); \
+                     it is told to hurry with its next heartbeat",
+                    f.worker,
+                    secs(f.since)
+                ),
+                (false, _) => format!(
+                    "worker {} has been writing it for {:.1} s in the background, paced by its --checkpoint-bandwidth",
+                    f.worker,
+                    secs(f.since)
+                ),
+            });
+        }
+        if let Some(t) = w.retry_at.filter(|t| *t > now) {
+            return Some(format!(
+                "its last checkpoint failed; the next try starts in {:.1} s",
+                t.duration_since(now).as_secs_f64()
+            ));
+        }
+        if w.temporary && !w.forced {
+            return Some("a temporary file: never checkpointed unless asked (thaw fs persist)".to_string());
+        }
+        let holders = holders(file_id);
+        if holders.is_empty() {
+            return Some("no live worker holds its blocks".to_string());
+        }
+        // Its holders' lanes are busy: with what.
+        let busy: Vec<String> = self
+            .in_flight
+            .iter()
+            .filter(|(_, f)| holders.contains(&f.worker) && f.urgent == w.forced)
+            .map(|(id, f)| format!("worker {} is writing {} ({:.1} s so far)", f.worker, path(*id), secs(f.since)))
+            .collect();
+        let lane = if w.forced { "asked-for checkpoints asked earlier" } else { "its turn in the background" };
+        Some(if busy.is_empty() {
+            format!("waiting for {lane}")
+        } else {
+            format!("waiting for {lane}: {}", busy.join(", "))
+        })
     }
 
     /// A worker's full heartbeat listed what it is writing: adopt what a
@@ -204,12 +318,14 @@ impl Checkpoints {
     /// worker never started (the answer carrying them was lost).
     pub fn reconcile(&mut self, worker: u64, writing: &[u64], now: Instant, grace: Duration) {
         for f in writing {
-            if self.waiting.contains_key(f) {
-                self.in_flight.entry(*f).or_insert((worker, now));
+            if let Some(w) = self.waiting.get(f) {
+                // An asked-for one is told again: the worker may write it paced.
+                let urgent = w.forced;
+                self.in_flight.entry(*f).or_insert(Flight { worker, since: now, urgent, told: !urgent });
             }
         }
-        self.in_flight.retain(|f, (w, since)| {
-            *w != worker || writing.contains(f) || now.saturating_duration_since(*since) < grace
+        self.in_flight.retain(|id, f| {
+            f.worker != worker || writing.contains(id) || now.saturating_duration_since(f.since) < grace
         });
     }
 
@@ -256,6 +372,42 @@ mod tests {
     }
 
     #[test]
+    fn an_asked_for_file_runs_beside_a_background_checkpoint_and_one_being_copied_is_hurried() {
+        let t0 = Instant::now();
+        let holders = |_: u64| vec![1];
+        let path = |f: u64| format!("/f{f}");
+        let mut cp = Checkpoints::new(Order::NewestFirst);
+        cp.add(1, 10, false, false);
+        cp.add(2, 20, false, false);
+        cp.add(3, 30, true, false);
+        // The background lane takes the newest; the asked-for lane is idle.
+        assert_eq!(cp.next_for(1, t0, &holders), vec![(2, false)]);
+        assert!(!cp.has_work(1, t0, &holders));
+        let why = cp.waiting_for(1, t0, &path, &holders).unwrap();
+        assert!(why.contains("its turn in the background") && why.contains("worker 1 is writing /f2"), "{why}");
+        assert!(cp.waiting_for(3, t0, &path, &holders).unwrap().contains("temporary"));
+        // Asked for: it starts beside the running background copy, not after it.
+        cp.add(3, 30, true, true);
+        assert!(cp.has_work(1, t0, &holders));
+        assert_eq!(cp.next_for(1, t0, &holders), vec![(3, true)]);
+        assert!(cp.waiting_for(3, t0, &path, &holders).unwrap().contains("unpaced (asked for)"));
+        // A second one waits for the first asked for, not for the background.
+        cp.add(1, 10, false, true);
+        assert_eq!(cp.next_for(1, t0, &holders), vec![]);
+        let why = cp.waiting_for(1, t0, &path, &holders).unwrap();
+        assert!(why.contains("asked earlier") && why.contains("/f3") && !why.contains("/f2"), "{why}");
+        // The background copy asked for: hurried once, with the next answer.
+        cp.succeeded(3);
+        cp.add(2, 20, false, true);
+        assert!(cp.waiting_for(2, t0, &path, &holders).unwrap().contains("told to hurry"));
+        assert_eq!(cp.next_for(1, t0, &holders), vec![(2, true)]);
+        assert_eq!(cp.next_for(1, t0, &holders), vec![], "the asked-for lane is busy with /f2 now");
+        cp.succeeded(2);
+        assert_eq!(cp.next_for(1, t0, &holders), vec![(1, true)]);
+        assert_eq!(cp.waiting_for(2, t0, &path, &holders), None, "persisted");
+    }
+
+    #[test]
     fn asked_for_files_go_first_and_temporary_ones_only_when_asked_for() {
         let mut c = vec![cand(1, 10, &[1]), cand(2, 20, &[1]), cand(3, 30, &[1])];
         c[2].temporary = true;
@@ -273,16 +425,17 @@ mod tests {
         let holders = |_: u64| vec![1];
         let mut cp = Checkpoints::new(Order::NewestFirst);
         cp.add(5, 100, false, false);
-        assert_eq!(cp.next_for(1, t0, &holders), Some(5));
-        assert_eq!(cp.next_for(1, t0, &holders), None, "one at a time per worker");
+        assert_eq!(cp.next_for(1, t0, &holders), vec![(5, false)]);
+        assert_eq!(cp.next_for(1, t0, &holders), vec![], "one at a time per worker");
         cp.failed(5, t0, "disk full");
         assert_eq!(cp.error(5), Some("disk full"));
-        assert_eq!(cp.next_for(1, t0, &holders), None, "backing off");
-        assert_eq!(cp.next_for(1, t0 + RETRY_FIRST, &holders), Some(5));
+        assert_eq!(cp.next_for(1, t0, &holders), vec![], "backing off");
+        assert!(cp.waiting_for(5, t0, &|f| format!("/f{f}"), &holders).unwrap().contains("next try starts in"));
+        assert_eq!(cp.next_for(1, t0 + RETRY_FIRST, &holders), vec![(5, false)]);
         cp.failed(5, t0, "disk full");
         assert!(!cp.has_work(1, t0 + RETRY_FIRST, &holders), "the second backoff is longer");
         cp.add(5, 100, false, true);
-        assert_eq!(cp.next_for(1, t0, &holders), Some(5), "asked for: at once");
+        assert_eq!(cp.next_for(1, t0, &holders), vec![(5, true)], "asked for: at once");
         // The worker never started it: after the grace the order is forgotten.
         cp.reconcile(1, &[], t0 + Duration::from_millis(10), Duration::from_secs(3));
         assert!(cp.in_flight(5));

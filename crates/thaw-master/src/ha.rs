@@ -20,6 +20,7 @@
 //! silence, so a dead leader is replaced within about 2 s, while a busy
 //! 2-core machine does not call needless elections.
 
+pub mod contact;
 pub mod network;
 pub mod store;
 
@@ -134,6 +135,8 @@ pub struct Group {
     /// When a heartbeat round that a majority acknowledged began (the
     /// leader's lease runs from there).
     confirmed: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When each other master was last heard from (status shows it).
+    contacts: Arc<contact::Contacts>,
 }
 
 /// How long after a majority acknowledged it a leader serves without asking
@@ -278,7 +281,8 @@ impl Group {
             Some(ca) => Some(Arc::new(thaw_common::tls::ClientTls::load(ca)?)),
             None => None,
         };
-        let network = network::Network { credentials, tls };
+        let contacts = Arc::new(contact::Contacts::default());
+        let network = network::Network { credentials, tls, contacts: contacts.clone() };
         let (log, sm) = (store::LogStore::new(journal.clone()), store::StateMachine::new(journal.clone()));
         let id = group.id;
         let raft = rt_handle
@@ -335,6 +339,7 @@ impl Group {
             leading: RwLock::new(None),
             deposed: tokio::sync::Notify::new(),
             confirmed: std::sync::Mutex::new(None),
+            contacts,
         });
         tokio::spawn(g.clone().follow_leadership(http, rpc, shutdown));
         Ok(g)
@@ -394,18 +399,19 @@ impl Group {
 
     /// A peer's Raft message, handled on Raft's threads.
     pub async fn handle(&self, msg: RaftMessage) -> Result<RaftMessage> {
-        let raft = self.raft.clone();
+        let (raft, contacts) = (self.raft.clone(), self.contacts.clone());
         self.rt_handle
-            .spawn(async move { network::handle(&raft, msg).await })
+            .spawn(async move { network::handle(&raft, &contacts, msg).await })
             .await
             .map_err(|e| ThawError::internal(format!("raft: {e}")))?
     }
 
     /// The group as this master sees it (replication progress is known to
-    /// the leader only).
+    /// the leader only), with whether each answers and since when it has not.
     pub fn members(&self) -> Vec<thaw_common::proto::MasterMember> {
         let m = self.raft.metrics().borrow().clone();
         let last = m.last_log_index.unwrap_or(0);
+        let now = std::time::Instant::now();
         self.config
             .peers
             .iter()
@@ -418,6 +424,11 @@ impl Group {
                 } else {
                     m.replication.as_ref().and_then(|r| r.get(&id)).map(|l| l.map_or(0, |l| l.index))
                 };
+                let liveness = if id == self.config.id {
+                    contact::Liveness { reachable: true, last_heard: Some(std::time::Duration::ZERO) }
+                } else {
+                    self.contacts.liveness(id, now)
+                };
                 thaw_common::proto::MasterMember {
                     id,
                     address: addr.clone(),
@@ -425,6 +436,8 @@ impl Group {
                     log_index: held.unwrap_or(0),
                     behind: held.map_or(0, |h| last.saturating_sub(h)),
                     term: m.current_term,
+                    reachable: liveness.reachable,
+                    last_heard_ms_ago: liveness.last_heard.map(|d| d.as_millis() as u64),
                 }
             })
             .collect()

@@ -515,6 +515,7 @@ impl Master {
         info.rebuild_detail = detail;
         info.persistence = checkpoints::persistence(st, r, info.lost) as i32;
         info.persist_error = st.checkpoints.error(id).unwrap_or_default().to_string();
+        info.persist_waiting = Self::persist_waiting(st, id);
         info
     }
 

@@ -17,9 +17,15 @@
 //! reads leave (a background stream). On a local under-store the copy is
 //! sendfile(2) from the block files; otherwise it streams through OpenDAL. The
 //! copy is fsync'd before the master is told, so "persisted" means on disk.
+//!
+//! A checkpoint asked for by hand (`thaw fs persist`, an urgent order) is a
+//! user waiting, not background work: it runs in a second lane beside the
+//! background copy, unpaced and in the normal I/O class. An urgent order for a
+//! file whose background copy is running lifts that copy's pacing instead.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -86,60 +92,94 @@ impl Pace {
     }
 }
 
-/// The worker's checkpoint writer: orders in, one copy at a time.
+/// One ordered checkpoint: whether it is urgent (asked for by hand), and a
+/// wake-up for a paced copy that becomes so.
+#[derive(Debug, Default)]
+struct Copy {
+    urgent: AtomicBool,
+    hurry: tokio::sync::Notify,
+}
+
+impl Copy {
+    fn urgent(&self) -> bool {
+        self.urgent.load(Ordering::Relaxed)
+    }
+}
+
+type Orders = mpsc::UnboundedReceiver<(CheckpointCommand, Arc<Copy>)>;
+
+/// The worker's checkpoint writer: orders in, one copy at a time per lane
+/// (background, urgent).
 pub struct Checkpointer {
-    tx: mpsc::UnboundedSender<CheckpointCommand>,
-    rx: Mutex<Option<mpsc::UnboundedReceiver<CheckpointCommand>>>,
+    background: mpsc::UnboundedSender<(CheckpointCommand, Arc<Copy>)>,
+    urgent: mpsc::UnboundedSender<(CheckpointCommand, Arc<Copy>)>,
+    rx: Mutex<Option<(Orders, Orders)>>,
     /// Files ordered and not yet answered for (reported with full heartbeats).
-    writing: Mutex<HashSet<u64>>,
+    writing: Mutex<HashMap<u64, Arc<Copy>>>,
     pace: Pace,
 }
 
 impl Checkpointer {
     pub fn new(bytes_per_sec: u64) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (background, background_rx) = mpsc::unbounded_channel();
+        let (urgent, urgent_rx) = mpsc::unbounded_channel();
         Checkpointer {
-            tx,
-            rx: Mutex::new(Some(rx)),
-            writing: Mutex::new(HashSet::new()),
+            background,
+            urgent,
+            rx: Mutex::new(Some((background_rx, urgent_rx))),
+            writing: Mutex::new(HashMap::new()),
             pace: Pace::new(bytes_per_sec),
         }
     }
 
-    fn writing(&self) -> std::sync::MutexGuard<'_, HashSet<u64>> {
+    fn writing(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Copy>>> {
         self.writing.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes the master's orders (a repeated order is ignored).
+    /// Takes the master's orders. A repeated order is ignored, unless it is
+    /// urgent and the copy was not: that copy is hurried.
     pub fn order(&self, cmds: Vec<CheckpointCommand>) {
         for c in cmds {
-            if self.writing().insert(c.file_id) {
-                let _ = self.tx.send(c);
+            let mut writing = self.writing();
+            if let Some(copy) = writing.get(&c.file_id) {
+                if c.urgent && !copy.urgent.swap(true, Ordering::Relaxed) {
+                    copy.hurry.notify_one();
+                }
+                continue;
             }
+            let copy = Arc::new(Copy { urgent: AtomicBool::new(c.urgent), hurry: Default::default() });
+            writing.insert(c.file_id, copy.clone());
+            let lane = if c.urgent { &self.urgent } else { &self.background };
+            let _ = lane.send((c, copy));
         }
     }
 
     /// What this worker is writing, for the master.
     pub fn in_progress(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self.writing().iter().copied().collect();
+        let mut v: Vec<u64> = self.writing().keys().copied().collect();
         v.sort_unstable();
         v
     }
 }
 
-/// Writes ordered checkpoints until shutdown.
+/// Writes ordered checkpoints until shutdown, each lane on its own.
 pub(crate) async fn run(w: Arc<Worker>, shutdown: CancellationToken) {
-    let Some(mut rx) = w.checkpoints.rx.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+    let Some((background, urgent)) = w.checkpoints.rx.lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return;
     };
+    tokio::join!(lane(&w, background, &shutdown), lane(&w, urgent, &shutdown));
+}
+
+/// Writes one lane's checkpoints in order, one at a time.
+async fn lane(w: &Worker, mut rx: Orders, shutdown: &CancellationToken) {
     loop {
-        let cmd = tokio::select! {
+        let (cmd, copy) = tokio::select! {
             _ = shutdown.cancelled() => return,
             c = rx.recv() => match c { Some(c) => c, None => return },
         };
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = w.checkpoint(&cmd) => {}
+            _ = w.checkpoint(&cmd, &copy) => {}
         }
         w.checkpoints.writing().remove(&cmd.file_id);
     }
@@ -147,9 +187,9 @@ pub(crate) async fn run(w: Arc<Worker>, shutdown: CancellationToken) {
 
 impl Worker {
     /// Writes one checkpoint and reports it to the master.
-    async fn checkpoint(&self, cmd: &CheckpointCommand) {
+    async fn checkpoint(&self, cmd: &CheckpointCommand, copy: &Copy) {
         let started = std::time::Instant::now();
-        let result = self.write_checkpoint(cmd).await;
+        let result = self.write_checkpoint(cmd, copy).await;
         let (length, error) = match &result {
             Ok(n) => (*n, String::new()),
             Err(e) => (0, e.to_string()),
@@ -160,6 +200,7 @@ impl Worker {
                 path = %cmd.path,
                 bytes = n,
                 took_ms = started.elapsed().as_millis() as u64,
+                urgent = copy.urgent(),
                 "checkpoint written"
             ),
             Err(e) => tracing::warn!(file_id = cmd.file_id, path = %cmd.path, error = %e, "checkpoint failed"),
@@ -261,14 +302,17 @@ impl Worker {
     }
 
     /// Copies the file into the under-store's checkpoint area; returns its length.
-    async fn write_checkpoint(&self, cmd: &CheckpointCommand) -> Result<u64> {
+    async fn write_checkpoint(&self, cmd: &CheckpointCommand, copy: &Copy) -> Result<u64> {
         let ufs = self.ufs()?.clone();
         let parts = self.checkpoint_parts(cmd)?;
-        let mut device = self.device(DeviceKind::Ufs).map(|d| d.open_background_stream().writing());
+        // An emulated under-store: an urgent copy competes as a foreground stream.
+        let mut device = self
+            .device(DeviceKind::Ufs)
+            .map(|d| if copy.urgent() { d.open_stream() } else { d.open_background_stream() }.writing());
         let access = cmd.access.as_ref();
         let written = match ufs.checkpoint_local_path(cmd.file_id) {
-            Some(dst) => self.checkpoint_local(parts, access, dst, device.as_mut()).await?,
-            None => self.checkpoint_streamed(&ufs, cmd.file_id, parts, access, device.as_mut()).await?,
+            Some(dst) => self.checkpoint_local(parts, access, dst, copy, device.as_mut()).await?,
+            None => self.checkpoint_streamed(&ufs, cmd.file_id, parts, access, copy, device.as_mut()).await?,
         };
         if written != cmd.length {
             return Err(ThawError::data_lost(format!(
@@ -281,10 +325,16 @@ impl Worker {
         Ok(written)
     }
 
-    /// Waits until `k` more bytes may go: the bandwidth cap, then the emulated
-    /// under-store's device time (a background stream's).
-    async fn paced(&self, device: Option<&mut crate::device::DeviceStream>, k: u64) {
-        self.checkpoints.pace.take(k).await;
+    /// Waits until `k` more bytes may go: the bandwidth cap (not for an urgent
+    /// copy; a copy hurried while it waits goes at once), then the emulated
+    /// under-store's device time.
+    async fn paced(&self, copy: &Copy, device: Option<&mut crate::device::DeviceStream>, k: u64) {
+        if !copy.urgent() {
+            tokio::select! {
+                _ = self.checkpoints.pace.take(k) => {}
+                _ = copy.hurry.notified() => {}
+            }
+        }
         if let Some(d) = device {
             d.consume(k).await;
         }
@@ -297,6 +347,7 @@ impl Worker {
         parts: Vec<Part>,
         access: Option<&SignedAccess>,
         dst: PathBuf,
+        copy: &Copy,
         mut device: Option<&mut crate::device::DeviceStream>,
     ) -> Result<u64> {
         let temp = dst.with_extension(format!("{:016x}", rand::random::<u64>()));
@@ -319,13 +370,15 @@ impl Worker {
                 let mut at = 0;
                 while at < len {
                     let k = (len - at).min(CHUNK);
-                    self.paced(device.as_deref_mut(), k).await;
+                    self.paced(copy, device.as_deref_mut(), k).await;
                     let file = out.take().expect("returned each step");
+                    // Background work stays in the idle I/O class; a user's does not.
+                    let idle = !copy.urgent();
                     let (file, n) = match &part {
                         Part::Local(src, _) => {
                             let src2 = src.clone();
                             let (file, n) = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
-                                let _idle = crate::ioprio::IdleIo::enter();
+                                let _idle = idle.then(crate::ioprio::IdleIo::enter);
                                 let n = crate::cache::sendfile_range(&src2, &file, at, k)?;
                                 Ok((file, n))
                             })
@@ -343,7 +396,7 @@ impl Worker {
                         Part::Remote { addr, block, .. } => {
                             let bytes = self.fetch(addr, *block, at, k, access).await?;
                             tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
-                                let _idle = crate::ioprio::IdleIo::enter();
+                                let _idle = idle.then(crate::ioprio::IdleIo::enter);
                                 std::io::Write::write_all(&mut &file, &bytes)?;
                                 Ok((file, k))
                             })
@@ -358,8 +411,9 @@ impl Worker {
             }
             let file = out.take().expect("returned each step");
             let (temp, dst) = (temp.clone(), dst.clone());
+            let idle = !copy.urgent();
             tokio::task::spawn_blocking(move || -> Result<()> {
-                let _idle = crate::ioprio::IdleIo::enter();
+                let _idle = idle.then(crate::ioprio::IdleIo::enter);
                 file.sync_all()?;
                 std::fs::rename(&temp, &dst)?;
                 Ok(())
@@ -382,6 +436,7 @@ impl Worker {
         file_id: u64,
         parts: Vec<Part>,
         access: Option<&SignedAccess>,
+        copy: &Copy,
         mut device: Option<&mut crate::device::DeviceStream>,
     ) -> Result<u64> {
         use tokio::io::AsyncReadExt;
@@ -397,7 +452,7 @@ impl Worker {
                 let mut at = 0;
                 while at < len {
                     let k = (len - at).min(CHUNK);
-                    self.paced(device.as_deref_mut(), k).await;
+                    self.paced(copy, device.as_deref_mut(), k).await;
                     let bytes = match (&part, f.as_mut()) {
                         (Part::Remote { addr, block, .. }, _) => self.fetch(addr, *block, at, k, access).await?,
                         (_, Some(f)) => {
@@ -436,6 +491,16 @@ mod tests {
     /// A worker (never started) with a MEM tier and an under-store, holding a
     /// 3-block file (2.5 blocks of bytes) in its tier.
     fn worker_with_file(dir: &std::path::Path, file_id: u64, block_size: u64) -> (Worker, Vec<u8>) {
+        paced_worker_with_file(dir, file_id, block_size, 0)
+    }
+
+    /// The same with checkpoints paced to `bandwidth` bytes/s.
+    fn paced_worker_with_file(
+        dir: &std::path::Path,
+        file_id: u64,
+        block_size: u64,
+        bandwidth: u64,
+    ) -> (Worker, Vec<u8>) {
         let config = WorkerConfig {
             master: "127.0.0.1:1".into(),
             host: "h".into(),
@@ -451,7 +516,7 @@ mod tests {
             stall_timeout: crate::data::DEFAULT_STALL_TIMEOUT,
             migration: Default::default(),
             device_models: Default::default(),
-            checkpoint_bandwidth: 0,
+            checkpoint_bandwidth: bandwidth,
             secret: None,
             tls: None,
             master_tls: None,
@@ -484,7 +549,7 @@ mod tests {
             ..Default::default()
         };
         // A local under-store: sendfile into the checkpoint area.
-        assert_eq!(w.write_checkpoint(&cmd).await.unwrap(), bytes.len() as u64);
+        assert_eq!(w.write_checkpoint(&cmd, &Copy::default()).await.unwrap(), bytes.len() as u64);
         let ufs = w.ufs().unwrap().clone();
         let local = ufs.checkpoint_local_path(5).unwrap();
         assert_eq!(std::fs::read(&local).unwrap(), bytes);
@@ -492,13 +557,54 @@ mod tests {
         // Any other under-store: streamed through its writer (OpenDAL).
         let parts = w.checkpoint_parts(&cmd).unwrap();
         assert_eq!(parts.len(), 3);
-        assert_eq!(w.checkpoint_streamed(&ufs, 5, parts, None, None).await.unwrap(), bytes.len() as u64);
+        assert_eq!(
+            w.checkpoint_streamed(&ufs, 5, parts, None, &Copy::default(), None).await.unwrap(),
+            bytes.len() as u64
+        );
         assert_eq!(std::fs::read(&local).unwrap(), bytes);
         // A block missing here: a clear error, nothing written.
         let mem = w.tier(Tier::Mem).unwrap();
         mem.remove(block_id(5, 2));
-        let e = w.write_checkpoint(&cmd).await.unwrap_err();
+        let e = w.write_checkpoint(&cmd, &Copy::default()).await.unwrap_err();
         assert!(e.message.contains("block 2 of /f is not on this worker"), "{e}");
+    }
+
+    /// At 1 KiB/s the first 1 MiB step of a background copy would wait 17
+    /// minutes; an urgent order for the same file lifts the pace at once, and
+    /// an urgent file goes to its own lane.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_urgent_order_hurries_a_paced_copy_and_takes_its_own_lane() {
+        let dir = tempfile::tempdir().unwrap();
+        let bs = 1 << 20;
+        let (w, bytes) = paced_worker_with_file(dir.path(), 5, bs, 1024);
+        let w = Arc::new(w);
+        let cmd = CheckpointCommand {
+            file_id: 5,
+            length: bytes.len() as u64,
+            block_size: bs,
+            path: "/f".into(),
+            ..Default::default()
+        };
+        let (mut background, mut urgent) = w.checkpoints.rx.lock().unwrap().take().unwrap();
+        w.checkpoints.order(vec![cmd.clone()]);
+        let (cmd, copy) = background.try_recv().unwrap();
+        let copying = tokio::spawn({
+            let w = w.clone();
+            async move { w.write_checkpoint(&cmd, &copy).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!copying.is_finished(), "paced to 1 KiB/s");
+        w.checkpoints.order(vec![CheckpointCommand { urgent: true, ..cmd_for(5, bytes.len() as u64, bs) }]);
+        let written = tokio::time::timeout(Duration::from_secs(20), copying).await.expect("hurried").unwrap();
+        assert_eq!(written.unwrap(), bytes.len() as u64);
+        assert!(urgent.try_recv().is_err(), "the running copy was hurried, not ordered again");
+        w.checkpoints.order(vec![CheckpointCommand { urgent: true, ..cmd_for(6, 10, bs) }]);
+        assert_eq!(urgent.try_recv().unwrap().0.file_id, 6);
+        assert!(background.try_recv().is_err());
+    }
+
+    fn cmd_for(file_id: u64, length: u64, block_size: u64) -> CheckpointCommand {
+        CheckpointCommand { file_id, length, block_size, path: "/f".into(), ..Default::default() }
     }
 
     #[tokio::test(start_paused = true)]

@@ -26,6 +26,8 @@ type NodeId = u64;
 pub struct Network {
     pub credentials: Option<Arc<Credentials>>,
     pub tls: Option<Arc<ClientTls>>,
+    /// Whom each message reached ([`super::contact`]).
+    pub contacts: Arc<super::contact::Contacts>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -34,7 +36,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Peer {
         let client = thaw_common::auth::channel(&node.addr, self.tls.as_deref())
             .map(|ch| MasterRaftClient::with_interceptor(ch, Attach::new(self.credentials.clone())));
-        Peer { target, addr: node.addr.clone(), client }
+        Peer { target, addr: node.addr.clone(), client, contacts: self.contacts.clone() }
     }
 }
 
@@ -42,6 +44,7 @@ pub struct Peer {
     target: NodeId,
     addr: String,
     client: thaw_common::Result<MasterRaftClient<InterceptedService<Channel, Attach>>>,
+    contacts: Arc<super::contact::Contacts>,
 }
 
 impl Peer {
@@ -64,7 +67,16 @@ impl Peer {
         let body = serde_json::to_vec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let mut request = tonic::Request::new(RaftMessage { kind: kind as i32, body });
         request.set_timeout(option.hard_ttl());
-        let answer = match client.raft(request).await {
+        let answer = client.raft(request).await;
+        // Any answer, even a refusal, is word from it; no answer is none.
+        match &answer {
+            Ok(_) => self.contacts.heard(self.target, std::time::Instant::now()),
+            Err(s) if matches!(s.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded) => {
+                self.contacts.failed(self.target, std::time::Instant::now())
+            }
+            Err(_) => {}
+        }
+        let answer = match answer {
             Ok(a) => a.into_inner(),
             // A master that is down, or starting: Raft backs off before trying again.
             Err(s) if matches!(s.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded) => {
@@ -110,8 +122,12 @@ impl RaftNetwork<TypeConfig> for Peer {
 }
 
 /// A peer's message handed to this master's Raft; the answer is its result
-/// as JSON.
-pub async fn handle(raft: &super::ThawRaft, msg: RaftMessage) -> thaw_common::Result<RaftMessage> {
+/// as JSON. Its sender (the leader or candidate it names) is heard from.
+pub async fn handle(
+    raft: &super::ThawRaft,
+    contacts: &super::contact::Contacts,
+    msg: RaftMessage,
+) -> thaw_common::Result<RaftMessage> {
     fn json<T: serde::Serialize>(v: &T) -> Vec<u8> {
         serde_json::to_vec(v).expect("raft messages serialize")
     }
@@ -119,10 +135,27 @@ pub async fn handle(raft: &super::ThawRaft, msg: RaftMessage) -> thaw_common::Re
         serde_json::from_slice(b).map_err(|e| thaw_common::ThawError::invalid(format!("malformed raft message: {e}")))
     }
     let kind = RaftKind::try_from(msg.kind).unwrap_or(RaftKind::Unspecified);
+    let heard = |vote: &openraft::Vote<NodeId>| {
+        if let Some(id) = vote.leader_id().voted_for() {
+            contacts.heard(id, std::time::Instant::now());
+        }
+    };
     let body = match kind {
-        RaftKind::AppendEntries => json(&raft.append_entries(parse(&msg.body)?).await),
-        RaftKind::Vote => json(&raft.vote(parse(&msg.body)?).await),
-        RaftKind::InstallSnapshot => json(&raft.install_snapshot(parse(&msg.body)?).await),
+        RaftKind::AppendEntries => {
+            let rpc: AppendEntriesRequest<TypeConfig> = parse(&msg.body)?;
+            heard(&rpc.vote);
+            json(&raft.append_entries(rpc).await)
+        }
+        RaftKind::Vote => {
+            let rpc: VoteRequest<NodeId> = parse(&msg.body)?;
+            heard(&rpc.vote);
+            json(&raft.vote(rpc).await)
+        }
+        RaftKind::InstallSnapshot => {
+            let rpc: InstallSnapshotRequest<TypeConfig> = parse(&msg.body)?;
+            heard(&rpc.vote);
+            json(&raft.install_snapshot(rpc).await)
+        }
         RaftKind::Unspecified => {
             return Err(thaw_common::ThawError::invalid(format!("unknown raft message kind {}", msg.kind)));
         }

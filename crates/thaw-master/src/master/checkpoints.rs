@@ -78,15 +78,38 @@ impl Master {
                 .map(|i| cluster.checkpoint_writers(f, block_count(i.rec.length, i.rec.block_size)))
                 .unwrap_or_default()
         };
-        let Some(f) = checkpoints.next_for(worker, Instant::now(), &holders) else {
-            return Vec::new();
+        let orders = checkpoints.next_for(worker, Instant::now(), &holders);
+        orders
+            .into_iter()
+            .map(|(f, urgent)| {
+                let r = &ns.get(f).expect("waiting files exist").rec;
+                let path = ns.path_of(f);
+                let block_sources = cluster.block_sources(f, block_count(r.length, r.block_size), worker);
+                let access = if block_sources.is_empty() { None } else { self.grant(false, f, &path) };
+                tracing::debug!(file_id = f, worker, path = %path, urgent, spread = !block_sources.is_empty(), "checkpoint ordered");
+                CheckpointCommand {
+                    file_id: f,
+                    length: r.length,
+                    block_size: r.block_size,
+                    path,
+                    block_sources,
+                    access,
+                    urgent,
+                }
+            })
+            .collect()
+    }
+
+    /// What the checkpoint of file `id` waits for now, in words ("" if none).
+    pub(super) fn persist_waiting(st: &State, id: u64) -> String {
+        let holders = |f: u64| {
+            st.ns
+                .get(f)
+                .map(|i| st.cluster.checkpoint_writers(f, block_count(i.rec.length, i.rec.block_size)))
+                .unwrap_or_default()
         };
-        let r = &ns.get(f).expect("waiting files exist").rec;
-        let path = ns.path_of(f);
-        let block_sources = cluster.block_sources(f, block_count(r.length, r.block_size), worker);
-        let access = if block_sources.is_empty() { None } else { self.grant(false, f, &path) };
-        tracing::debug!(file_id = f, worker, path = %path, spread = !block_sources.is_empty(), "checkpoint ordered");
-        vec![CheckpointCommand { file_id: f, length: r.length, block_size: r.block_size, path, block_sources, access }]
+        let path = |f: u64| st.ns.path_of(f);
+        st.checkpoints.waiting_for(id, Instant::now(), &path, &holders).unwrap_or_default()
     }
 
     /// Whether a held ask of `worker` should return for a checkpoint.
@@ -100,7 +123,8 @@ impl Master {
         st.checkpoints.has_work(worker, Instant::now(), &holders)
     }
 
-    /// Puts a file first in the checkpoint order (`thaw fs persist`). A
+    /// Has a file written now (`thaw fs persist`): in the worker's asked-for
+    /// lane, beside its background checkpoint (see `crate::checkpoint`). A
     /// persisted file answers at once; a directory, an incomplete file or a
     /// lost one is an error.
     pub async fn persist(&self, req: PersistRequest) -> Result<PersistResponse> {

@@ -385,6 +385,9 @@ pub fn file(m: &Master, f: FileInfo) -> askama::Result<String> {
         ("file id", f.file_id.to_string()),
         ("complete", if f.complete { "yes" } else { "no (being written)" }.to_string()),
     ];
+    if !f.persist_waiting.is_empty() {
+        facts.push(("checkpoint", f.persist_waiting.clone()));
+    }
     if !f.persist_error.is_empty() {
         facts.push(("last checkpoint error", f.persist_error.clone()));
     }
