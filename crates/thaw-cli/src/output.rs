@@ -110,6 +110,9 @@ pub fn print_stat(f: &FileInfo, as_json: bool) {
     if f.lost {
         println!("rebuild     {}", f.rebuild_detail);
     }
+    if f.rebuilds > 0 {
+        println!("rebuilt     {}", rebuilt(f.rebuilds, f.last_rebuild_ms, f.last_rebuild_took_ms, "from lineage"));
+    }
     println!("in memory   {}", format_size(f.in_memory_bytes));
     if f.lineage_id != 0 {
         println!("lineage     {}", f.lineage_id);
@@ -309,4 +312,11 @@ pub fn device_line(d: &DeviceState) -> String {
         d.interference_streams,
         format_size(d.bytes_read)
     )
+}
+
+/// `N time(s) <how>, the last X s ago, in Y s`: a file's rebuilds, a lineage's reruns.
+pub fn rebuilt(count: u32, last_ms: u64, took_ms: u64, how: &str) -> String {
+    let ago = thaw_common::now_ms().saturating_sub(last_ms) as f64 / 1000.0;
+    let times = if count == 1 { "time" } else { "times" };
+    format!("{count} {times} {how}, the last {ago:.1} s ago, in {:.1} s", took_ms as f64 / 1000.0)
 }

@@ -67,6 +67,9 @@ pub fn lineage_json(l: &LineageInfo) -> Value {
         "kind": dependency_kind_name(l.kind),
         "created_ms": l.created_ms,
         "broken": l.broken,
+        "reruns": l.reruns,
+        "last_rerun_ms": l.last_rerun_ms,
+        "last_rerun_took_ms": l.last_rerun_took_ms,
     })
 }
 
@@ -108,6 +111,9 @@ pub fn file_json(f: &FileInfo) -> Value {
         "lineage_id": f.lineage_id,
         "rebuild": rebuild_name(f.rebuild),
         "rebuild_detail": f.rebuild_detail,
+        "rebuilds": f.rebuilds,
+        "last_rebuild_ms": f.last_rebuild_ms,
+        "last_rebuild_took_ms": f.last_rebuild_took_ms,
         "lost": f.lost,
         "write_type": write_type_name(f.write_type()),
         "in_memory_bytes": f.in_memory_bytes,
