@@ -299,6 +299,14 @@ pub fn job_info_json(j: &JobInfo) -> Value {
         "failure": j.failure,
         "origin": j.origin,
         "tasks": j.tasks.as_ref().map(job_tasks_json),
+        "state": if j.ended { "ended" } else { "running" },
+        "ended": j.ended,
+        "ended_ms": j.ended_ms,
+        "end_reason": j.end_reason,
+        "blocks_migrated": j.blocks_migrated,
+        "bytes_migrated": j.bytes_migrated,
+        "read_bytes": j.read_bytes,
+        "read_bytes_from_memory": j.read_bytes_from_memory,
     })
 }
 
@@ -326,6 +334,7 @@ pub fn event_json(e: &MigrationEvent) -> Value {
         "end_ms": e.end_ms,
         "bytes": e.bytes,
         "outcome": e.outcome,
+        "jobs": e.jobs,
     })
 }
 
