@@ -318,5 +318,6 @@ pub fn device_line(d: &DeviceState) -> String {
 pub fn rebuilt(count: u32, last_ms: u64, took_ms: u64, how: &str) -> String {
     let ago = thaw_common::now_ms().saturating_sub(last_ms) as f64 / 1000.0;
     let times = if count == 1 { "time" } else { "times" };
-    format!("{count} {times} {how}, the last {ago:.1} s ago, in {:.1} s", took_ms as f64 / 1000.0)
+    let took = if took_ms < 1000 { format!("{took_ms} ms") } else { format!("{:.1} s", took_ms as f64 / 1000.0) };
+    format!("{count} {times} {how}, the last {ago:.1} s ago, in {took}")
 }
