@@ -73,7 +73,8 @@ def cold_parquet(ufs_dir: Path, files: int, rows: int = 120_000) -> pd.DataFrame
 
 
 def thaw_jobs(client: thaw.Client) -> list[dict[str, Any]]:
-    return [j for j in client.jobs()["jobs"] if j["job_id"].startswith("dask-")]
+    """The Dask jobs running at the master (not those that ended lately)."""
+    return [j for j in client.jobs()["jobs"] if j["job_id"].startswith("dask-") and j["state"] == "running"]
 
 
 def hold_workers(c: DaskClient) -> tuple[Event, list[Any]]:
@@ -117,6 +118,14 @@ def test_a_plain_groupby_migrates_at_submission_and_releases_after(
     wait_for(lambda: mem_used(client) <= base, timeout=20)
     assert all(h.result() is None for h in holders)
     assert not thaw.dask.jobs(dask_client)
+    # The ended job stays listed, with what was moved for it and what it read.
+    ended = next(j for j in client.jobs()["jobs"] if j["job_id"] == job["job_id"])
+    assert ended == client.job(job["job_id"], ended=True)
+    assert (ended["state"], ended["end_reason"]) == ("ended", "evicted"), ended
+    assert (ended["blocks"], ended["bytes"]) == (job["blocks"], job["bytes"]), ended
+    # (A block the graph's footer reads left in memory needed no migration.)
+    assert 0 < ended["blocks_migrated"] <= job["blocks"] and ended["bytes_migrated"] > 0, ended
+    assert ended["read_bytes"] > 0 and ended["read_bytes_from_memory"] <= ended["read_bytes"], ended
 
 
 def test_each_file_is_released_once_its_tasks_ran(

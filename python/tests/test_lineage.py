@@ -131,3 +131,17 @@ def test_a_python_pipeline_written_at_memory_speed_is_rebuilt_after_its_worker_i
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_the_module_docstring_example_runs_as_written(tmp_path: Path) -> None:
+    """thaw.lineage's own example, run by doctest against a fresh cluster: the
+    step records its lineage (keyword arguments as JSON) and writes its output."""
+    import doctest
+
+    with thaw.LocalCluster(ufs=tmp_path / "ufs", workers=1) as c:
+        result = doctest.testmod(thaw.lineage, optionflags=doctest.ELLIPSIS, verbose=False)
+        assert result.attempted >= 5, result
+        assert result.failed == 0, result
+        entry = thaw.lineage.get("/errors/day1", client=thaw.Client(c.master))
+    assert entry["kind"] == "narrow"
+    assert [i["path"] for i in entry["inputs"]] == ["/logs/day1"]

@@ -355,8 +355,13 @@ class Client:
     def jobs(self) -> dict[str, Any]:
         """Every job with migration state: ``policy``, ``priority`` and ``jobs``,
         each with blocks pending, queued, in memory, read and failed, bytes,
-        ``progress`` (0-1), ``origin`` (who submitted it; "" if nobody said) and
-        ``tasks`` (its submitter's latest :meth:`report_tasks` counters, or None)."""
+        ``progress`` (0-1), ``origin`` (who submitted it; "" if nobody said),
+        ``tasks`` (its submitter's latest :meth:`report_tasks` counters, or None),
+        ``blocks_migrated``/``bytes_migrated`` (moved into memory for it) and
+        ``read_bytes``/``read_bytes_from_memory`` (what its reads took). Jobs
+        that ended lately (evicted, or their lease ran out: the master keeps the
+        last 100 for 10 minutes) follow the live ones, with ``state`` "ended",
+        ``ended_ms`` and ``end_reason``, as they stood when they ended."""
         return self.native().jobs()
 
     def cache_report(self, max_files: int = 100) -> dict[str, Any]:
@@ -405,14 +410,17 @@ class Client:
             reporter,
         )
 
-    def job(self, job: str | None = None) -> dict[str, Any] | None:
-        """One job's migration progress, or None if the master does not know it."""
+    def job(self, job: str | None = None, *, ended: bool = False) -> dict[str, Any] | None:
+        """One live job's migration progress, or None if it is not running
+        (never migrated, evicted, or its lease ran out). ``ended=True``: a job
+        that ended lately too, as it stood then (``state`` "ended")."""
         from .errors import NotFound
 
         try:
-            return self.native().jobs(job or self.job_id)["jobs"][0]
+            info: dict[str, Any] = self.native().jobs(job or self.job_id)["jobs"][0]
         except NotFound:
             return None
+        return info if ended or info["state"] != "ended" else None
 
     def wait_migrated(self, job: str | None = None, timeout: float | None = None) -> dict[str, Any]:
         """Waits until no block of ``job`` is pending or queued (each is in
@@ -435,7 +443,7 @@ class Client:
     def migration_events(self, since: int = 0, limit: int = 0) -> dict[str, Any]:
         """The log of ended migrations from sequence number ``since`` on:
         ``events`` (block_id, worker_id, source, start_ms, end_ms, bytes,
-        outcome) and ``next``, the ``since`` of the next call."""
+        outcome, jobs: the jobs it was for) and ``next``, the ``since`` of the next call."""
         return self.native().migration_events(since, limit)
 
     # -- data -----------------------------------------------------------------

@@ -16,16 +16,25 @@ class ThawError(Exception):
 
     kind = "internal"
 
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        if isinstance(self, OSError) and args:
+            # The server's message as strerror too (errno is the class's), for
+            # code that formats an OSError from its parts.
+            self.strerror = str(args[0])
+
     def __str__(self) -> str:
         return self.args[0] if self.args else self.kind
 
 
 class NotFound(ThawError, FileNotFoundError):
     kind = "not-found"
+    errno = errno.ENOENT
 
 
 class AlreadyExists(ThawError, FileExistsError):
     kind = "already-exists"
+    errno = errno.EEXIST
 
 
 class InvalidArgument(ThawError, ValueError):
@@ -34,14 +43,17 @@ class InvalidArgument(ThawError, ValueError):
 
 class PermissionDenied(ThawError, PermissionError):
     kind = "permission-denied"
+    errno = errno.EACCES
 
 
 class IsADirectory(ThawError, IsADirectoryError):
     kind = "is-a-directory"
+    errno = errno.EISDIR
 
 
 class NotADirectory(ThawError, NotADirectoryError):
     kind = "not-a-directory"
+    errno = errno.ENOTDIR
 
 
 class DirectoryNotEmpty(ThawError, OSError):

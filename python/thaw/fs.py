@@ -22,6 +22,7 @@ from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 from fsspec.spec import AbstractFileSystem
 from fsspec.utils import tokenize
 
+from . import _arrow_errors
 from .client import Client, ThawFile, ThawWriter
 
 _GLOB = re.compile(r"[*?\[]")
@@ -130,6 +131,8 @@ class ThawFileSystem(AbstractFileSystem):
         self.master = self.client.master
         self.write_type = write_type
         self.default_block_size = int(block_size or 0)
+        # pyarrow, if loaded, reports a missing file with the server's message.
+        _arrow_errors.install()
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled into other processes (Dask workers) with the resolved master.
@@ -389,7 +392,9 @@ def arrow_filesystem(fs: ThawFileSystem | None = None) -> Any:
     filesystem): ``pyarrow.parquet.read_table("/t.parquet", filesystem=...)``."""
     from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-    return PyFileSystem(FSSpecHandler(fs or ThawFileSystem()))
+    fs = fs or ThawFileSystem()
+    _arrow_errors.install()
+    return PyFileSystem(FSSpecHandler(fs))
 
 
 def arrow_dataset(path: str, format: str = "parquet", fs: ThawFileSystem | None = None, **kwargs: Any) -> Any:

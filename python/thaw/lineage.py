@@ -7,11 +7,16 @@ its configuration as bytes that only the program's wrapper understands. Files
 then written at the output paths are tied to the entry, so a file lost before
 its checkpoint can be rebuilt by running the program again.
 
+>>> import thaw
+>>> fs = thaw.ThawFileSystem()   # the cluster THAW_MASTER names
+>>> fs.pipe("/logs/day1", b"ok\\nERROR disk full\\nok\\n")
 >>> @thaw.lineage.step(inputs=["/logs/day1"], outputs=["/errors/day1"], kind="narrow")
 ... def grep(inputs, outputs, *, pattern):
 ...     with fs.open(inputs[0], "rb") as src, fs.open(outputs[0], "wb") as dst:
-...         dst.writelines(line for line in src if pattern in line)
->>> grep(pattern=b"ERROR")   # records the lineage, then runs the step
+...         dst.writelines(line for line in src if pattern.encode() in line)
+>>> grep(pattern="ERROR")   # records the lineage (its keyword arguments: JSON), then runs the step
+>>> fs.cat("/errors/day1")
+b'ERROR disk full\\n'
 
 :func:`step` is the framework wrapper of tachyon.txt 2.4 for Python (and Dask)
 code: the function's module and name, its inputs and outputs, and its keyword

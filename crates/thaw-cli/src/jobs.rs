@@ -29,6 +29,11 @@ pub struct MigrateArgs {
     /// Stop waiting after this long (the migration goes on).
     #[arg(long, value_parser = duration_arg)]
     timeout: Option<Duration>,
+    /// With --wait: on Ctrl-C (or SIGTERM) leave the job holding its blocks
+    /// until its lease runs out (end it with `thaw --job ID evict`), instead
+    /// of ending it and releasing them.
+    #[arg(long, requires = "wait")]
+    keep_on_interrupt: bool,
     /// Who submits the job, shown with it by `thaw jobs` (free text, at most
     /// 200 bytes; default: the origin it has, if any).
     #[arg(long, default_value = "")]
@@ -138,11 +143,19 @@ pub fn tasks_summary(t: &JobTasks) -> String {
 }
 
 pub async fn migrate(client: Client, args: MigrateArgs) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
     let job = need_job(&client)?;
     let eviction = if args.eviction == "implicit" { EvictionMode::Implicit } else { EvictionMode::Explicit };
+    // Taken before the job exists, so that no interrupt leaves it behind unsaid.
+    let mut stops =
+        if args.wait { Some((signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?)) } else { None };
     let mut info = client.migrate_with_origin(&job, &args.paths, eviction, Some(args.lease), &args.origin).await?;
-    if args.wait {
-        info = wait(&client, &job, &args, eviction, info).await?;
+    if let Some((int, term)) = &mut stops {
+        tokio::select! {
+            waited = wait(&client, &job, &args, eviction, info) => info = waited?,
+            _ = int.recv() => interrupted(&client, &job, &args).await,
+            _ = term.recv() => interrupted(&client, &job, &args).await,
+        }
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&job_info_json(&info))?);
@@ -150,6 +163,47 @@ pub async fn migrate(client: Client, args: MigrateArgs) -> anyhow::Result<()> {
         println!("{}", summary(&info));
     }
     Ok(())
+}
+
+/// `migrate --wait` was interrupted: the job ends and its blocks go (nobody
+/// renews its lease any more, and its blocks would otherwise stay held for
+/// the whole lease), or with --keep-on-interrupt it stays, and the user is
+/// told how to end it. Exits 130, as a shell does for Ctrl-C.
+async fn interrupted(client: &Client, job: &str, args: &MigrateArgs) -> ! {
+    let lease = humantime(args.lease);
+    if args.keep_on_interrupt {
+        eprintln!(
+            "thaw: interrupted: job {job} keeps its blocks in memory until its lease runs out (within {lease}); \
+             end it now with `thaw --job {job} evict`"
+        );
+    } else {
+        match client.evict(job, &[]).await {
+            Ok(_) => eprintln!(
+                "thaw: interrupted: job {job} ended, its blocks released \
+                 (--keep-on-interrupt keeps them for the job's lease)"
+            ),
+            Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {
+                eprintln!("thaw: interrupted: job {job} had already ended")
+            }
+            Err(e) => eprintln!(
+                "thaw: interrupted, but job {job} could not be ended ({e}): it holds its blocks until its \
+                 lease runs out (within {lease}); end it with `thaw --job {job} evict`"
+            ),
+        }
+    }
+    std::process::exit(130)
+}
+
+/// A duration as the user would write it: 10m, 30s, 1.5h.
+fn humantime(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 3600.0 && s % 3600.0 == 0.0 {
+        format!("{}h", s / 3600.0)
+    } else if s >= 60.0 && s % 60.0 == 0.0 {
+        format!("{}m", s / 60.0)
+    } else {
+        format!("{s}s")
+    }
 }
 
 /// Polls the job until no block is pending or queued. A master that forgot the
@@ -263,15 +317,24 @@ pub async fn jobs(client: Client, args: JobsArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("policy {}, priority {}", r.policy, r.priority);
-    if r.jobs.is_empty() {
-        println!("no jobs");
-        return Ok(());
+    let (ended, live): (Vec<&JobInfo>, Vec<&JobInfo>) = r.jobs.iter().partition(|j| j.ended);
+    if live.is_empty() {
+        println!("no jobs running");
+    } else {
+        print_live(&live);
     }
+    if !ended.is_empty() {
+        print_ended(&ended);
+    }
+    Ok(())
+}
+
+fn print_live(jobs: &[&JobInfo]) {
     println!(
         "{:<24} {:<8} {:>7} {:>10} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6} {:>8}",
         "JOB", "EVICT", "BLOCKS", "SIZE", "PEND", "QUEUED", "MEM", "READ", "FAILED", "DONE", "LEASE"
     );
-    for j in &r.jobs {
+    for j in jobs {
         let done = (settled(j) * 100).checked_div(j.blocks).unwrap_or(100);
         println!(
             "{:<24} {:<8} {:>7} {:>10} {:>7} {:>6} {:>6} {:>6} {:>6} {:>5}% {:>7}s",
@@ -287,15 +350,50 @@ pub async fn jobs(client: Client, args: JobsArgs) -> anyhow::Result<()> {
             done,
             j.lease_remaining_ms / 1000
         );
-        // What the submitter said of the job, under its row.
-        if !j.origin.is_empty() {
-            println!("  origin: {}", j.origin);
-        }
-        if let Some(t) = &j.tasks {
-            println!("  {}", tasks_summary(t));
-        }
+        print_notes(j);
     }
-    Ok(())
+}
+
+/// What the submitter said of the job and its tasks, under its row.
+fn print_notes(j: &JobInfo) {
+    if !j.origin.is_empty() {
+        println!("  origin: {}", j.origin);
+    }
+    if let Some(t) = &j.tasks {
+        println!("  {}", tasks_summary(t));
+    }
+}
+
+/// Jobs that ended lately: when, why, what was migrated for them and what
+/// their reads took (all of it, and from memory).
+fn print_ended(jobs: &[&JobInfo]) {
+    let keep = thaw_master_keep();
+    println!("ended lately (kept {keep}):");
+    println!(
+        "{:<24} {:>9} {:<14} {:>7} {:>10} {:>10} {:>10} {:>10}",
+        "JOB", "ENDED", "HOW", "BLOCKS", "SIZE", "MIGRATED", "READ", "FROM MEM"
+    );
+    let now = thaw_common::now_ms();
+    for j in jobs {
+        println!(
+            "{:<24} {:>7.0}s {:<14} {:>7} {:>10} {:>10} {:>10} {:>10}",
+            j.job_id,
+            now.saturating_sub(j.ended_ms) as f64 / 1000.0,
+            j.end_reason,
+            j.blocks,
+            format_size(j.bytes),
+            format_size(j.bytes_migrated),
+            format_size(j.read_bytes),
+            format_size(j.read_bytes_from_memory)
+        );
+        print_notes(j);
+    }
+}
+
+/// How long the master lists an ended job, in words.
+fn thaw_master_keep() -> String {
+    let m = thaw_master::migration::ENDED_KEEP.as_secs() / 60;
+    format!("{m} min, the last {}", thaw_master::migration::ENDED_JOBS)
 }
 
 pub async fn events(client: Client, args: EventsArgs) -> anyhow::Result<()> {
@@ -306,14 +404,16 @@ pub async fn events(client: Client, args: EventsArgs) -> anyhow::Result<()> {
             if args.json {
                 println!("{}", event_json(e));
             } else {
+                let jobs = if e.jobs.is_empty() { "-".to_string() } else { e.jobs.join(",") };
                 println!(
-                    "#{:<6} block {:<20} worker {:<3} {:<4} {:>10} {:>7} ms  {}",
+                    "#{:<6} block {:<20} worker {:<3} {:<4} {:>10} {:>7} ms  job {:<16} {}",
                     e.seq,
                     e.block_id,
                     e.worker_id,
                     source_name(e.source),
                     format_size(e.bytes),
                     e.end_ms.saturating_sub(e.start_ms),
+                    jobs,
                     e.outcome
                 );
             }

@@ -126,4 +126,8 @@ fn print(l: &LineageInfo, json: bool) {
     if !l.broken.is_empty() {
         println!("BROKEN      {}", l.broken);
     }
+    if l.reruns > 0 {
+        let how = "to rebuild lost outputs";
+        println!("reran       {}", crate::output::rebuilt(l.reruns, l.last_rerun_ms, l.last_rerun_took_ms, how));
+    }
 }

@@ -113,6 +113,9 @@ pub fn print_stat(f: &FileInfo, as_json: bool) {
     if f.lost {
         println!("rebuild     {}", f.rebuild_detail);
     }
+    if f.rebuilds > 0 {
+        println!("rebuilt     {}", rebuilt(f.rebuilds, f.last_rebuild_ms, f.last_rebuild_took_ms, "from lineage"));
+    }
     println!("in memory   {}", format_size(f.in_memory_bytes));
     if f.lineage_id != 0 {
         println!("lineage     {}", f.lineage_id);
@@ -331,4 +334,12 @@ fn ago(ms: u64) -> String {
         10_000..120_000 => format!("{} s", ms / 1000),
         _ => format!("{} min {} s", ms / 60_000, ms / 1000 % 60),
     }
+}
+
+/// `N time(s) <how>, the last X s ago, in Y s`: a file's rebuilds, a lineage's reruns.
+pub fn rebuilt(count: u32, last_ms: u64, took_ms: u64, how: &str) -> String {
+    let ago = thaw_common::now_ms().saturating_sub(last_ms) as f64 / 1000.0;
+    let times = if count == 1 { "time" } else { "times" };
+    let took = if took_ms < 1000 { format!("{took_ms} ms") } else { format!("{:.1} s", took_ms as f64 / 1000.0) };
+    format!("{count} {times} {how}, the last {ago:.1} s ago, in {took}")
 }

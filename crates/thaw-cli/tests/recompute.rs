@@ -112,9 +112,36 @@ async fn in_reactive_mode_a_reader_of_a_lost_file_waits_for_its_rebuild() {
     assert!(lost.lost && rebuild(&lost) == Rebuild::NotRequested, "{lost:?}");
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(client.stat("/out").await.unwrap().lost, "not rebuilt unasked in reactive mode");
+    assert_eq!(lost.rebuilds, 0, "{lost:?}");
     // The read asks, waits, and gets the rebuilt bytes.
     let want: String = line.chars().rev().collect();
+    let asked = thaw_common::now_ms();
     assert_eq!(client.read_all("/out").await.unwrap(), format!("{want}\n").as_bytes());
+    // The rebuild shows: the file's, in stat (and its CLI), and the lineage's
+    // rerun, counted as its process exits (just after its last write).
+    let f = client.stat("/out").await.unwrap();
+    assert_eq!(f.rebuilds, 1, "{f:?}");
+    assert!(f.last_rebuild_ms >= asked && f.last_rebuild_ms <= thaw_common::now_ms(), "{f:?}");
+    let stat =
+        std::process::Command::new(BIN).args(["--master", c.master_addr(), "fs", "stat", "/out"]).output().unwrap();
+    let stat = String::from_utf8_lossy(&stat.stdout);
+    assert!(stat.contains("rebuilt     1 time from lineage, the last "), "{stat}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let l = client.lineage(f.lineage_id, "").await.unwrap();
+        if l.reruns == 1 {
+            assert!(l.last_rerun_ms >= asked, "{l:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{l:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let show = std::process::Command::new(BIN)
+        .args(["--master", c.master_addr(), "lineage", "show", "/out"])
+        .output()
+        .unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("reran       1 time to rebuild lost outputs"), "{show}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

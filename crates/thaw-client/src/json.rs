@@ -67,6 +67,9 @@ pub fn lineage_json(l: &LineageInfo) -> Value {
         "kind": dependency_kind_name(l.kind),
         "created_ms": l.created_ms,
         "broken": l.broken,
+        "reruns": l.reruns,
+        "last_rerun_ms": l.last_rerun_ms,
+        "last_rerun_took_ms": l.last_rerun_took_ms,
     })
 }
 
@@ -109,6 +112,9 @@ pub fn file_json(f: &FileInfo) -> Value {
         "lineage_id": f.lineage_id,
         "rebuild": rebuild_name(f.rebuild),
         "rebuild_detail": f.rebuild_detail,
+        "rebuilds": f.rebuilds,
+        "last_rebuild_ms": f.last_rebuild_ms,
+        "last_rebuild_took_ms": f.last_rebuild_took_ms,
         "lost": f.lost,
         "write_type": write_type_name(f.write_type()),
         "in_memory_bytes": f.in_memory_bytes,
@@ -294,6 +300,14 @@ pub fn job_info_json(j: &JobInfo) -> Value {
         "failure": j.failure,
         "origin": j.origin,
         "tasks": j.tasks.as_ref().map(job_tasks_json),
+        "state": if j.ended { "ended" } else { "running" },
+        "ended": j.ended,
+        "ended_ms": j.ended_ms,
+        "end_reason": j.end_reason,
+        "blocks_migrated": j.blocks_migrated,
+        "bytes_migrated": j.bytes_migrated,
+        "read_bytes": j.read_bytes,
+        "read_bytes_from_memory": j.read_bytes_from_memory,
     })
 }
 
@@ -321,6 +335,7 @@ pub fn event_json(e: &MigrationEvent) -> Value {
         "end_ms": e.end_ms,
         "bytes": e.bytes,
         "outcome": e.outcome,
+        "jobs": e.jobs,
     })
 }
 

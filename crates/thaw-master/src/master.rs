@@ -175,6 +175,7 @@ impl State {
             self.cluster.drop_file(*f);
             self.migrations.drop_file(*f);
             self.checkpoints.drop_file(*f);
+            self.recomputer.forget_file(*f);
             self.unpersisted.remove(f);
             self.leases.release(*f);
             take_crcs(&mut self.block_crcs, *f);
@@ -513,6 +514,7 @@ impl Master {
             if info.lost { Self::rebuild_state(st, id, r.lineage_id) } else { (Rebuild::None, String::new()) };
         info.rebuild = rebuild as i32;
         info.rebuild_detail = detail;
+        st.recomputer.fill_rebuilds(id, &mut info);
         info.persistence = checkpoints::persistence(st, r, info.lost) as i32;
         info.persist_error = st.checkpoints.error(id).unwrap_or_default().to_string();
         info.persist_waiting = Self::persist_waiting(st, id);

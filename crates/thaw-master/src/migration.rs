@@ -40,8 +40,10 @@
 //!   migration whose block the job already read is dropped at the master too, and
 //!   a job's progress counts blocks read.
 
+mod history;
 mod plan;
 mod protocol;
+pub use history::{ENDED_JOBS, ENDED_KEEP, EndedJobs};
 pub use plan::{Cost, PLAN_WINDOW, PLAN_WINDOW_PER_WORKER};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -183,6 +185,11 @@ struct Job {
     /// Its submitter's latest record of the job's tasks, if any (soft state too:
     /// the submitter reports again after a restart).
     tasks: Option<JobTasks>,
+    /// Migrations into memory done for it: blocks, bytes.
+    migrated: (u64, u64),
+    /// Every block it asked for, and their bytes, including those it released
+    /// since (what it ended having had).
+    asked: (u64, u64),
 }
 
 impl Job {
@@ -265,6 +272,8 @@ pub struct Migrations {
     next_job: u64,
     /// Memory copies may have been lost since the last `repair`.
     dirty: bool,
+    /// Jobs that ended lately, as they stood then (for `thaw jobs`).
+    pub ended: EndedJobs,
 }
 
 impl Migrations {
@@ -282,6 +291,7 @@ impl Migrations {
             next_seq: 0,
             next_job: 0,
             dirty: false,
+            ended: EndedJobs::default(),
         }
     }
 
@@ -328,6 +338,8 @@ impl Migrations {
             return Err(ThawError::invalid("migrate needs a job id"));
         }
         let lease = lease.unwrap_or(self.default_lease);
+        // A new job of an ended job's id: the old one is no longer listed.
+        self.ended.forget(job_id);
         let order = self.next_job;
         let job = self.jobs.entry(job_id.to_string()).or_insert_with(|| Job {
             submitted_ms: now_ms(),
@@ -340,6 +352,8 @@ impl Migrations {
             failure: None,
             origin: String::new(),
             tasks: None,
+            migrated: (0, 0),
+            asked: (0, 0),
         });
         if job.order == order {
             self.next_job += 1;
@@ -363,6 +377,8 @@ impl Migrations {
             }
             job.blocks.insert(b.block, JobBlock { length: b.length, ufs: b.ufs.clone(), ..Default::default() });
             job.bytes += b.length;
+            job.asked.0 += 1;
+            job.asked.1 += b.length;
             new.push(b);
         }
         for b in new {
@@ -516,6 +532,7 @@ impl Migrations {
             end_ms: now,
             bytes: m.length,
             outcome: format!("given up: {}", why.trim_start_matches("failed: ")),
+            jobs: m.jobs.iter().cloned().collect(),
             ..Default::default()
         });
     }
@@ -541,9 +558,16 @@ impl Migrations {
     /// the job itself): pending migrations nobody else wants are dropped, workers
     /// are told to release the job's references.
     pub fn evict(&mut self, job_id: &str, blocks: Option<&[u64]>, live_workers: &[u64]) -> Result<()> {
-        let Some(job) = self.jobs.get_mut(job_id) else {
+        self.evict_for(job_id, blocks, live_workers, "evicted")
+    }
+
+    /// [`Migrations::evict`], saying why a job that ends ended.
+    fn evict_for(&mut self, job_id: &str, blocks: Option<&[u64]>, live_workers: &[u64], why: &str) -> Result<()> {
+        // As it stood before letting go, for the ended jobs' list.
+        let Some(info) = self.ended_info(job_id, why) else {
             return Err(no_job(job_id));
         };
+        let job = self.jobs.get_mut(job_id).expect("checked");
         let which: Vec<u64> = match blocks {
             Some(b) => b.iter().copied().filter(|b| job.blocks.contains_key(b)).collect(),
             None => job.blocks.keys().copied().collect(),
@@ -555,6 +579,7 @@ impl Migrations {
         let ended = blocks.is_none() || job.blocks.is_empty();
         if ended {
             self.jobs.remove(job_id);
+            self.ended.push(info, Instant::now());
         }
         for b in &which {
             self.release(*b, job_id);
@@ -598,7 +623,7 @@ impl Migrations {
             self.jobs.iter().filter(|(_, j)| j.lease_until < now).map(|(id, _)| id.clone()).collect();
         for id in &dead {
             tracing::info!(job = %id, "job lease expired: its migrations and references are dropped");
-            let _ = self.evict(id, None, live_workers);
+            let _ = self.evict_for(id, None, live_workers, "lease expired");
         }
         dead
     }
@@ -616,8 +641,13 @@ impl Migrations {
     /// values, not deltas: a submitter reports again after a master restart).
     pub fn report_tasks(&mut self, job_id: &str, tasks: JobTasks) -> Result<()> {
         check_tasks(&tasks)?;
-        let job = self.jobs.get_mut(job_id).ok_or_else(|| no_job(job_id))?;
-        job.tasks = Some(tasks);
+        if let Some(job) = self.jobs.get_mut(job_id) {
+            job.tasks = Some(tasks);
+        } else {
+            // A submitter's last report can land after it ended the job.
+            let ended = self.ended.get_mut(job_id, Instant::now()).ok_or_else(|| no_job(job_id))?;
+            ended.tasks = Some(tasks);
+        }
         Ok(())
     }
 
@@ -647,6 +677,8 @@ impl Migrations {
             failure: job.failure.clone().unwrap_or_default(),
             origin: job.origin.clone(),
             tasks: job.tasks,
+            blocks_migrated: job.migrated.0,
+            bytes_migrated: job.migrated.1,
             ..Default::default()
         };
         for (b, jb) in &job.blocks {

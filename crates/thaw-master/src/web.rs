@@ -140,7 +140,9 @@ async fn overview(State(m): State<Arc<Master>>) -> Page {
 }
 
 async fn jobs(State(m): State<Arc<Master>>) -> Page {
-    let r = m.list_jobs(ListJobsRequest::default())?;
+    let mut r = m.list_jobs(ListJobsRequest::default())?;
+    // The page shows what jobs hold now; `thaw jobs` also lists ended ones.
+    r.jobs.retain(|j| !j.ended);
     html(view::jobs(&m, r))
 }
 

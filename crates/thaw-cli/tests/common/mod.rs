@@ -51,8 +51,13 @@ pub async fn ufs_get(ufs: &thaw_ufs::UnderStore, path: &str) -> Vec<u8> {
     parts.concat()
 }
 
-/// The master's record of job `id`, if it has one.
+/// The master's record of job `id`, if it is running.
 pub async fn job(client: &Client, id: &str) -> Option<thaw_common::proto::JobInfo> {
+    job_listed(client, id).await.filter(|j| !j.ended)
+}
+
+/// Job `id` as the master lists it: running, or ended lately.
+pub async fn job_listed(client: &Client, id: &str) -> Option<thaw_common::proto::JobInfo> {
     match client.jobs(Some(id)).await {
         Ok(r) => r.jobs.into_iter().next(),
         Err(e) if e.kind == ErrorKind::NotFound => None,

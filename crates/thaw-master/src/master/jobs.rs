@@ -27,6 +27,16 @@ pub(super) fn check_job_id(job: &str) -> Result<()> {
     Ok(())
 }
 
+/// What the job's reads took from the live workers, as they count them.
+fn fill_reads(cluster: &crate::cluster::Cluster, j: &mut JobInfo) {
+    for w in cluster.workers().filter(|w| w.alive) {
+        for a in w.jobs.iter().filter(|a| a.job_id == j.job_id) {
+            j.read_bytes += a.bytes_read;
+            j.read_bytes_from_memory += a.bytes_from_memory;
+        }
+    }
+}
+
 impl Master {
     /// The blocks of the complete files at or under `paths` (directories expand
     /// recursively; files still being written inside them are skipped).
@@ -137,18 +147,24 @@ impl Master {
         RenewLeaseResponse { unknown }
     }
 
+    /// The live jobs, then those that ended lately (newest last); or one job,
+    /// live or lately ended.
     pub fn list_jobs(&self, req: ListJobsRequest) -> Result<ListJobsResponse> {
         let st = self.read();
         let now = Instant::now();
-        let jobs: Vec<JobInfo> = if req.job_id.is_empty() {
-            st.migrations.job_ids().filter_map(|j| st.migrations.job_info(&st.cluster, j, now)).collect()
+        let mut jobs: Vec<JobInfo> = if req.job_id.is_empty() {
+            let live = st.migrations.job_ids().filter_map(|j| st.migrations.job_info(&st.cluster, j, now));
+            live.chain(st.migrations.ended.live(now).cloned()).collect()
         } else {
+            let job = st.migrations.job_info(&st.cluster, &req.job_id, now);
             vec![
-                st.migrations
-                    .job_info(&st.cluster, &req.job_id, now)
+                job.or_else(|| st.migrations.ended_job(&req.job_id, now))
                     .ok_or_else(|| ThawError::not_found(format!("no job {:?}", req.job_id)))?,
             ]
         };
+        for j in &mut jobs {
+            fill_reads(&st.cluster, j);
+        }
         Ok(ListJobsResponse {
             jobs,
             policy: st.migrations.policy.name().to_string(),

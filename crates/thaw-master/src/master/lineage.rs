@@ -27,6 +27,7 @@ fn info(st: &State, r: &LineageRecord) -> LineageInfo {
         kind: r.kind,
         created_ms: r.created_ms,
         broken: r.broken.clone(),
+        ..st.recomputer.rerun_record(r.id)
     }
 }
 

@@ -113,6 +113,27 @@ pub(crate) struct Recomputer {
     dirty: bool,
     done: u64,
     failures: u64,
+    /// Rebuilds since the master started, per file: how many, when the last
+    /// ended (ms since the epoch), how long it took from its rerun's start.
+    rebuilt: HashMap<u64, History>,
+    /// The same per lineage: its reruns that rebuilt lost outputs.
+    reran: HashMap<u64, History>,
+}
+
+/// Rebuilds of one file, or reruns of one lineage, that succeeded.
+#[derive(Debug, Default, Clone, Copy)]
+struct History {
+    count: u32,
+    last_ms: u64,
+    took_ms: u64,
+}
+
+impl History {
+    fn add(&mut self, took: Duration) {
+        self.count += 1;
+        self.last_ms = thaw_common::now_ms();
+        self.took_ms = took.as_millis() as u64;
+    }
 }
 
 impl Recomputer {
@@ -122,6 +143,24 @@ impl Recomputer {
 
     pub(crate) fn is_recovering(&self, f: u64) -> bool {
         self.recovering.contains_key(&f)
+    }
+
+    /// A file left the namespace: its rebuild history goes.
+    pub(crate) fn forget_file(&mut self, f: u64) {
+        self.rebuilt.remove(&f);
+    }
+
+    /// A file's rebuilds, in its `FileInfo`.
+    pub(crate) fn fill_rebuilds(&self, f: u64, info: &mut FileInfo) {
+        if let Some(h) = self.rebuilt.get(&f) {
+            (info.rebuilds, info.last_rebuild_ms, info.last_rebuild_took_ms) = (h.count, h.last_ms, h.took_ms);
+        }
+    }
+
+    /// A lineage's reruns that rebuilt its lost outputs (the rest of a `LineageInfo` default).
+    pub(crate) fn rerun_record(&self, l: u64) -> LineageInfo {
+        let h = self.reran.get(&l).copied().unwrap_or_default();
+        LineageInfo { reruns: h.count, last_rerun_ms: h.last_ms, last_rerun_took_ms: h.took_ms, ..Default::default() }
     }
 
     pub(crate) fn fill_totals(&self, t: &mut PersistenceTotals) {
@@ -432,9 +471,10 @@ impl Master {
         rc.dirty = true;
         rc.recovering.retain(|_, l| *l != lineage);
         let Some(run) = rc.runs.get_mut(&lineage) else { return };
-        run.running_since = None;
+        let took = run.running_since.take().map(|t| t.elapsed()).unwrap_or_default();
         if still_lost.is_empty() && outcome.is_ok() {
             tracing::info!(lineage, attempt, "lost files rebuilt");
+            rc.reran.entry(lineage).or_default().add(took);
             rc.runs.remove(&lineage);
             rc.done += 1;
         } else if let Some(why) = rc.nondeterministic.get(&lineage).cloned() {
@@ -600,6 +640,10 @@ impl Master {
         }
         st.recomputer.recovering.remove(&fid);
         st.recomputer.dirty = true;
+        let since = st.recomputer.runs.get(&l).and_then(|r| r.running_since);
+        let took = since.map(|t| t.elapsed()).unwrap_or_default();
+        st.recomputer.rebuilt.entry(fid).or_default().add(took);
+        tracing::info!(lineage = l, file_id = fid, path = %path, ?took, "lost file rebuilt");
         Ok(Self::file_info(st, fid, false, &Position::default()))
     }
 }

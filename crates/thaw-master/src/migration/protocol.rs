@@ -151,6 +151,17 @@ impl Migrations {
     fn finished(&mut self, cluster: &Cluster, worker: u64, mut e: MigrationEvent) {
         e.worker_id = worker;
         let block = e.block_id;
+        if let Some(m) = self.migrations.get(&block) {
+            e.jobs = m.jobs.iter().cloned().collect();
+        }
+        if e.outcome == "done" {
+            for j in &e.jobs {
+                if let Some(job) = self.jobs.get_mut(j) {
+                    job.migrated.0 += 1;
+                    job.migrated.1 += e.bytes;
+                }
+            }
+        }
         let bound_here = matches!(
             self.migrations.get(&block).map(|m| m.state),
             Some(State::Bound { worker: w, .. }) if w == worker
@@ -199,6 +210,7 @@ impl Migrations {
                 block_id: block,
                 bytes: m.length,
                 outcome: "read-first".into(),
+                jobs: vec![job_id.to_string()],
                 end_ms: now_ms(),
                 ..Default::default()
             });

@@ -1,0 +1,62 @@
+"""The server's message for a missing ``thaw://`` file read through pyarrow.
+
+pyarrow loses it: its wrapper of an fsspec filesystem
+(``pyarrow.fs.FSSpecHandler.get_file_info``) turns the filesystem's
+``FileNotFoundError`` into ``FileType.NotFound``, as its contract says, and its
+dataset discovery (``pyarrow.dataset._ensure_single_source``, behind
+``pq.read_table`` and ``pandas.read_parquet``) then raises
+``FileNotFoundError(path)``: no message, no errno. For a Thaw filesystem that
+error is replaced by the server's (:class:`thaw.errors.NotFound`, errno ENOENT),
+chained to pyarrow's; every other filesystem's error is left as it is.
+
+Installed once pyarrow is imported and a :class:`~thaw.ThawFileSystem` is made
+(so ``import thaw`` never imports pyarrow). It wraps a private pyarrow
+function: ``python/tests/test_polars_and_errors.py`` fails if a pyarrow release
+moves it.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any
+
+_installed = False
+
+
+def _thaw_fs(filesystem: Any) -> Any:
+    """The ThawFileSystem behind ``filesystem`` (itself, or inside pyarrow's wrapper), or None."""
+    from .fs import ThawFileSystem
+
+    inner = getattr(getattr(filesystem, "handler", None), "fs", filesystem)
+    return inner if isinstance(inner, ThawFileSystem) else None
+
+
+def install() -> None:
+    global _installed
+    if _installed or "pyarrow" not in sys.modules:
+        return
+    _installed = True
+    try:
+        import pyarrow.dataset as ds
+    except ImportError:
+        return
+    original = getattr(ds, "_ensure_single_source", None)
+    if original is None:
+        return
+
+    @functools.wraps(original)
+    def ensure_single_source(path: Any, filesystem: Any = None) -> Any:
+        try:
+            return original(path, filesystem)
+        except FileNotFoundError as bare:
+            fs = _thaw_fs(filesystem)
+            if fs is None or not isinstance(path, str):
+                raise
+            try:
+                fs.info(path)
+            except FileNotFoundError as server:
+                raise server from bare
+            raise
+
+    ds._ensure_single_source = ensure_single_source
