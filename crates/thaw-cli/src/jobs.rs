@@ -104,7 +104,11 @@ fn settled(j: &JobInfo) -> u64 {
 }
 
 fn summary(j: &JobInfo) -> String {
-    let why = if j.blocks_failed > 0 && !j.failure.is_empty() { format!(" ({})", j.failure) } else { String::new() };
+    let mut why =
+        if j.blocks_failed > 0 && !j.failure.is_empty() { format!(" ({})", j.failure) } else { String::new() };
+    if !j.waiting.is_empty() {
+        why.push_str(&format!("; {}", j.waiting));
+    }
     format!(
         "job {}: {} blocks ({}), {} pending, {} queued, {} in memory, {} read, {} failed{why}",
         j.job_id,
@@ -178,9 +182,21 @@ async fn wait(
     // Renew well within the lease, and at least every second.
     let renew_every = (args.lease / 3).min(Duration::from_secs(1));
     let mut backoff = Duration::from_millis(200);
+    let mut said = String::new();
     loop {
         bar.set_length(info.blocks.max(1));
         bar.set_position(settled(&info));
+        // Why blocks wait (no worker has memory for them), once each time
+        // the reason changes: a wait that does not move says what it waits for.
+        let reason = info.waiting.split_once(": ").map_or("", |(_, why)| why);
+        if reason != said {
+            if !info.waiting.is_empty() {
+                bar.suspend(|| {
+                    eprintln!("thaw: {} (they go when memory frees up; --timeout stops waiting)", info.waiting)
+                });
+            }
+            said = reason.to_string();
+        }
         if info.blocks_pending + info.blocks_queued == 0 {
             break;
         }
@@ -293,6 +309,9 @@ pub async fn jobs(client: Client, args: JobsArgs) -> anyhow::Result<()> {
         }
         if let Some(t) = &j.tasks {
             println!("  {}", tasks_summary(t));
+        }
+        if !j.waiting.is_empty() {
+            println!("  {}", j.waiting);
         }
     }
     Ok(())
