@@ -72,6 +72,10 @@ pub struct EventsArgs {
 /// 1.2 s of copying waiting up to a sixth more for its last answer.
 const POLL: Duration = Duration::from_millis(50);
 
+/// How long blocks wait for memory before `migrate --wait` says why: two
+/// default heartbeats, by which the workers have reported what fills them.
+const WAIT_SAID_AFTER: Duration = Duration::from_secs(2);
+
 /// Durations like 500ms, 30s, 10m, 1h (a bare number is seconds).
 pub fn duration_arg(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -183,18 +187,19 @@ async fn wait(
     let renew_every = (args.lease / 3).min(Duration::from_secs(1));
     let mut backoff = Duration::from_millis(200);
     let mut said = String::new();
+    let mut waiting_since: Option<Instant> = None;
     loop {
         bar.set_length(info.blocks.max(1));
         bar.set_position(settled(&info));
-        // Why blocks wait (no worker has memory for them), once each time
-        // the reason changes: a wait that does not move says what it waits for.
+        // Why blocks wait (no worker has memory for them), once the wait has
+        // lasted (a worker's report of what fills its memory may lag a
+        // heartbeat behind a write), and again if the reason changes.
         let reason = info.waiting.split_once(": ").map_or("", |(_, why)| why);
-        if reason != said {
-            if !info.waiting.is_empty() {
-                bar.suspend(|| {
-                    eprintln!("thaw: {} (they go when memory frees up; --timeout stops waiting)", info.waiting)
-                });
-            }
+        let since = *waiting_since.get_or_insert_with(Instant::now);
+        if reason.is_empty() {
+            waiting_since = None;
+        } else if reason != said && since.elapsed() >= WAIT_SAID_AFTER {
+            bar.suspend(|| eprintln!("thaw: {} (they go when memory frees up; --timeout stops waiting)", info.waiting));
             said = reason.to_string();
         }
         if info.blocks_pending + info.blocks_queued == 0 {

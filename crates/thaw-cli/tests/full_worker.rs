@@ -90,7 +90,9 @@ async fn a_migration_binds_nothing_to_a_worker_full_of_unpersisted_data() {
     // on h1, and h0's executor never had one.
     let ids = worker_ids(&client).await;
     let events = client.migration_events(0, 0).await.unwrap().events;
-    assert_eq!(events.len(), 300, "one event per block, no failure and retry: {events:?}");
+    let failed: Vec<_> = events.iter().filter(|e| e.outcome != "done").collect();
+    assert!(failed.is_empty(), "no failure and retry: {failed:?}");
+    assert_eq!(events.len(), 300, "one event per block");
     for e in &events {
         assert_eq!((e.worker_id, e.outcome.as_str()), (ids["h1"], "done"), "{e:?}");
     }
@@ -121,7 +123,7 @@ async fn when_no_worker_has_room_the_job_waits_saying_why_and_nothing_loops() {
     }
     let client = c.client("h0", "r0");
     small_files(&c, 20);
-    let out = thaw(&c, &["--job", "small", "migrate", "/small", "--wait", "--timeout", "3s"], Duration::from_secs(60));
+    let out = thaw(&c, &["--job", "small", "migrate", "/small", "--wait", "--timeout", "4s"], Duration::from_secs(60));
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout} {stderr}");
     let why = "20 blocks wait for memory: every worker that could take them (2 of 2) has its MEM (32.0 MiB) \
