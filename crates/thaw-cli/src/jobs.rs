@@ -77,6 +77,10 @@ pub struct EventsArgs {
 /// 1.2 s of copying waiting up to a sixth more for its last answer.
 const POLL: Duration = Duration::from_millis(50);
 
+/// How long blocks wait for memory before `migrate --wait` says why: two
+/// default heartbeats, by which the workers have reported what fills them.
+const WAIT_SAID_AFTER: Duration = Duration::from_secs(2);
+
 /// Durations like 500ms, 30s, 10m, 1h (a bare number is seconds).
 pub fn duration_arg(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -109,7 +113,11 @@ fn settled(j: &JobInfo) -> u64 {
 }
 
 fn summary(j: &JobInfo) -> String {
-    let why = if j.blocks_failed > 0 && !j.failure.is_empty() { format!(" ({})", j.failure) } else { String::new() };
+    let mut why =
+        if j.blocks_failed > 0 && !j.failure.is_empty() { format!(" ({})", j.failure) } else { String::new() };
+    if !j.waiting.is_empty() {
+        why.push_str(&format!("; {}", j.waiting));
+    }
     format!(
         "job {}: {} blocks ({}), {} pending, {} queued, {} in memory, {} read, {} failed{why}",
         j.job_id,
@@ -232,9 +240,22 @@ async fn wait(
     // Renew well within the lease, and at least every second.
     let renew_every = (args.lease / 3).min(Duration::from_secs(1));
     let mut backoff = Duration::from_millis(200);
+    let mut said = String::new();
+    let mut waiting_since: Option<Instant> = None;
     loop {
         bar.set_length(info.blocks.max(1));
         bar.set_position(settled(&info));
+        // Why blocks wait (no worker has memory for them), once the wait has
+        // lasted (a worker's report of what fills its memory may lag a
+        // heartbeat behind a write), and again if the reason changes.
+        let reason = info.waiting.split_once(": ").map_or("", |(_, why)| why);
+        let since = *waiting_since.get_or_insert_with(Instant::now);
+        if reason.is_empty() {
+            waiting_since = None;
+        } else if reason != said && since.elapsed() >= WAIT_SAID_AFTER {
+            bar.suspend(|| eprintln!("thaw: {} (they go when memory frees up; --timeout stops waiting)", info.waiting));
+            said = reason.to_string();
+        }
         if info.blocks_pending + info.blocks_queued == 0 {
             break;
         }
@@ -361,6 +382,9 @@ fn print_notes(j: &JobInfo) {
     }
     if let Some(t) = &j.tasks {
         println!("  {}", tasks_summary(t));
+    }
+    if !j.waiting.is_empty() {
+        println!("  {}", j.waiting);
     }
 }
 

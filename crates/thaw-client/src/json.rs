@@ -251,6 +251,7 @@ pub fn worker_migration_json(m: &WorkerMigrationState) -> Value {
         "buffer_limit": m.buffer_limit,
         "referenced_blocks": m.referenced_blocks,
         "migrations_done": m.migrations_done,
+        "room": m.room,
         "devices": m.devices.iter().map(|d| json!({
             "device": d.device,
             "ns_per_byte": d.ns_per_byte,
@@ -298,6 +299,8 @@ pub fn job_info_json(j: &JobInfo) -> Value {
         "bytes_read": j.bytes_read,
         "progress": if j.blocks == 0 { 1.0 } else { settled as f64 / j.blocks as f64 },
         "failure": j.failure,
+        "blocks_waiting_for_memory": j.blocks_waiting_for_memory,
+        "waiting": j.waiting,
         "origin": j.origin,
         "tasks": j.tasks.as_ref().map(job_tasks_json),
         "state": if j.ended { "ended" } else { "running" },

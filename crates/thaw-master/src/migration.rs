@@ -7,8 +7,8 @@
 //! A block has at most one migration, shared by every job that asked for it; a
 //! block already in memory only gains the job as a reference. Policies:
 //! - `ignem`: a migration is bound at once to a random holder of a replica (any
-//!   live worker for a block that is only in the under-store); workers order their
-//!   queue by priority.
+//!   live worker for a block that is only in the under-store) with room for it
+//!   in memory; workers order their queue by priority.
 //! - `dyrs`: migrations stay pending at the master; [`Migrations::plan`] sets each
 //!   one's target by Algorithm 1 (earliest estimated finish) off the heartbeat path,
 //!   and a heartbeat binds to its worker only blocks targeted at it, just enough
@@ -36,6 +36,12 @@
 //!   now the first copy starts 4-8 ms after the call.
 //! - The pending order is a choice for both policies (`fifo`, as DYRS used, or
 //!   `smallest-job-first`, which Ignem showed helps), so they can be compared.
+//! - Both policies bind only where the block fits: a worker's room is its free
+//!   MEM plus what a migration may evict there, less what is bound to it (see
+//!   [`room`]). A worker full of unpersisted or held data is never chosen while
+//!   another has room; when none has, the block waits at the master and its
+//!   job's progress says why, where the papers bound it to the idle-looking
+//!   full worker to wait, fail and be bound again.
 //! - Reads are reported by workers for jobs with migration state, so a pending
 //!   migration whose block the job already read is dropped at the master too, and
 //!   a job's progress counts blocks read.
@@ -43,8 +49,10 @@
 mod history;
 mod plan;
 mod protocol;
+mod room;
 pub use history::{ENDED_JOBS, ENDED_KEEP, EndedJobs};
 pub use plan::{Cost, PLAN_WINDOW, PLAN_WINDOW_PER_WORKER};
+pub use room::{Devices, Room, devices, waiting_text};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -53,7 +61,7 @@ use rand::seq::IndexedRandom;
 use thaw_common::ids::{block_id, file_of_block};
 use thaw_common::proto::{
     BlockReference, EvictCommand, EvictionMode, JobInfo, JobRef, JobTasks, MigrationCommand, MigrationEvent,
-    MigrationSource, Tier, UfsSource, WorkerMigrationReport,
+    MigrationSource, Tier, TierUsage, UfsSource, WorkerMigrationReport,
 };
 use thaw_common::{Result, ThawError, now_ms};
 
@@ -222,6 +230,9 @@ struct Migration {
     attempts: u32,
     /// Workers where it failed: not tried again while others can take it.
     failed_on: Vec<u64>,
+    /// At the last look, it had sources but no worker had room for it: it
+    /// waits at the master (see [`room`]).
+    no_room: bool,
 }
 
 /// What the master knows of a worker's executor, from its last heartbeat.
@@ -274,6 +285,9 @@ pub struct Migrations {
     dirty: bool,
     /// Jobs that ended lately, as they stood then (for `thaw jobs`).
     pub ended: EndedJobs,
+    /// Workers that had no room for a block at the last look (for the
+    /// waiting jobs' progress).
+    refused: BTreeSet<u64>,
 }
 
 impl Migrations {
@@ -292,6 +306,7 @@ impl Migrations {
             next_job: 0,
             dirty: false,
             ended: EndedJobs::default(),
+            refused: BTreeSet::new(),
         }
     }
 
@@ -423,6 +438,7 @@ impl Migrations {
             state: State::Pending { target: None },
             attempts: 0,
             failed_on: Vec::new(),
+            no_room: false,
         };
         self.migrations.insert(b.block, m);
         if self.policy == Policy::Ignem {
@@ -439,6 +455,7 @@ impl Migrations {
         }
         if self.policy == Policy::Ignem {
             // Migrations no worker could take when they came: try again.
+            self.refused.clear();
             let waiting: Vec<u64> = self
                 .migrations
                 .iter()
@@ -468,19 +485,32 @@ impl Migrations {
         }
     }
 
-    /// Ignem's binding: a random replica holder, at once.
+    /// Ignem's binding: a random replica holder with room for the block, at
+    /// once; none with room: it waits (see `repair`).
     fn bind_at_random(&mut self, cluster: &Cluster, block: u64) {
         let Some(m) = self.migrations.get(&block) else {
             return;
         };
-        let cands = candidates(cluster, block, m.ufs.is_some(), &m.failed_on);
-        let Some(&(worker, device)) = cands.choose(&mut rand::rng()) else {
-            if no_copy(cluster, block, m.ufs.is_some()) {
-                self.give_up(block, None, "no copy of it is left to migrate from");
+        let now = Instant::now();
+        let choice = self.devices_for(cluster, block, m, |w| self.room_left(cluster, w, now) >= m.length);
+        let cands = match choice {
+            Devices::Fit(c) => c,
+            Devices::NoSource => {
+                if no_copy(cluster, block, m.ufs.is_some()) {
+                    self.give_up(block, None, "no copy of it is left to migrate from");
+                }
+                // Else no live worker can take it now: it waits (see `repair`).
+                return;
             }
-            // Else no live worker can take it now: it waits (see `repair`).
-            return;
+            Devices::Full(ws) => {
+                self.refused.extend(ws);
+                if let Some(m) = self.migrations.get_mut(&block) {
+                    m.no_room = true;
+                }
+                return;
+            }
         };
+        let &(worker, device) = cands.choose(&mut rand::rng()).expect("not empty");
         self.bind(block, worker, device);
     }
 
@@ -491,6 +521,7 @@ impl Migrations {
             return;
         };
         m.state = State::Bound { worker, device };
+        m.no_room = false;
         let jobs: Vec<JobRef> = m.jobs.iter().filter_map(|j| self.jobs.get(j).map(|job| job.job_ref(j))).collect();
         let cmd = MigrationCommand {
             block_id: block,
@@ -696,7 +727,13 @@ impl Migrations {
                 info.blocks_not_migrated += 1;
             } else {
                 info.blocks_pending += 1;
+                if self.migrations.get(b).is_some_and(|m| m.no_room) {
+                    info.blocks_waiting_for_memory += 1;
+                }
             }
+        }
+        if info.blocks_waiting_for_memory > 0 {
+            info.waiting = self.waiting(cluster, info.blocks_waiting_for_memory);
         }
         Some(info)
     }
@@ -740,34 +777,7 @@ fn no_copy(cluster: &Cluster, block: u64, in_ufs: bool) -> bool {
     !in_ufs && cluster.block(block).is_none_or(|e| e.replicas.is_empty())
 }
 
-/// The devices that could migrate `block`: live holders of a DISK replica (with a
-/// MEM tier to migrate into); for a block only in the under-store, every live
-/// worker with a MEM tier. Workers in `avoid` only if nothing else is left.
-fn candidates(cluster: &Cluster, block: u64, in_ufs: bool, avoid: &[u64]) -> Vec<(u64, Device)> {
-    let has_mem =
-        |w: u64| cluster.worker(w).is_some_and(|w| w.alive && w.tier(Tier::Mem).is_some_and(|t| t.capacity > 0));
-    let mut disk: Vec<(u64, Device)> = cluster
-        .block(block)
-        .map(|e| {
-            e.replicas
-                .iter()
-                .filter(|r| r.tier == Tier::Disk && has_mem(r.worker))
-                .map(|r| (r.worker, Device::Disk))
-                .collect()
-        })
-        .unwrap_or_default();
-    disk.sort();
-    disk.dedup();
-    let mut out = if !disk.is_empty() || !in_ufs {
-        disk
-    } else {
-        cluster.workers().filter(|w| has_mem(w.id)).map(|w| (w.id, Device::Ufs)).collect()
-    };
-    if out.iter().any(|(w, _)| !avoid.contains(w)) {
-        out.retain(|(w, _)| !avoid.contains(w));
-    }
-    out
-}
-
+#[cfg(test)]
+mod room_tests;
 #[cfg(test)]
 mod tests;

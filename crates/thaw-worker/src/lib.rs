@@ -212,8 +212,12 @@ impl Worker {
             self.note_removed(b, store.tier, len);
         }
         r.map_err(|mut e| {
-            if let Some(who) = self.migrator.holders_text() {
-                e.message = format!("{}; held by {who}", e.message);
+            // Name the jobs where the message counts what they hold (not as
+            // the reason when it is a small part: the largest part leads).
+            if let Some(who) = self.migrator.holders_text()
+                && e.message.contains(" held for jobs")
+            {
+                e.message = e.message.replacen(" held for jobs", &format!(" held for {who}"), 1);
             }
             e
         })

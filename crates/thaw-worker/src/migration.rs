@@ -145,6 +145,8 @@ pub struct Task {
     generation: u64,
     /// Times it found no room in the MEM tier.
     no_room: u32,
+    /// When it first started: a failure after retries for room spans them all.
+    first_try: Option<Instant>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -435,6 +437,7 @@ impl Migrator {
             opened_by: HashSet::new(),
             generation: st.generation,
             no_room: 0,
+            first_try: None,
         };
         st.queues.entry(source).or_default().insert(k, task);
         st.queued.insert(block, (source, k));
@@ -492,10 +495,14 @@ impl Migrator {
             let task = st.queues.get_mut(&source).expect("present").remove(&k).expect("present");
             st.queued.remove(&task.block);
             tracing::info!(block = task.block, why, "migration fails");
-            st.ended(event(task.block, source.proto() as i32, task.length, &why));
+            let waited = st.room_wait.get(&source).map_or(Duration::ZERO, |w| now.saturating_duration_since(w.0));
+            let mut e = event(task.block, source.proto() as i32, task.length, &why);
+            e.start_ms = e.end_ms.saturating_sub(waited.as_millis() as u64);
+            st.ended(e);
         }
         let k = *st.queues[&source].keys().next().expect("the head fits");
-        let task = st.queues.get_mut(&source).expect("present").remove(&k).expect("present");
+        let mut task = st.queues.get_mut(&source).expect("present").remove(&k).expect("present");
+        task.first_try.get_or_insert(now);
         st.queued.remove(&task.block);
         st.room_wait.remove(&source);
         st.used += task.length;
@@ -531,6 +538,8 @@ impl Migrator {
         st.used = st.used.saturating_sub(task.length);
         let took = started.elapsed();
         let start_ms = now_ms().saturating_sub(took.as_millis() as u64);
+        // From its first try: the retries for room are part of its time.
+        let tried = task.first_try.map_or(took, |t| t.elapsed());
         match outcome {
             Err((true, _)) if task.generation == st.generation && task.no_room + 1 < NO_ROOM_TRIES => {
                 let mut task = task;
@@ -538,9 +547,14 @@ impl Migrator {
                 st.queued.insert(task.block, (source, task.key));
                 st.queues.entry(source).or_default().insert(task.key, task);
             }
-            Err((_, why)) => {
+            Err((no_room, why)) => {
+                let why = if no_room {
+                    format!("no room in MEM for {} in {:.1}s: {why}", format_size(task.length), tried.as_secs_f64())
+                } else {
+                    why
+                };
                 let mut e = event(task.block, source.proto() as i32, task.length, &format!("failed: {why}"));
-                e.start_ms = start_ms;
+                e.start_ms = now_ms().saturating_sub(tried.as_millis() as u64);
                 st.ended(e);
             }
             Ok(false) => {

@@ -469,14 +469,12 @@ impl TierStore {
                     }
                     let split = split(&st, protected);
                     let e = ThawError::exhausted(format!(
-                        "{} tier is full: {} used of {}, {} more needed ({} held for jobs, {} not persisted anywhere else, {} being written, {} evictable{})",
+                        "{} tier is full: {} used of {}, {} more needed; {}, {} evictable{}",
                         self.name(),
                         format_size(st.used),
                         format_size(self.capacity),
                         format_size(bytes),
-                        format_size(split.held),
-                        format_size(split.pinned),
-                        format_size(split.in_flight),
+                        unevictable_text(&split),
                         format_size(split.evictable),
                         if matches!(need, Need::Cache { .. }) && policy.uses_benefit() {
                             ", not counting the reading application's own"
@@ -890,6 +888,22 @@ fn by_benefit(st: &TierState) -> impl Iterator<Item = (u64, u64)> + '_ {
         }
         Some((benefit, block))
     })
+}
+
+/// What no migration or write may evict, largest first: "16.0 MiB cannot
+/// be evicted (16.0 MiB not persisted anywhere else, 4.0 KiB held for jobs)".
+/// The largest part leads, so a full tier is blamed on what fills it.
+fn unevictable_text(s: &Split) -> String {
+    let mut parts =
+        [(s.held, "held for jobs"), (s.pinned, "not persisted anywhere else"), (s.in_flight, "being written")];
+    parts.sort_by_key(|p| std::cmp::Reverse(p.0));
+    let listed: Vec<String> =
+        parts.iter().filter(|p| p.0 > 0).map(|(b, what)| format!("{} {what}", format_size(*b))).collect();
+    let total = s.held + s.pinned + s.in_flight;
+    if listed.is_empty() {
+        return "nothing in it is held, pinned or being written".to_string();
+    }
+    format!("{} cannot be evicted ({})", format_size(total), listed.join(", "))
 }
 
 fn split(st: &TierState, protected: &dyn Fn(u64) -> bool) -> Split {

@@ -22,7 +22,10 @@ impl Master {
                 .workers()
                 .map(|w| {
                     let mut info = w.info(now);
-                    info.migration = st.migrations.worker_load(w.id).map(migration_state);
+                    info.migration = st.migrations.worker_load(w.id).map(|l| WorkerMigrationState {
+                        room: st.migrations.room_left(&st.cluster, w.id, now),
+                        ..migration_state(l)
+                    });
                     info
                 })
                 .collect(),
@@ -347,6 +350,7 @@ fn migration_state(l: &crate::migration::WorkerLoad) -> WorkerMigrationState {
         buffer_limit: r.buffer_limit,
         referenced_blocks: r.referenced_blocks,
         migrations_done: l.done,
+        room: 0,
     }
 }
 

@@ -1,8 +1,9 @@
 //! DYRS's planning (dyrs.txt III-A/B, IV-A, Algorithm 1): each pending
-//! migration's target by earliest estimated finish, off the heartbeat path, and
-//! the binding of just enough of them at each heartbeat.
+//! migration's target by earliest estimated finish among the workers with room
+//! for it (see [`super::room`]), off the heartbeat path, and the binding of just
+//! enough of them at each heartbeat.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 use thaw_common::proto::BlockReference;
@@ -77,16 +78,28 @@ impl Migrations {
         }
         pending.sort_unstable();
         let estimates = self.estimates(cluster);
+        let mut room = self.room(cluster);
+        let mut refused = BTreeSet::new();
         let mut finish: HashMap<(u64, Device), f64> = HashMap::new();
         let mut targets: HashMap<(u64, Device), VecDeque<u64>> = HashMap::new();
         let mut no_source = Vec::new();
         for (_, b) in pending {
             let m = &self.migrations[&b];
-            let cands = candidates(cluster, b, m.ufs.is_some(), &m.failed_on);
-            if cands.is_empty() && no_copy(cluster, b, m.ufs.is_some()) {
-                no_source.push(b);
-                continue;
-            }
+            let cands = match self.devices_for(cluster, b, m, |w| room.fits(w, m.length)) {
+                Devices::Fit(c) => c,
+                Devices::NoSource if no_copy(cluster, b, m.ufs.is_some()) => {
+                    no_source.push(b);
+                    continue;
+                }
+                Devices::NoSource => Vec::new(),
+                Devices::Full(ws) => {
+                    refused.extend(ws);
+                    let m = self.migrations.get_mut(&b).expect("listed");
+                    m.state = State::Pending { target: None };
+                    m.no_room = true;
+                    continue;
+                }
+            };
             let mut best: Option<((u64, Device), f64)> = None;
             for c in cands {
                 let cost = estimates.get(&c).copied().unwrap_or_default();
@@ -102,19 +115,32 @@ impl Migrations {
                 }
             }
             let m = self.migrations.get_mut(&b).expect("listed");
+            m.no_room = false;
             match best {
                 Some((c, done)) => {
                     m.state = State::Pending { target: Some(c) };
+                    room.take(c.0, m.length);
                     finish.insert(c, done);
                     targets.entry(c).or_default().push_back(b);
                 }
                 None => m.state = State::Pending { target: None },
             }
         }
+        self.refused = refused;
         for b in no_source {
             self.give_up(b, None, "no copy of it is left to migrate from");
         }
         self.targets = targets;
+    }
+
+    /// Each live worker's room for migrations now (see [`Migrations::room_left`]).
+    fn room(&self, cluster: &Cluster) -> Room {
+        let now = std::time::Instant::now();
+        let mut room = Room::default();
+        for w in cluster.workers().filter(|w| w.alive) {
+            room.set(w.id, self.room_left(cluster, w.id, now), 0);
+        }
+        room
     }
 
     /// Per-device cost models; a part of a model a device has not measured yet
@@ -173,7 +199,10 @@ impl Migrations {
 
     /// Binds blocks targeted at `worker` until each of its device queues holds a
     /// heartbeat interval's worth of work at its estimate, plus one block.
-    pub(super) fn feed(&mut self, worker: u64, interval: Duration) {
+    /// Never past the worker's room: memory taken since the planning pass
+    /// (a write) leaves the rest of its targets to the next pass.
+    pub(super) fn feed(&mut self, cluster: &Cluster, worker: u64, interval: Duration) {
+        let mut left = self.room_left(cluster, worker, std::time::Instant::now());
         for device in [Device::Disk, Device::Ufs] {
             let Some(mut queue) = self.targets.remove(&(worker, device)) else {
                 continue;
@@ -204,9 +233,20 @@ impl Migrations {
                 if queued >= 2 && lasts(queued, queued_bytes) {
                     break;
                 }
-                queue.pop_front();
                 let len = self.migrations[&b].length;
+                if len > left {
+                    for b in queue.drain(..) {
+                        if let Some(m) = self.migrations.get_mut(&b)
+                            && m.state == (State::Pending { target: Some((worker, device)) })
+                        {
+                            m.state = State::Pending { target: None };
+                        }
+                    }
+                    break;
+                }
+                queue.pop_front();
                 self.bind(b, worker, device);
+                left -= len;
                 queued += 1;
                 queued_bytes += len;
             }
@@ -215,4 +255,58 @@ impl Migrations {
             }
         }
     }
+
+    /// Bytes `worker`'s MEM can still take for migrations, as far as the
+    /// master knows at `now`: its free and evictable memory (less writes set
+    /// aside and commits not yet in its report) less the migrations bound to
+    /// it that its report does not show in memory yet.
+    pub fn room_left(&self, cluster: &Cluster, worker: u64, now: Instant) -> u64 {
+        let Some(w) = cluster.worker(worker).filter(|w| w.alive) else {
+            return 0;
+        };
+        let bound: u64 = self.workers.get(&worker).map_or(0, |l| l.queued_bytes.values().sum());
+        w.mem_room(now).saturating_sub(bound)
+    }
+
+    /// [`devices`] for migration `m` of `block` on the live cluster.
+    pub(super) fn devices_for(
+        &self,
+        cluster: &Cluster,
+        block: u64,
+        m: &Migration,
+        fits: impl Fn(u64) -> bool,
+    ) -> Devices {
+        let (disk, ufs) = sources(cluster, block, m.ufs.is_some());
+        devices(&disk, &ufs, &m.failed_on, fits)
+    }
+
+    /// Why `blocks` wait for memory: what fills the workers that had no room.
+    pub(super) fn waiting(&self, cluster: &Cluster, blocks: u64) -> String {
+        let live = cluster.workers().filter(|w| w.alive).count();
+        let full: Vec<(&TierUsage, u64)> = self
+            .refused
+            .iter()
+            .filter_map(|id| cluster.worker(*id).filter(|w| w.alive))
+            .filter_map(|w| {
+                let bound = self.workers.get(&w.id).map_or(0, |l| l.queued_bytes.values().sum());
+                w.tier(Tier::Mem).map(|t| (t, bound))
+            })
+            .collect();
+        waiting_text(blocks, &full, live)
+    }
+}
+
+/// The workers that could migrate `block`: live holders of a DISK replica
+/// (with a MEM tier to migrate into), and for a block in the under-store every
+/// live worker with a MEM tier.
+fn sources(cluster: &Cluster, block: u64, in_ufs: bool) -> (Vec<u64>, Vec<u64>) {
+    let has_mem =
+        |w: u64| cluster.worker(w).is_some_and(|w| w.alive && w.tier(Tier::Mem).is_some_and(|t| t.capacity > 0));
+    let disk: Vec<u64> = cluster
+        .block(block)
+        .map(|e| e.replicas.iter().filter(|r| r.tier == Tier::Disk && has_mem(r.worker)).map(|r| r.worker).collect())
+        .unwrap_or_default();
+    let ufs: Vec<u64> =
+        if in_ufs { cluster.workers().filter(|w| has_mem(w.id)).map(|w| w.id).collect() } else { Vec::new() };
+    (disk, ufs)
 }

@@ -94,6 +94,14 @@ impl Migrations {
                     load.queued_bytes.insert(d, s.queued_bytes);
                 }
             }
+            // Bound since the worker made its report (still to go out): they
+            // count against its queue and its room until it reports them.
+            for cmd in &load.out_migrations {
+                if let Some(d) = Device::from_source(cmd.source) {
+                    *load.queued.entry(d).or_default() += 1;
+                    *load.queued_bytes.entry(d).or_default() += cmd.length;
+                }
+            }
             if !light {
                 dead_jobs = r.referenced_jobs.iter().filter(|j| !self.jobs.contains_key(*j)).cloned().collect();
             }
@@ -125,7 +133,7 @@ impl Migrations {
             self.read(&read.job_id, read.block_id);
         }
         if self.policy == Policy::Dyrs {
-            self.feed(worker, interval);
+            self.feed(cluster, worker, interval);
         }
         let mut waiting_sources: Vec<MigrationSource> =
             self.targets.keys().filter(|(w, _)| *w == worker).map(|(_, d)| d.source()).collect();

@@ -319,11 +319,17 @@ fn blocks_that_cannot_fit_or_find_no_room_fail_instead_of_waiting_forever() {
     m.apply(&known(orders(vec![cmd(2, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
     for _ in 0..NO_ROOM_TRIES {
         m.next(Source::Disk).unwrap();
-        m.finish(Source::Disk, Err((true, "MEM tier is full".into())));
+        std::thread::sleep(Duration::from_millis(2));
+        m.finish(Source::Disk, Err((true, "MEM tier is full: 16.0 MiB not persisted anywhere else".into())));
     }
     assert!(m.queue(Source::Disk).is_empty());
     let (r, _) = m.report();
-    assert!(r.events[0].outcome.starts_with("failed: MEM tier is full"), "{:?}", r.events);
+    // The event spans every try (it read "0 ms": the last try's), and says
+    // what it waited for before the tier's reason.
+    let e = &r.events[0];
+    assert!(e.outcome.starts_with("failed: no room in MEM for 100 B in "), "{e:?}");
+    assert!(e.outcome.ends_with("s: MEM tier is full: 16.0 MiB not persisted anywhere else"), "{e:?}");
+    assert!(e.end_ms - e.start_ms >= 2 * NO_ROOM_TRIES as u64, "{e:?}");
 }
 
 #[test]
