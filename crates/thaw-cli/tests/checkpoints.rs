@@ -180,6 +180,8 @@ async fn a_worker_killed_before_its_checkpoint_loses_only_the_unpersisted_file()
     // A lost file without lineage reads as a clear error, never as wrong bytes.
     let err = reader.read_all("/kill/big").await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::DataLost, "{err}");
+    // The write type as the CLI spells it, not the protocol's enum name.
+    assert!(err.message.contains("(write type async-through)"), "{err}");
     let err = reader.persist("/kill/big").await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::DataLost, "{err}");
     assert!(ufs_bytes(&c, "/kill/big").is_none());

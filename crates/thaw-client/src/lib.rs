@@ -121,8 +121,11 @@ impl Client {
         // An error the master sent names its kind; one without came from the transport.
         let from_master = s.metadata().contains_key(thaw_common::error::KIND_HEADER);
         // A TLS port answering plain HTTP/2 (or the reverse) breaks the
-        // protocol, or drops the connection ("transport error").
-        let broken = s.message().contains("h2 protocol error") || s.message() == "transport error";
+        // protocol, or drops the connection ("transport error"; "operation
+        // was canceled" when the call was already sent on it).
+        let broken = s.message().contains("h2 protocol error")
+            || s.message() == "transport error"
+            || s.message().contains("operation was canceled");
         if !from_master && broken {
             let hint =
                 if self.config.tls.is_some() { "does it serve TLS?" } else { "if it serves TLS, set THAW_TLS_CA" };

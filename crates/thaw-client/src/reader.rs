@@ -566,7 +566,7 @@ impl FileReader {
                 return Err(ThawError::data_lost(format!(
                     "block {index} of {} is lost: no live worker holds it and the file was never persisted (write type {})",
                     self.info.path,
-                    self.info.write_type().as_str_name()
+                    crate::json::write_type_name(self.info.write_type())
                 )));
             }
             if Instant::now() >= deadline {

@@ -595,9 +595,7 @@ impl Master {
                 }
                 Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {
                     if !last && !req.recursive {
-                        return Err(ThawError::not_found(format!(
-                            "parent directory {here} does not exist (use recursive to create it)"
-                        )));
+                        return Err(ThawError::not_found(format!("parent directory {here} does not exist")));
                     }
                     self.read().check_parent(parent)?;
                     self.ufs.create_dir(&here).await?;
@@ -870,7 +868,7 @@ impl Master {
         if is_dir {
             self.sync_dir(id, &p).await?;
             if !req.recursive && !self.read().ns.children(id).is_empty() {
-                return Err(ThawError::not_empty(format!("{p} is not empty (use recursive)")));
+                return Err(ThawError::not_empty(format!("{p} is not empty")));
             }
         }
         // Whatever the under-store holds at the path goes, whether or not the
