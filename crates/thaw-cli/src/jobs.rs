@@ -33,6 +33,7 @@ pub struct MigrateArgs {
     /// 200 bytes; default: the origin it has, if any).
     #[arg(long, default_value = "")]
     origin: String,
+    /// Print JSON (for scripts).
     #[arg(long)]
     json: bool,
 }
@@ -41,12 +42,14 @@ pub struct MigrateArgs {
 pub struct EvictArgs {
     /// Release only these files or directories (default: all; the job ends).
     paths: Vec<String>,
+    /// Print JSON (for scripts).
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Args)]
 pub struct JobsArgs {
+    /// Print JSON (for scripts).
     #[arg(long)]
     json: bool,
 }

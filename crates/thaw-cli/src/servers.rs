@@ -69,7 +69,7 @@ pub struct LocalArgs {
     #[arg(long, value_parser = dir_arg)]
     pub remove_on_exit: Option<PathBuf>,
     /// Serve Prometheus metrics at /metrics: the master on this port, worker I
-    /// on the port + 1 + I (0: any free ports; every address is printed).
+    /// on the port + I (0: any free ports; every address is printed).
     /// Default: no metrics.
     #[arg(long)]
     pub metrics_port: Option<u16>,
@@ -82,8 +82,8 @@ pub struct LocalArgs {
     /// disk=40MiB/s,ufs=20MiB/s,penalty=0.3: see `thaw worker --device-model`.
     #[arg(long, value_parser = device_model_arg)]
     pub device_model: Option<DeviceModels>,
-    /// I:SPEC: worker I's (0-based) device model instead of --device-model's.
-    /// Repeatable.
+    /// I:SPEC: worker I's device model instead of --device-model's (workers
+    /// are numbered from 1, as `thaw status` shows them). Repeatable.
     #[arg(long, value_parser = worker_device_model_arg)]
     pub worker_device_model: Vec<(usize, DeviceModels)>,
     #[command(flatten)]
@@ -441,6 +441,7 @@ pub struct MasterArgs {
     /// by default the port of this master's --peers entry.
     #[arg(long)]
     port: Option<u16>,
+    /// Address to listen on (0.0.0.0: every interface).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
     /// This master's position (1, 2, ...) in --peers: it runs as one of a
@@ -462,6 +463,7 @@ pub struct MasterArgs {
     /// Default: no dashboard.
     #[arg(long)]
     web_port: Option<u16>,
+    /// Default block size of new files.
     #[arg(long, value_parser = size_arg, default_value = "64MiB")]
     block_size: u64,
     #[command(flatten)]
@@ -480,22 +482,32 @@ pub struct MasterArgs {
 
 #[derive(Args)]
 pub struct WorkerArgs {
+    /// The master (or group of masters: a,b,c) to register with, HOST:PORT.
+    #[arg(long, env = "THAW_MASTER", value_name = "HOST:PORT")]
+    master: Option<String>,
     /// Host name for locality (default: this machine's).
     #[arg(long)]
     host: Option<String>,
-    #[arg(long, default_value = "")]
+    /// Rack name for locality (workers on one rack read each other's memory
+    /// before other racks').
+    #[arg(long, default_value = DEFAULT_RACK)]
     rack: String,
+    /// Directory of the MEM tier (a tmpfs, e.g. /dev/shm/thaw).
     #[arg(long, value_parser = dir_arg)]
     mem_dir: Option<PathBuf>,
+    /// MEM tier capacity.
     #[arg(long, value_parser = size_arg, default_value = "1GiB")]
     mem_capacity: u64,
+    /// Directory of the DISK tier.
     #[arg(long, value_parser = dir_arg)]
     disk_dir: Option<PathBuf>,
+    /// DISK tier capacity.
     #[arg(long, value_parser = size_arg, default_value = "4GiB")]
     disk_capacity: u64,
     /// Data service port (0: any free port; the chosen address is printed).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// Address to listen on (0.0.0.0: every interface).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
     /// Address clients should use, if not the listening one.
@@ -664,8 +676,13 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The rack of a worker not told its rack, in `thaw local` and `thaw worker`
+/// alike.
+pub const DEFAULT_RACK: &str = "rack0";
+
+/// `master`: `thaw --master X worker`'s, which comes before the worker's own.
 pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Result<()> {
-    let master = master.context("--master (or THAW_MASTER) is required")?;
+    let master = master.or(args.master).context("--master (or THAW_MASTER) is required")?;
     if args.mem_dir.is_none() && args.disk_dir.is_none() {
         anyhow::bail!("a worker needs a tier: give --mem-dir and/or --disk-dir");
     }
@@ -691,6 +708,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         secret: args.secret.load()?,
         tls: args.tls.server()?,
         master_tls: args.tls.client()?,
+        registered: None,
     };
     say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
     if let Some(m) = &metrics {
@@ -718,7 +736,7 @@ fn local_ufs(ufs: &str) -> anyhow::Result<String> {
 pub struct LocalCluster {
     /// The master's address, or the group's (`a,b,c`): what clients use.
     pub master_addr: String,
-    /// Where each part serves its metrics ("master", "worker 0", ...), if asked.
+    /// Where each part serves its metrics ("master", "worker 1", ...), if asked.
     pub metrics_addrs: Vec<(String, SocketAddr)>,
     /// Where the master serves the web dashboard, if asked.
     pub web_addr: Option<SocketAddr>,
@@ -734,11 +752,11 @@ impl LocalCluster {
         if args.workers == 0 {
             anyhow::bail!("--workers must be at least 1");
         }
-        if let Some((i, _)) = args.worker_device_model.iter().find(|(i, _)| *i >= args.workers) {
+        if let Some((i, _)) = args.worker_device_model.iter().find(|(i, _)| *i == 0 || *i > args.workers) {
             anyhow::bail!(
-                "--worker-device-model {i}: there are {} worker(s), indices 0 to {}",
+                "--worker-device-model {i}: there are {} worker(s), numbered 1 to {} as `thaw status` shows them",
                 args.workers,
-                args.workers - 1
+                args.workers
             );
         }
         let state =
@@ -780,7 +798,7 @@ impl LocalCluster {
         // Every listener is bound before anything starts: a taken port fails the start.
         let mut metrics = Vec::new();
         for i in 0..=args.workers {
-            // The master on the port, worker I on port + 1 + I (0: any free).
+            // The master on the port, worker I on port + I (0: any free).
             let port = match args.metrics_port {
                 None | Some(0) => args.metrics_port,
                 Some(p) => Some(u16::try_from(i).ok().and_then(|i| p.checked_add(i)).with_context(|| {
@@ -792,7 +810,7 @@ impl LocalCluster {
         let mut metrics_addrs = Vec::new();
         for (i, m) in metrics.iter().enumerate() {
             if let Some(m) = m {
-                let who = if i == 0 { "master".to_string() } else { format!("worker {}", i - 1) };
+                let who = if i == 0 { "master".to_string() } else { format!("worker {i}") };
                 metrics_addrs.push((who, m.local_addr()?));
             }
         }
@@ -839,12 +857,16 @@ impl LocalCluster {
             });
         }
         let host = thaw_common::hostname();
-        for i in 0..args.workers {
+        // Worker I (from 1) is the master's worker I, as `thaw status`, the
+        // dashboard and --worker-device-model number it: each starts once
+        // the one before it has registered (ids go by registration).
+        let (registered, mut ids) = tokio::sync::mpsc::unbounded_channel();
+        for i in 1..=args.workers {
             let listener = listen(&args.bind, 0).await?;
             let config = WorkerConfig {
                 master: master_addr.clone(),
                 host: host.clone(),
-                rack: "rack0".into(),
+                rack: DEFAULT_RACK.into(),
                 mem: Some(TierConfig { dir: mem_root.join(format!("worker-{i}")), capacity: args.mem_capacity }),
                 disk: Some(TierConfig { dir: state.join(format!("worker-{i}/disk")), capacity: args.disk_capacity }),
                 advertise: None,
@@ -868,8 +890,30 @@ impl LocalCluster {
                 secret: secret.clone(),
                 tls: tls.clone(),
                 master_tls: master_tls.clone(),
+                registered: Some(registered.clone()),
             };
             tasks.spawn(thaw_worker::serve_with_metrics(config, listener, metrics.next().flatten(), shutdown.clone()));
+            let id = tokio::select! {
+                id = ids.recv() => id,
+                Some(ended) = tasks.join_next() => {
+                    shutdown.cancel();
+                    let why = match ended {
+                        Ok(Err(e)) => e.to_string(),
+                        Ok(Ok(())) => "it stopped".to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    anyhow::bail!("the local cluster did not start: {why}");
+                }
+                _ = tokio::time::sleep(Duration::from_secs(60)) => None,
+            };
+            match id {
+                Some(id) if id == i as u64 => {}
+                Some(id) => eprintln!("thaw local: worker {i} registered with the master as worker {id}"),
+                None => {
+                    shutdown.cancel();
+                    anyhow::bail!("worker {i} did not register with the master within 60 s");
+                }
+            }
         }
         Ok(LocalCluster { master_addr, metrics_addrs, web_addr, mem_root, ufs, shutdown, tasks })
     }

@@ -455,6 +455,7 @@ mod tests {
             secret: None,
             tls: None,
             master_tls: None,
+            registered: None,
         };
         let w = Worker::new(config, "127.0.0.1:2".into()).unwrap();
         let ufs = thaw_ufs::UnderStore::open(dir.join("ufs").to_str().unwrap()).unwrap();

@@ -86,6 +86,9 @@ pub struct WorkerConfig {
     pub tls: Option<Arc<thaw_common::tls::ServerTls>>,
     /// TLS to the master, trusting this CA (`--tls-ca`).
     pub master_tls: Option<Arc<thaw_common::tls::ClientTls>>,
+    /// Told the worker id at each registration: `thaw local` starts its
+    /// workers one at a time so that worker I is the master's worker I.
+    pub registered: Option<tokio::sync::mpsc::UnboundedSender<u64>>,
 }
 
 /// Default of `WorkerConfig::max_connections`.

@@ -74,6 +74,9 @@ impl Worker {
             heartbeat: Duration::from_millis(resp.heartbeat_interval_ms.max(10)),
         };
         *self.registration.lock().unwrap_or_else(|e| e.into_inner()) = Some(reg);
+        if let Some(tx) = &self.config.registered {
+            let _ = tx.send(reg.worker_id);
+        }
         tracing::info!(worker = reg.worker_id, address = %self.address, stale = resp.remove_blocks.len(), "registered with master");
         Ok(())
     }
