@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
-from . import _native, jobs
+from . import _native, errors, jobs
 from ._progress import Progress
 from .errors import InvalidArgument
 
@@ -175,10 +175,20 @@ class Client:
         return True
 
     def mkdir(self, path: str, parents: bool = False, exist_ok: bool = False) -> dict[str, Any]:
-        return self.native().mkdir(path, parents, exist_ok)
+        try:
+            return self.native().mkdir(path, parents, exist_ok)
+        except errors.NotFound as e:
+            if parents:
+                raise
+            raise errors.NotFound(f"{e} (pass parents=True to create the parents too)") from None
 
     def rm(self, path: str, recursive: bool = False) -> None:
-        self.native().delete(path, recursive)
+        try:
+            self.native().delete(path, recursive)
+        except errors.DirectoryNotEmpty as e:
+            raise errors.DirectoryNotEmpty(
+                f"{e} (pass recursive=True to delete it with everything in it)"
+            ) from None
 
     def mv(self, src: str, dst: str) -> dict[str, Any]:
         return self.native().rename(src, dst)
@@ -545,8 +555,12 @@ class Client:
         progress: bool | None = None,
         temporary: bool = False,
     ) -> list[dict[str, Any]]:
-        """Copies a local file, or a directory tree, into Thaw at ``path``.
+        """Copies a local file, or a directory tree, into Thaw as ``cp -r``
+        does (and ``thaw fs put``): to ``path``, or into it under its own name
+        if ``path`` is a directory (or ends with ``/``).
         ``progress``: a tqdm bar (default: when stderr is a terminal)."""
+        if path.endswith("/") or self._is_dir(path):
+            path = f"{path.rstrip('/')}/{os.path.basename(os.path.abspath(os.fspath(local)))}"
         pairs = _local_tree(os.fspath(local), path)
         total = sum(os.path.getsize(lp) for lp, _ in pairs)
         out = []
@@ -557,9 +571,15 @@ class Client:
         return out
 
     def get(self, path: str, local: str | os.PathLike[str], *, progress: bool | None = None) -> int:
-        """Copies a Thaw file, or a directory tree, to ``local``; returns bytes
-        copied. Each file lands whole or not at all."""
-        pairs = list(self._remote_tree(path, os.fspath(local)))
+        """Copies a Thaw file, or a directory tree, to ``local`` as ``cp -r``
+        does (and ``thaw fs get``): to ``local``, or into it under its own name
+        if ``local`` is a directory. Returns bytes copied. Each file lands
+        whole or not at all."""
+        local = os.fspath(local)
+        name = self.stat(path)["path"].rstrip("/").rsplit("/", 1)[-1]
+        if os.path.isdir(local) and name:
+            local = os.path.join(local, name)
+        pairs = list(self._remote_tree(path, local))
         total = sum(size for _, _, size in pairs)
         done = 0
         with Progress(total, f"get {path}", progress, len(pairs)) as bar:
@@ -567,6 +587,12 @@ class Client:
                 os.makedirs(os.path.dirname(lp) or ".", exist_ok=True)
                 done += self.native().get_file(rp, lp, bar.update_fn)
         return done
+
+    def _is_dir(self, path: str) -> bool:
+        try:
+            return bool(self.stat(path)["type"] == "directory")
+        except (FileNotFoundError, NotADirectoryError):
+            return False
 
     def _remote_tree(self, path: str, local: str) -> Iterator[tuple[str, str, int]]:
         info = self.stat(path)
