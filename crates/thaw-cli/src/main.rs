@@ -111,6 +111,18 @@ pub fn dir_arg(s: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(s))
 }
 
+/// Blocks SIGPIPE in the calling thread: its writes to closed sockets fail
+/// with EPIPE instead.
+fn block_sigpipe() {
+    // SAFETY: a signal set built and applied to this thread's mask only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 fn init_logging(filter: Option<&str>, default: &str) {
     let filter =
         filter.map(str::to_string).or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| default.to_string());
@@ -144,12 +156,21 @@ fn main() {
     // for the mount's readers, not abort the mount).
     let quiet_servers = matches!(cli.command, Command::Demo(_) | Command::Mount(_));
     init_logging(cli.log.as_deref(), if server && !quiet_servers { "info" } else { "warn" });
-    if !server && !quiet_servers {
+    let client = !server && !quiet_servers;
+    if client {
         // Client commands end quietly when their output pipe closes (`thaw fs cat | head`).
         // SAFETY: setting a signal disposition before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if client {
+        // ...but a socket its peer closed (a TLS port reached without TLS, a
+        // master killed) is an error to report, not a silent death: the
+        // runtime's threads, which drive the connections, block SIGPIPE and
+        // see EPIPE. Standard output is written from this thread.
+        builder.on_thread_start(block_sigpipe);
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("thaw: error: cannot start runtime: {e}");

@@ -54,6 +54,15 @@ fn writer_name(config: &ClientConfig) -> String {
     name
 }
 
+/// Whether a transport error (not an answer of the master) says the
+/// connection broke at the protocol level, as when a plain client reaches
+/// a TLS port: HTTP/2 fails to parse, the connection drops ("transport
+/// error"), or the call already sent on it is cut ("operation was
+/// canceled"; which one comes first is a race).
+fn protocol_broken(message: &str) -> bool {
+    message.contains("h2 protocol error") || message == "transport error" || message.contains("operation was canceled")
+}
+
 impl Client {
     /// Connects to the master named in `config` (lazily: the first call dials),
     /// with the credentials of the environment (`THAW_TOKEN`,
@@ -123,9 +132,7 @@ impl Client {
         // A TLS port answering plain HTTP/2 (or the reverse) breaks the
         // protocol, or drops the connection ("transport error"; "operation
         // was canceled" when the call was already sent on it).
-        let broken = s.message().contains("h2 protocol error")
-            || s.message() == "transport error"
-            || s.message().contains("operation was canceled");
+        let broken = protocol_broken(s.message());
         if !from_master && broken {
             let hint =
                 if self.config.tls.is_some() { "does it serve TLS?" } else { "if it serves TLS, set THAW_TLS_CA" };
@@ -493,5 +500,16 @@ impl Client {
     /// Whom the master takes this client for.
     pub async fn who_am_i(&self) -> Result<WhoAmIResponse> {
         Ok(self.master.clone().who_am_i(WhoAmIRequest {}).await.map_err(|s| self.rpc_err(s))?.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_connection_cut_by_a_tls_port_is_a_protocol_break() {
+        for m in ["h2 protocol error: http2 error", "transport error", "operation was canceled"] {
+            assert!(super::protocol_broken(m), "{m}");
+        }
+        assert!(!super::protocol_broken("tcp connect error: Connection refused (os error 111)"));
     }
 }
