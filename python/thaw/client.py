@@ -370,7 +370,7 @@ class Client:
         return self.native().jobs()
 
     def cache_report(self, max_files: int = 100) -> dict[str, Any]:
-        """The memory cache as the cache manager sees it (cava.txt IV):
+        """The memory cache as the cache manager sees it (CAVA, section IV):
         ``workers`` (address, policy, capacity, cached_bytes, hits, misses,
         hit_ratio, evictions, drops, skipped), ``apps`` (job_id, name, class,
         affinity, source, cpu_util, write_rate, cached_fraction, probability,
@@ -481,7 +481,7 @@ class Client:
 
     def persist(self, path: str, *, wait: bool = True, timeout: float = 300.0) -> dict[str, Any]:
         """Writes a file to the under-store now: first in the master's checkpoint
-        order (tachyon.txt 2.7). With ``wait``, returns once its ``persistence``
+        order (Tachyon, section 2.7). With ``wait``, returns once its ``persistence``
         is ``persisted``; raises if it is lost meanwhile or ``timeout`` seconds
         pass. A directory, or a file still being written, is an error."""
         return self.native().persist(path, wait, timeout)
@@ -489,7 +489,7 @@ class Client:
     def recompute(
         self, path: str, *, wait: bool = True, retry: bool = False, timeout: float = 600.0
     ) -> dict[str, Any]:
-        """Rebuilds a lost file from its lineage (tachyon.txt 2.6): the master
+        """Rebuilds a lost file from its lineage (Tachyon, section 2.6): the master
         reruns the steps that wrote it (and those of its lost inputs first).
         With ``wait``, returns once it is available again; raises if it cannot
         be rebuilt (no lineage, a step that fails or is not deterministic) or
@@ -614,7 +614,7 @@ def _in_dask_task() -> bool:
 def _seceded() -> Iterator[None]:
     """Gives this Dask task's thread back to its worker while the block runs: a
     task waiting for a rebuild must not hold the slot the rebuild needs
-    (tachyon.txt 4; see :mod:`thaw.dask.recompute`)."""
+    (Tachyon, section 4; see :mod:`thaw.dask.recompute`)."""
     from distributed import rejoin, secede
 
     secede()

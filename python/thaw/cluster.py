@@ -72,7 +72,7 @@ class LocalCluster:
     ``migration_room_wait_ms`` (nothing freed meanwhile) fails, saying which
     jobs hold it. A full MEM tier evicts cached blocks (read into memory, or
     released by their jobs) by ``cache_policy`` (``replacement`` is its old
-    name): "lru", "lfu", "cava" (cava.txt IV-B: lowest caching benefit, i.e.
+    name): "lru", "lfu", "cava" (CAVA, section IV-B: lowest caching benefit, i.e.
     reads in the last ``cache_window`` x the highest cache affinity of their
     applications; a read's fill not worth its victims is dropped) or "ca"
     (CA-Only: by affinity alone); blocks a job still expects and blocks with
@@ -82,7 +82,7 @@ class LocalCluster:
     minutes).
 
     Checkpoints (``async-through`` writes, persisted in the background,
-    tachyon.txt 2.7): ``checkpoint_order`` "newest" (the most recently written
+    Tachyon, section 2.7): ``checkpoint_order`` "newest" (the most recently written
     file first) or "creation"; ``checkpoint_bandwidth`` caps each worker's
     copies to the under-store (bytes per second, e.g. "200MiB"; default none
     beyond the idle I/O class they run in). Files lost before their checkpoint

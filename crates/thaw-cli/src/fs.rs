@@ -60,7 +60,7 @@ pub enum FsCommand {
         #[arg(long, value_parser = parse_mode)]
         mode: Option<u32>,
     },
-    /// Rebuild a lost file from its lineage (tachyon.txt 2.6): reruns the
+    /// Rebuild a lost file from its lineage (Tachyon, section 2.6): reruns the
     /// programs that wrote it, and those of its lost inputs first.
     Recompute {
         /// The lost file.

@@ -1,5 +1,5 @@
 //! `thaw migrate`, `thaw evict`, `thaw jobs`, `thaw events`: a job submitter's
-//! side of migration (ignem.txt III-B3) from a shell, and what the planner did.
+//! side of migration (Ignem, section III-B3) from a shell, and what the planner did.
 
 use std::time::{Duration, Instant};
 

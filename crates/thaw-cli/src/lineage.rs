@@ -1,4 +1,4 @@
-//! `thaw lineage ...`: recording and reading lineage entries (tachyon.txt 2.5's
+//! `thaw lineage ...`: recording and reading lineage entries (Tachyon, section 2.5's
 //! submitDependency) from a shell.
 
 use std::path::PathBuf;

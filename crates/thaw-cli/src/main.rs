@@ -52,7 +52,7 @@ enum Command {
     Fs(ClientGroup<fs::FsCommand>),
     /// Security: the cluster secret, tokens, who you are.
     Auth(ClientGroup<auth::AuthCommand>),
-    /// Lineage: which program derives which files from which (tachyon.txt 2.4),
+    /// Lineage: which program derives which files from which (Tachyon, section 2.4),
     /// so files lost before their checkpoint can be rebuilt.
     Lineage(ClientGroup<lineage::LineageCommand>),
     /// Mount the namespace as a read-only file system (FUSE) at MOUNTPOINT and
@@ -63,7 +63,7 @@ enum Command {
     Umount(mount::UmountArgs),
     /// Workers, their tiers and liveness.
     Status(WithClient<StatusArgs>),
-    /// The memory cache (cava.txt IV): per worker its policy, bytes cached,
+    /// The memory cache (CAVA, section IV): per worker its policy, bytes cached,
     /// hit ratio, evictions and dropped fills; per application its cache
     /// affinity class and the figures it was classified by; per file its
     /// frequency in the window and caching benefit.

@@ -104,7 +104,7 @@ pub struct LocalArgs {
     pub tls: TlsArgs,
 }
 
-/// How the master rebuilds lost files from lineage (tachyon.txt 2.6).
+/// How the master rebuilds lost files from lineage (Tachyon, section 2.6).
 #[derive(Args, Clone)]
 pub struct RecomputeArgs {
     /// proactive: rebuild lost files as soon as the loss is seen; reactive:
@@ -147,12 +147,12 @@ fn recompute_mode_arg(s: &str) -> Result<RecomputeMode, String> {
     RecomputeMode::parse(s).map_err(|e| e.message)
 }
 
-/// How the master classifies applications' cache affinity (cava.txt IV-A).
+/// How the master classifies applications' cache affinity (CAVA, section IV-A).
 #[derive(Args, Clone)]
 pub struct AffinityArgs {
     /// CPU use (cores busy per task, e.g. 0.5) above which an application
     /// whose inputs are mostly not in memory counts as CPU-heavy; auto: the
-    /// mean of the applications measured in the last ten minutes (cava.txt's
+    /// mean of the applications measured in the last ten minutes (CAVA's
     /// "more than average").
     #[arg(long, default_value = "auto", value_parser = threshold_arg)]
     pub ca_cpu_threshold: Threshold,
@@ -232,7 +232,7 @@ fn values_arg(s: &str) -> Result<[f64; 3], String> {
     Ok([h, m, l])
 }
 
-/// How a worker writes checkpoints to the under-store (tachyon.txt 2.7).
+/// How a worker writes checkpoints to the under-store (Tachyon, section 2.7).
 #[derive(Args, Clone, Default)]
 pub struct CheckpointArgs {
     /// Caps each worker's checkpoint copies to the under-store, bytes per second
@@ -241,7 +241,7 @@ pub struct CheckpointArgs {
     pub checkpoint_bandwidth: Option<u64>,
 }
 
-/// How the master plans migrations (ignem.txt III-A, dyrs.txt III-A).
+/// How the master plans migrations (Ignem, section III-A, DYRS, section III-A).
 #[derive(Args, Clone)]
 pub struct PlannerArgs {
     /// none (the baseline), ignem (bind at once to a random replica holder) or
@@ -259,12 +259,12 @@ pub struct PlannerArgs {
     #[arg(long, default_value_t = 100)]
     pub plan_interval_ms: u64,
     /// Which unpersisted async-through file is checkpointed next: newest (the
-    /// most recently written first, tachyon.txt 2.7) or creation (write order).
+    /// most recently written first, Tachyon, section 2.7) or creation (write order).
     #[arg(long, default_value = "newest", value_parser = checkpoint_order_arg)]
     pub checkpoint_order: CheckpointOrder,
 }
 
-/// A worker's memory: the migration buffer (ignem.txt III-B2) and what a full
+/// A worker's memory: the migration buffer (Ignem, section III-B2) and what a full
 /// tier evicts.
 #[derive(Args, Clone)]
 pub struct BufferArgs {
@@ -288,7 +288,7 @@ pub struct BufferArgs {
     /// Which cached blocks (read into memory, released by their jobs, or with
     /// another copy) a full tier evicts to make room: lru (least recently read),
     /// lfu (least often read since admitted, least recently among equals),
-    /// cava (cava.txt IV-B: lowest benefit = reads in the window x the highest
+    /// cava (CAVA, section IV-B: lowest benefit = reads in the window x the highest
     /// cache affinity of their applications; a read's fill is dropped when
     /// its benefit is not above its victims', and never evicts its own
     /// application's blocks) or ca (CA-Only: the same by affinity alone).

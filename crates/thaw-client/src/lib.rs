@@ -242,7 +242,7 @@ impl Client {
         }
     }
 
-    // ---- lineage (tachyon.txt 2.3-2.5) ----
+    // ---- lineage (Tachyon, section 2.3-2.5) ----
 
     /// Records a lineage entry before its outputs are written: the program
     /// `command` (argv) with `config` (opaque bytes its framework wrapper
@@ -419,7 +419,7 @@ impl Client {
     }
 
     /// Reports what application `job`'s tasks did so far (absolute figures);
-    /// the master classifies its cache affinity from them (cava.txt IV-A).
+    /// the master classifies its cache affinity from them (CAVA, section IV-A).
     pub async fn report_app_usage(&self, req: ReportAppUsageRequest) -> Result<AppCacheInfo> {
         let r = self.master.clone().report_app_usage(req).await.map_err(|s| self.rpc_err(s))?.into_inner();
         r.app.ok_or_else(|| ThawError::internal("usage report answer without application"))
@@ -463,7 +463,7 @@ impl Client {
     }
 
     /// Runs `streams` synthetic readers on a worker's emulated `device` ("disk" or
-    /// "ufs"; 0 stops them), as the dd jobs of dyrs.txt V-C; evaluation only, and
+    /// "ufs"; 0 stops them), as the dd jobs of DYRS, section V-C; evaluation only, and
     /// the worker must model that device. Returns the worker's stats after.
     pub async fn device_control(&self, data_address: &str, device: &str, streams: u32) -> Result<WorkerStats> {
         data::device_control(&self.pool, data_address, (&self.config.job_id, self.token()), device, streams).await

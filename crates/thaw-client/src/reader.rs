@@ -102,7 +102,7 @@ impl FileReader {
     pub(crate) async fn open(client: Client, path: &str) -> Result<Self> {
         let (mut info, mut ufs_workers) = client.stat_blocks(path, true).await?;
         if info.lost && info.lineage_id != 0 && !client.config().rebuild_wait.is_zero() {
-            // Reactive recomputation (tachyon.txt 2.6): the reader waits for it.
+            // Reactive recomputation (Tachyon, section 2.6): the reader waits for it.
             client.wait_rebuilt(&info.path, client.config().rebuild_wait).await?;
             (info, ufs_workers) = client.stat_blocks(path, true).await?;
         }

@@ -678,7 +678,7 @@ impl Cluster {
         self.blocks.values().filter(|e| e.replicas.iter().any(|r| r.tier == Tier::Mem)).count()
     }
 
-    /// A block's replicas, ordered by locality level to `client` (cava.txt III-A).
+    /// A block's replicas, ordered by locality level to `client` (CAVA, section III-A).
     pub fn ordered_replicas(&self, block: u64, client: &Position) -> Vec<BlockReplica> {
         let Some(e) = self.blocks.get(&block) else {
             return Vec::new();

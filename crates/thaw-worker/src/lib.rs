@@ -58,7 +58,7 @@ pub struct WorkerConfig {
     pub disk: Option<TierConfig>,
     /// Which cached blocks a full tier evicts to make room.
     pub replacement: replacement::Policy,
-    /// The benefit policies' sliding window (cava.txt IV-B).
+    /// The benefit policies' sliding window (CAVA, section IV-B).
     pub cache_window: Duration,
     /// Address clients use to reach the data service (default: the listener's).
     pub advertise: Option<String>,
@@ -338,7 +338,7 @@ impl Worker {
     }
 
     /// Whether a read by `job` that misses `tier` asks to cache `block`
-    /// there: the application's caching probability (cava.txt II) draws it.
+    /// there: the application's caching probability (CAVA, section II) draws it.
     /// Either way the read counts in the policy's window (the file was read).
     pub(crate) fn admits(&self, tier: &TierStore, block: u64, job: &str) -> bool {
         if tier.get(block).is_some() {

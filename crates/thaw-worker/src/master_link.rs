@@ -1,7 +1,7 @@
 //! The worker's side of the worker protocol: registration with a full block report,
 //! heartbeats carrying tier use and job counters, block commits. Soft state: a new
 //! master epoch or a "register again" answer makes the worker re-register
-//! (ignem.txt III-A5, dyrs.txt III-C).
+//! (Ignem, section III-A5, DYRS, section III-C).
 
 use std::sync::Arc;
 use std::time::Duration;
