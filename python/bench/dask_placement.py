@@ -1,5 +1,5 @@
 """Benchmark: memory-local placement of Dask tasks by the Thaw scheduler plugin
-(cava.txt Algorithm 1) against Dask's own placement, when the blocks are in
+(CAVA, Algorithm 1) against Dask's own placement, when the blocks are in
 memory before their tasks run.
 
 An emulated cluster (``thaw.bench.cluster``: 7 nodes on 2 racks, one Thaw worker

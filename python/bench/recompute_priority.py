@@ -1,4 +1,4 @@
-"""Benchmark: who gets the slots while a lost file is rebuilt (tachyon.txt 4).
+"""Benchmark: who gets the slots while a lost file is rebuilt (Tachyon, section 4).
 
 Tachyon's rule: a recomputation runs at a priority below the jobs that are not
 waiting for it and above the jobs that are. With Dask (``thaw.dask.install(...,

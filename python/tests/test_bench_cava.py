@@ -1,5 +1,5 @@
 """The CAVA evaluation harness (``python -m thaw.bench cava``): its workloads
-have the shapes of cava.txt Table III, its applications' work writes what it
+have the shapes of CAVA, Table III, its applications' work writes what it
 says, its ``--tiny`` version runs end to end (a real LocalCluster under each
 policy, Dask; the affinity and workload experiments) and writes well-formed
 results, and a run that fails is recorded as failed. Checks

@@ -178,7 +178,7 @@ def test_variants_rows_and_added_lead_time() -> None:
     got = {(r["variant"], r["config"]): r for r in rows}
     assert got[("1 MiB, +0s", "ignem")]["speedup"] == pytest.approx(0.2)
     assert got[("1 MiB, +0s", "ignem")]["upper_bound_share"] == pytest.approx(0.5)
-    # Extra lead-time is measured against cold without it (ignem.txt's "Ignem+10s").
+    # Extra lead-time is measured against cold without it (Ignem's "Ignem+10s").
     assert got[("1 MiB, +10s", "ignem")]["speedup"] == pytest.approx(0.3)
     assert got[("1 MiB, +10s", "cold")]["speedup"] == pytest.approx(-1.0)
     assert got[("4 MiB, +0s", "ignem")]["speedup"] == pytest.approx(0.25)
@@ -267,7 +267,7 @@ def test_write_report(swim: dict[str, Any], tmp_path: Path) -> None:
     assert "dyrs Table I (one slow node)" not in home
     assert "| 20.9 | 34% |" in slow and "ignem Table I" not in slow
     # The interference table comes before the scenarios; the paper's column is keyed by scenario.
-    assert "dyrs.txt Table II" in home and "| slow-node label | slow-node | - | - | 9.33 | 137 |" in home
+    assert "DYRS, Table II" in home and "| slow-node label | slow-node | - | - | 9.33 | 137 |" in home
     assert "python -m thaw.bench swim --jobs 3" in home and "2026-11-23" in home
     assert "**homogeneous-cold**: 2 problem(s)" in home and "was read by 2 map tasks" in home
     for name in figures.FIGURES.values():

@@ -1,4 +1,4 @@
-"""CAVA's cache management on a real cluster (cava.txt IV): the cava policy
+"""CAVA's cache management on a real cluster (CAVA, section IV): the cava policy
 keeps a hot file that LRU throws out and drops fills not worth their victims;
 applications are classified from what their processes measurably do (CPU time,
 storage writes from /proc) or take a declared affinity at its word; a repeated

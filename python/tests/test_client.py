@@ -159,6 +159,10 @@ def test_errors_are_python_exceptions_with_the_server_message(client: thaw.Clien
     with pytest.raises(OSError) as e2:
         client.rm(f"{root}/d")
     assert isinstance(e2.value, errors.DirectoryNotEmpty)
+    # The hint names the Python argument, not the CLI's flag.
+    assert "recursive=True" in str(e2.value) and "thaw fs" not in str(e2.value), e2.value
+    with pytest.raises(FileNotFoundError, match=r"does not exist \(pass parents=True"):
+        client.mkdir(f"{root}/no/such/parent")
     for bad in (f"{root}/../etc/passwd", "relative/path", f"{root}/a\0b"):
         with pytest.raises(ValueError) as e3:
             client.stat(bad)
@@ -228,6 +232,29 @@ def test_put_and_get_trees_with_progress(client: thaw.Client, root: str, tmp_pat
     with pytest.raises(FileNotFoundError):
         client.get(f"{root}/tree/nope", tmp_path / "nope.bin")
     assert not list(tmp_path.glob("*nope*"))
+
+
+def test_put_and_get_go_into_existing_directories_as_cp_does(
+    client: thaw.Client, root: str, tmp_path: Path
+) -> None:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "b.bin").write_bytes(b"b")
+    (tmp_path / "one.txt").write_bytes(b"one")
+    client.mkdir(f"{root}/into", parents=True)
+    # A file and a tree into an existing directory keep their names, as the CLI's do.
+    client.put(tmp_path / "one.txt", f"{root}/into", progress=False)
+    client.put(src, f"{root}/into", progress=False)
+    client.put(tmp_path / "one.txt", f"{root}/fresh/", progress=False)
+    assert client.cat(f"{root}/into/one.txt") == b"one"
+    assert client.cat(f"{root}/into/src/sub/b.bin") == b"b"
+    assert client.cat(f"{root}/fresh/one.txt") == b"one"
+    out = tmp_path / "out"
+    out.mkdir()
+    client.get(f"{root}/into/one.txt", out, progress=False)
+    client.get(f"{root}/into/src", out, progress=False)
+    assert (out / "one.txt").read_bytes() == b"one"
+    assert (out / "src" / "sub" / "b.bin").read_bytes() == b"b"
 
 
 def test_reads_release_the_gil(client: thaw.Client, root: str) -> None:

@@ -161,10 +161,11 @@ def test_metrics_are_served_where_the_cluster_says(tmp_path: Path) -> None:
     import urllib.request
 
     with thaw.LocalCluster(tmp_path / "ufs", workers=2, mem_capacity="32MiB", metrics_port=0) as c:
-        assert sorted(c.metrics) == ["master", "worker 0", "worker 1"]
-        status = {w["metrics_address"] for w in c.status()["workers"]}
-        assert status == {c.metrics["worker 0"], c.metrics["worker 1"]}
-        with urllib.request.urlopen(f"http://{c.metrics['worker 1']}/metrics", timeout=10) as r:
+        assert sorted(c.metrics) == ["master", "worker 1", "worker 2"]
+        # Worker I of the cluster is worker I of the status.
+        status = {w["id"]: w["metrics_address"] for w in c.status()["workers"]}
+        assert status == {1: c.metrics["worker 1"], 2: c.metrics["worker 2"]}
+        with urllib.request.urlopen(f"http://{c.metrics['worker 2']}/metrics", timeout=10) as r:
             text = r.read().decode()
         assert 'thaw_worker_tier_capacity_bytes{tier="mem"} 33554432\n' in text, text
         with urllib.request.urlopen(f"http://{c.metrics['master']}/metrics", timeout=10) as r:

@@ -466,7 +466,7 @@ def test_a_task_reading_a_lost_file_gives_its_slot_to_the_rerun_dask_runs_for_it
     # The master runs no rerun itself (--recompute-executor external): the
     # plugin claims them and runs them as Dask tasks. One Dask worker with one
     # thread: a reading task that held its thread while waiting for the rerun
-    # would leave the rerun nowhere to run (tachyon.txt 4's priority inversion).
+    # would leave the rerun nowhere to run (Tachyon, section 4's priority inversion).
     from .test_lineage import grep
 
     flags = ["--recompute", "reactive", "--recompute-executor", "external"]

@@ -1,4 +1,4 @@
-"""Memory-locality placement (cava.txt III, Algorithm 1) by the Thaw scheduler
+"""Memory-locality placement (CAVA, section III, Algorithm 1) by the Thaw scheduler
 plugin: the levels and the decision for one offered slot, then on an emulated
 cluster (one Thaw worker and one Dask worker per node) where each task runs on
 the node whose memory holds its blocks, and tasks wait for such a slot no longer

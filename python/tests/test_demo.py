@@ -48,3 +48,13 @@ def test_the_demo_moves_the_queued_jobs_inputs_into_memory(
     assert "speed is emulated" in out and 'policy "dyrs"' in out and "faster" in out
     assert f"{mig.blocks} of {mig.blocks} blocks (100%)" in out
     assert "too short" not in out
+
+
+def test_every_option_of_the_demo_has_help() -> None:
+    ap = demo.parser()
+    missing = [a.option_strings for a in ap._actions if not a.help]
+    assert not missing, f"options without help: {missing}"
+    text = ap.format_help()
+    for option in ("--workers", "--ufs-speed", "--block-size"):
+        assert option in text
+    assert "workers of each run" in text and "bandwidth per worker" in text and "block size of" in text

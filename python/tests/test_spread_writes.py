@@ -74,11 +74,13 @@ def test_a_write_larger_than_the_cluster_s_free_memory_fails_and_leaves_nothing(
 ) -> None:
     client = thaw.Client(small.master)
     data = os.urandom(30 * MIB)
-    with pytest.raises(thaw.errors.ResourceExhausted, match="no worker has room in memory") as e:
+    with pytest.raises(thaw.errors.ResourceExhausted, match="larger than the cluster's free memory") as e:
         client.write_bytes("/too-big", data, write_type="must-cache")
     assert isinstance(e.value, OSError)
-    # Its length known, the write is refused at create, before a byte is sent.
-    assert "of the 30 this write of 30.0 MiB takes, so none is written" in str(e.value)
+    # Its length known, the write is refused at create, before a byte is sent,
+    # saying both sizes.
+    assert "this write of 30.0 MiB is larger than the cluster's free memory (24.0 MiB" in str(e.value)
+    assert "so none of it is written" in str(e.value)
     assert not client.exists("/too-big")
     # Streamed, its length not known: refused at the first block that finds no room.
     refused = pytest.raises(thaw.errors.ResourceExhausted, match="no worker has room in memory for block 24")
@@ -89,7 +91,7 @@ def test_a_write_larger_than_the_cluster_s_free_memory_fails_and_leaves_nothing(
     _wait_memory_free(client)
     local = tmp_path / "big.bin"
     local.write_bytes(data)
-    with pytest.raises(OSError, match="no worker has room in memory"):
+    with pytest.raises(OSError, match="larger than the cluster's free memory"):
         client.put(local, "/too-big", write_type="async-through")
     assert not client.exists("/too-big")
     # What fits still goes in, once the workers have dropped the failed

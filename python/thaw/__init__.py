@@ -8,7 +8,7 @@
 - :class:`Client`: metadata, file objects, put/get, cluster status.
 - :class:`LocalCluster`: a local cluster from the installed ``thaw`` binary.
 - :func:`job`: names the job every read and write in a block carries.
-- :mod:`thaw.lineage`: which program derives which files (tachyon.txt 2.4), so
+- :mod:`thaw.lineage`: which program derives which files (Tachyon, section 2.4), so
   files written at memory speed (``async-through``) can be rebuilt if lost.
 - ``thaw://`` paths work in fsspec users (pandas, pyarrow, Dask, DuckDB); see
   :class:`ThawFileSystem`, :func:`arrow_filesystem`, :func:`register_duckdb`.

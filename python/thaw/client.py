@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
-from . import _native, jobs
+from . import _native, errors, jobs
 from ._progress import Progress
 from .errors import InvalidArgument
 
@@ -175,10 +175,20 @@ class Client:
         return True
 
     def mkdir(self, path: str, parents: bool = False, exist_ok: bool = False) -> dict[str, Any]:
-        return self.native().mkdir(path, parents, exist_ok)
+        try:
+            return self.native().mkdir(path, parents, exist_ok)
+        except errors.NotFound as e:
+            if parents:
+                raise
+            raise errors.NotFound(f"{e} (pass parents=True to create the parents too)") from None
 
     def rm(self, path: str, recursive: bool = False) -> None:
-        self.native().delete(path, recursive)
+        try:
+            self.native().delete(path, recursive)
+        except errors.DirectoryNotEmpty as e:
+            raise errors.DirectoryNotEmpty(
+                f"{e} (pass recursive=True to delete it with everything in it)"
+            ) from None
 
     def mv(self, src: str, dst: str) -> dict[str, Any]:
         return self.native().rename(src, dst)
@@ -365,7 +375,7 @@ class Client:
         return self.native().jobs()
 
     def cache_report(self, max_files: int = 100) -> dict[str, Any]:
-        """The memory cache as the cache manager sees it (cava.txt IV):
+        """The memory cache as the cache manager sees it (CAVA, section IV):
         ``workers`` (address, policy, capacity, cached_bytes, hits, misses,
         hit_ratio, evictions, drops, skipped), ``apps`` (job_id, name, class,
         affinity, source, cpu_util, write_rate, cached_fraction, probability,
@@ -479,7 +489,7 @@ class Client:
 
     def persist(self, path: str, *, wait: bool = True, timeout: float = 300.0) -> dict[str, Any]:
         """Writes a file to the under-store now: first in the master's checkpoint
-        order (tachyon.txt 2.7). With ``wait``, returns once its ``persistence``
+        order (Tachyon, section 2.7). With ``wait``, returns once its ``persistence``
         is ``persisted``; raises if it is lost meanwhile or ``timeout`` seconds
         pass. A directory, or a file still being written, is an error."""
         return self.native().persist(path, wait, timeout)
@@ -487,7 +497,7 @@ class Client:
     def recompute(
         self, path: str, *, wait: bool = True, retry: bool = False, timeout: float = 600.0
     ) -> dict[str, Any]:
-        """Rebuilds a lost file from its lineage (tachyon.txt 2.6): the master
+        """Rebuilds a lost file from its lineage (Tachyon, section 2.6): the master
         reruns the steps that wrote it (and those of its lost inputs first).
         With ``wait``, returns once it is available again; raises if it cannot
         be rebuilt (no lineage, a step that fails or is not deterministic) or
@@ -553,8 +563,12 @@ class Client:
         progress: bool | None = None,
         temporary: bool = False,
     ) -> list[dict[str, Any]]:
-        """Copies a local file, or a directory tree, into Thaw at ``path``.
+        """Copies a local file, or a directory tree, into Thaw as ``cp -r``
+        does (and ``thaw fs put``): to ``path``, or into it under its own name
+        if ``path`` is a directory (or ends with ``/``).
         ``progress``: a tqdm bar (default: when stderr is a terminal)."""
+        if path.endswith("/") or self._is_dir(path):
+            path = f"{path.rstrip('/')}/{os.path.basename(os.path.abspath(os.fspath(local)))}"
         pairs = _local_tree(os.fspath(local), path)
         total = sum(os.path.getsize(lp) for lp, _ in pairs)
         out = []
@@ -565,9 +579,15 @@ class Client:
         return out
 
     def get(self, path: str, local: str | os.PathLike[str], *, progress: bool | None = None) -> int:
-        """Copies a Thaw file, or a directory tree, to ``local``; returns bytes
-        copied. Each file lands whole or not at all."""
-        pairs = list(self._remote_tree(path, os.fspath(local)))
+        """Copies a Thaw file, or a directory tree, to ``local`` as ``cp -r``
+        does (and ``thaw fs get``): to ``local``, or into it under its own name
+        if ``local`` is a directory. Returns bytes copied. Each file lands
+        whole or not at all."""
+        local = os.fspath(local)
+        name = self.stat(path)["path"].rstrip("/").rsplit("/", 1)[-1]
+        if os.path.isdir(local) and name:
+            local = os.path.join(local, name)
+        pairs = list(self._remote_tree(path, local))
         total = sum(size for _, _, size in pairs)
         done = 0
         with Progress(total, f"get {path}", progress, len(pairs)) as bar:
@@ -575,6 +595,12 @@ class Client:
                 os.makedirs(os.path.dirname(lp) or ".", exist_ok=True)
                 done += self.native().get_file(rp, lp, bar.update_fn)
         return done
+
+    def _is_dir(self, path: str) -> bool:
+        try:
+            return bool(self.stat(path)["type"] == "directory")
+        except (FileNotFoundError, NotADirectoryError):
+            return False
 
     def _remote_tree(self, path: str, local: str) -> Iterator[tuple[str, str, int]]:
         info = self.stat(path)
@@ -596,7 +622,7 @@ def _in_dask_task() -> bool:
 def _seceded() -> Iterator[None]:
     """Gives this Dask task's thread back to its worker while the block runs: a
     task waiting for a rebuild must not hold the slot the rebuild needs
-    (tachyon.txt 4; see :mod:`thaw.dask.recompute`)."""
+    (Tachyon, section 4; see :mod:`thaw.dask.recompute`)."""
     from distributed import rejoin, secede
 
     secede()

@@ -72,7 +72,7 @@ class LocalCluster:
     ``migration_room_wait_ms`` (nothing freed meanwhile) fails, saying which
     jobs hold it. A full MEM tier evicts cached blocks (read into memory, or
     released by their jobs) by ``cache_policy`` (``replacement`` is its old
-    name): "lru", "lfu", "cava" (cava.txt IV-B: lowest caching benefit, i.e.
+    name): "lru", "lfu", "cava" (CAVA, section IV-B: lowest caching benefit, i.e.
     reads in the last ``cache_window`` x the highest cache affinity of their
     applications; a read's fill not worth its victims is dropped) or "ca"
     (CA-Only: by affinity alone); blocks a job still expects and blocks with
@@ -82,7 +82,7 @@ class LocalCluster:
     minutes).
 
     Checkpoints (``async-through`` writes, persisted in the background,
-    tachyon.txt 2.7): ``checkpoint_order`` "newest" (the most recently written
+    Tachyon, section 2.7): ``checkpoint_order`` "newest" (the most recently written
     file first) or "creation"; ``checkpoint_bandwidth`` caps each worker's
     copies to the under-store (bytes per second, e.g. "200MiB"; default none
     beyond the idle I/O class they run in). Files lost before their checkpoint
@@ -94,12 +94,13 @@ class LocalCluster:
     worker's DISK-tier and under-store reads, e.g.
     ``"disk=40MiB/s,ufs=20MiB/s,penalty=0.3"`` (slow, and slower still under
     concurrent streams, as the papers' hard disks); ``worker_device_models``
-    gives worker ``i`` (0-based) its own instead. :meth:`Client.interfere` adds
+    gives worker ``i`` (numbered from 1, as :meth:`Client.status` shows it) its
+    own instead. :meth:`Client.interfere` adds
     synthetic load.
 
     ``metrics_port``: serve Prometheus metrics at ``/metrics``, the master on
-    this port and worker ``i`` on the port + 1 + ``i`` (0: free ports); the
-    addresses are in :attr:`metrics` ("master", "worker 0", ...). Default none.
+    this port and worker ``i`` (from 1) on the port + ``i`` (0: free ports); the
+    addresses are in :attr:`metrics` ("master", "worker 1", ...). Default none.
 
     ``writer_lease_ms``: an unfinished file whose writer (a process killed
     mid-write) has not renewed its lease for this long is deleted, with its
@@ -281,7 +282,7 @@ class LocalCluster:
         c = _client.Client(self.master)
         while True:
             self._check_alive()
-            # "thaw local: worker 0 metrics listening on ADDR", after the master line.
+            # "thaw local: worker 1 metrics listening on ADDR", after the master line.
             for line in self._log_text().splitlines():
                 who, sep, addr = line.removeprefix("thaw local: ").partition(" metrics listening on ")
                 if sep and line.startswith("thaw local: "):

@@ -384,16 +384,34 @@ def fill(text: str, indent: int, width: int = 100) -> str:
     return textwrap.fill(text, width, initial_indent=pad, subsequent_indent=pad)[indent:]
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def parser() -> argparse.ArgumentParser:
+    """``python -m thaw.demo``'s options, each with its help."""
     ap = argparse.ArgumentParser(
-        description="Thaw's main job: a DuckDB query over a cold data set, queued, with and without migration"
+        prog="python -m thaw.demo",
+        description=(
+            "Thaw's main job: a DuckDB query over a cold data set, queued, with and without migration"
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     ap.add_argument("--size", default="512MiB", help="data set size (KiB, MiB or GiB units)")
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--ufs-speed", default="150MiB/s", help="emulated under-store bandwidth per worker")
+    ap.add_argument("--workers", type=int, default=2, help="workers of each run's local cluster")
+    ap.add_argument(
+        "--ufs-speed",
+        default="150MiB/s",
+        help="emulated under-store read bandwidth per worker, e.g. 150MiB/s (the machine's disk is faster)",
+    )
     ap.add_argument("--ahead", type=float, default=4.0, help="seconds the job ahead holds the queue's slot")
-    ap.add_argument("--block-size", default="16MiB")
+    ap.add_argument(
+        "--block-size",
+        default="16MiB",
+        help="block size of the data set's files (a migration moves whole blocks)",
+    )
     ap.add_argument("--s3", action="store_true", help="the under-store is an S3 bucket (a local SeaweedFS)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = parser()
     args = ap.parse_args(argv)
     r = demo(
         size=parse_size(args.size),

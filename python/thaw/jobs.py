@@ -1,7 +1,7 @@
 """Job context: ``with thaw.job("name"):`` names the job that every Thaw read and
 write inside the block carries, so workers count accesses per job.
 
-With ``inputs=[...]`` the context is also the job submitter of ignem.txt III-B3:
+With ``inputs=[...]`` the context is also the job submitter of Ignem, section III-B3:
 on enter it tells the master what the job will read (a migrate call, which
 returns at once, so the migration overlaps whatever the job waits for), renews
 the job's lease in the background while the block runs (an expired lease means a
@@ -254,12 +254,12 @@ def job(
     Without ``inputs`` it only names the job of every read and write inside.
     With them, it migrates them on enter and evicts them on exit (see :class:`Job`).
 
-    Cache affinity (cava.txt IV-A): while the block runs, the process's CPU
+    Cache affinity (CAVA, section IV-A): while the block runs, the process's CPU
     time and storage writes are reported to the master every second
     (``measure=False`` turns this off), which classifies the job as high,
     medium or low affinity for the ``cava`` and ``ca`` cache policies; a job
     of the same ``name`` starts from the class its last run was given.
-    ``cache_affinity=0.3`` names the value instead (cava.txt's Static-CA),
+    ``cache_affinity=0.3`` names the value instead (CAVA's Static-CA),
     and the master takes it at its word.
     """
     return Job(

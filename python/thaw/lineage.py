@@ -1,4 +1,4 @@
-"""Lineage (tachyon.txt 2.3-2.5): which program derives which files from which.
+"""Lineage (Tachyon, section 2.3-2.5): which program derives which files from which.
 
 A program that reads files A1..An and writes B1..Bm tells Thaw so before it
 writes: the inputs by file id (FID, immutable: a renamed input is still the same
@@ -18,7 +18,7 @@ its checkpoint can be rebuilt by running the program again.
 >>> fs.cat("/errors/day1")
 b'ERROR disk full\\n'
 
-:func:`step` is the framework wrapper of tachyon.txt 2.4 for Python (and Dask)
+:func:`step` is the framework wrapper of Tachyon, section 2.4 for Python (and Dask)
 code: the function's module and name, its inputs and outputs, and its keyword
 arguments (JSON) are the configuration; ``python -m thaw rerun
 --lineage N`` is the command that runs it again. :func:`submit` records any

@@ -1,5 +1,5 @@
 """What an application's tasks measurably do, for the master's cache affinity
-classifier (cava.txt IV-A: CPU use and write traffic, measured at runtime,
+classifier (CAVA, section IV-A: CPU use and write traffic, measured at runtime,
 not declared).
 
 Where the figures come from, said plainly:

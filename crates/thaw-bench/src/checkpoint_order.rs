@@ -1,4 +1,4 @@
-//! Checkpointing newest-first against creation order (tachyon.txt 2.7), on the
+//! Checkpointing newest-first against creation order (Tachyon, section 2.7), on the
 //! paper's own example: a chain A1 -> A2 -> ... where each file is derived from
 //! the one before, written faster than checkpoints can keep up with.
 //!
@@ -70,7 +70,7 @@ pub async fn run(cfg: &Config) -> Result<Vec<Comparison>> {
     );
     let row = |name: &str, unit: &'static str, t: Vec<f64>, b: Vec<f64>, tf: f64, bf: f64, notes: String| Comparison {
         name: name.to_string(),
-        thaw_label: "checkpoints newest-first (tachyon.txt 2.7)".into(),
+        thaw_label: "checkpoints newest-first (Tachyon, section 2.7)".into(),
         baseline_label: "checkpoints in creation order".into(),
         unit,
         thaw: tf,

@@ -87,9 +87,9 @@ enum Which {
     EarlyAsk,
     /// `thaw fs cat/get/put` against `cat`/`cp` of tmpfs files.
     UserPaths,
-    /// Write throughput by write type against a tmpfs write (tachyon.txt Fig. 1).
+    /// Write throughput by write type against a tmpfs write (Tachyon, Fig. 1).
     Writes,
-    /// Checkpoints newest-first against creation order (tachyon.txt 2.7).
+    /// Checkpoints newest-first against creation order (Tachyon, section 2.7).
     CheckpointOrder,
     /// A cache replacement decision at 100,000 cached blocks, per policy
     /// (lru, lfu, ca, cava), against the 50 us target.

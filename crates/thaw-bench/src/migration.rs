@@ -1,4 +1,4 @@
-//! Migration throughput per device (dyrs.txt III-B: "ensuring efficient
+//! Migration throughput per device (DYRS, section III-B: "ensuring efficient
 //! utilization of the disk"). One worker whose DISK tier and under-store are
 //! emulated devices (the device model, at `BANDWIDTH`); a job migrates a file
 //! that is only on one of them. The figure is bytes over the time from the first

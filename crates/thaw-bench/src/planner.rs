@@ -1,8 +1,8 @@
-//! The dyrs planner's cost (dyrs.txt III-D): one pass of Algorithm 1 over 10,000
+//! The dyrs planner's cost (DYRS, section III-D): one pass of Algorithm 1 over 10,000
 //! pending blocks on 7 workers, each block with 3 DISK replicas and the workers
 //! with different estimates and queues. The paper claims "under a millisecond
 //! for 50GB of pending migrations", i.e. about 200 blocks of 256 MB (the block
-//! size of its mappers, dyrs.txt II-C): 200 blocks per millisecond is the baseline.
+//! size of its mappers, DYRS, section II-C): 200 blocks per millisecond is the baseline.
 
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,7 @@ use crate::measure::{Comparison, median};
 const WORKERS: usize = 7;
 const PENDING: u64 = 10_000;
 const BLOCK: u64 = 64 << 20;
-/// dyrs.txt III-D: 50 GB in under 1 ms, in 256 MB blocks.
+/// DYRS, section III-D: 50 GB in under 1 ms, in 256 MB blocks.
 const PAPER_BLOCKS_PER_MS: f64 = 200.0;
 
 pub fn run(cfg: &Config) -> Result<Comparison> {
@@ -80,7 +80,7 @@ pub fn run(cfg: &Config) -> Result<Comparison> {
     Ok(Comparison {
         name: "planner".into(),
         thaw_label: format!("Algorithm 1 over {PENDING} pending blocks, {WORKERS} workers x 3 replicas"),
-        baseline_label: "dyrs.txt III-D: 50 GB (200 blocks of 256 MB) in under 1 ms".into(),
+        baseline_label: "DYRS, section III-D: 50 GB (200 blocks of 256 MB) in under 1 ms".into(),
         unit: "blocks/ms",
         thaw,
         baseline: PAPER_BLOCKS_PER_MS,

@@ -1,4 +1,4 @@
-//! Write throughput by write type, tachyon.txt Fig. 1's shape: `async-through`
+//! Write throughput by write type, Tachyon, Fig. 1's shape: `async-through`
 //! (memory now, under-store in the background) against a raw tmpfs write and
 //! against synchronous writes (`replicated:3` to three workers' DISK tiers,
 //! `through` and `cache-through` to the under-store), with 1 and 4 writers.
@@ -12,7 +12,7 @@
 //! Twice: on this machine's own devices (tmpfs memory; a virtual disk whose
 //! page cache absorbs writes, so "disk" writes run at memory-copy speed), and
 //! with the emulated device model in front of the DISK tier and the under-store
-//! (`disk=150MiB/s,ufs=150MiB/s`, an HDD-like disk), which tachyon.txt's
+//! (`disk=150MiB/s,ufs=150MiB/s`, an HDD-like disk), which Tachyon's
 //! comparison with replicated disk writes assumes.
 
 use std::time::{Duration, Instant};

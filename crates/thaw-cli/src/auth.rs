@@ -22,6 +22,7 @@ pub enum AuthCommand {
     /// --tls-cert server.pem --tls-key server-key.pem, and everyone --tls-ca
     /// ca.pem (clients: THAW_TLS_CA).
     Certs {
+        /// The directory to write the PEM files into (made if missing).
         dir: PathBuf,
         /// Host names and IP addresses the certificate is for (those clients
         /// dial: every master and worker address), comma-separated.
@@ -45,6 +46,7 @@ pub enum AuthCommand {
     /// Whom the master takes you for: user, groups, superuser or not, and
     /// whether it checks at all.
     Whoami {
+        /// Print JSON (for scripts).
         #[arg(long)]
         json: bool,
     },

@@ -3,39 +3,50 @@
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Subcommand;
 use thaw_client::{Client, WriteOptions};
 use thaw_common::proto::WriteType;
+use thaw_common::{ErrorKind, ThawError};
 
-use crate::output;
 use crate::size_arg;
+use crate::{output, transfer};
 
 #[derive(Subcommand)]
 pub enum FsCommand {
     /// List a directory (or show one file).
     Ls {
+        /// The directory or file.
         #[arg(default_value = "/")]
         path: String,
+        /// Print JSON (for scripts): one object per entry.
         #[arg(long)]
         json: bool,
     },
     /// Show a file's status and each block's replicas.
     Stat {
+        /// The file or directory.
         path: String,
+        /// Print JSON (for scripts).
         #[arg(long)]
         json: bool,
     },
     /// Print a file to standard output.
-    Cat { path: String },
-    /// Copy a local file into Thaw (`-`: standard input, until it ends).
+    Cat {
+        /// The file.
+        path: String,
+    },
+    /// Copy a local file, or a directory tree, into Thaw, as `cp -r` does: to
+    /// PATH, or into PATH if it is a directory (or ends with `/`).
     Put {
+        /// The local file or directory; `-`: standard input, until it ends.
         local: PathBuf,
+        /// Where in Thaw: a new path, or a directory to copy into.
         path: String,
         /// must-cache, async-through (memory now, under-store in the
         /// background), cache-through, through, or replicated:N
         #[arg(long, default_value = "cache-through", value_parser = parse_write_type)]
         write_type: (WriteType, u32),
+        /// Block size of the new files, e.g. 16MiB (default: the master's).
         #[arg(long, value_parser = size_arg)]
         block_size: Option<u64>,
         /// Replace an existing file.
@@ -49,9 +60,10 @@ pub enum FsCommand {
         #[arg(long, value_parser = parse_mode)]
         mode: Option<u32>,
     },
-    /// Rebuild a lost file from its lineage (tachyon.txt 2.6): reruns the
+    /// Rebuild a lost file from its lineage (Tachyon, section 2.6): reruns the
     /// programs that wrote it, and those of its lost inputs first.
     Recompute {
+        /// The lost file.
         path: String,
         /// Return at once instead of waiting for the rebuild.
         #[arg(long)]
@@ -62,11 +74,13 @@ pub enum FsCommand {
         /// Give up waiting after this many seconds.
         #[arg(long, default_value_t = 600.0)]
         timeout: f64,
+        /// Print JSON (for scripts).
         #[arg(long)]
         json: bool,
     },
     /// Write a file to the under-store now (first in the checkpoint order).
     Persist {
+        /// The file.
         path: String,
         /// Return at once instead of waiting until it is persisted.
         #[arg(long)]
@@ -74,37 +88,67 @@ pub enum FsCommand {
         /// Give up waiting after this many seconds.
         #[arg(long, default_value_t = 300.0)]
         timeout: f64,
+        /// Print JSON (for scripts).
         #[arg(long)]
         json: bool,
     },
-    /// Copy a Thaw file to a local file.
-    Get { path: String, local: PathBuf },
+    /// Copy a Thaw file, or a directory tree, to local files, as `cp -r`
+    /// does: to LOCAL, or into LOCAL if it is a directory. Each file lands
+    /// whole or not at all.
+    Get {
+        /// The file or directory in Thaw.
+        path: String,
+        /// Where: a new local path, a directory to copy into, or `-` for
+        /// standard output (a file only).
+        local: PathBuf,
+    },
     /// Delete a file or directory.
     Rm {
+        /// The file or directory.
         path: String,
+        /// Delete a directory with everything in it.
         #[arg(short = 'r', long)]
         recursive: bool,
     },
     /// Make a directory.
     Mkdir {
+        /// The new directory.
         path: String,
         /// Create parents; succeed if it exists.
         #[arg(short = 'p', long)]
         parents: bool,
     },
-    /// Rename a file or directory.
-    Mv { src: String, dst: String },
+    /// Rename a file or directory, as `mv` does: to DST, or into DST if it
+    /// is a directory.
+    Mv {
+        /// The file or directory to move.
+        src: String,
+        /// Its new path, or a directory to move it into.
+        dst: String,
+    },
     /// Change an entry's permission bits (octal, e.g. 600): its owner or the
     /// superuser.
     Chmod {
+        /// The new bits, in octal (e.g. 640).
         #[arg(value_parser = parse_mode)]
         mode: u32,
+        /// The file or directory.
         path: String,
     },
     /// Change an entry's owner (`OWNER` or `OWNER:GROUP`): the superuser only.
-    Chown { owner: String, path: String },
+    Chown {
+        /// The new owner, or OWNER:GROUP.
+        owner: String,
+        /// The file or directory.
+        path: String,
+    },
     /// Change an entry's group: its owner, to one of its own groups.
-    Chgrp { group: String, path: String },
+    Chgrp {
+        /// The new group.
+        group: String,
+        /// The file or directory.
+        path: String,
+    },
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -130,15 +174,6 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
             r.copy_to(&out, u64::MAX).await?;
         }
         FsCommand::Put { local, path, write_type: (write_type, replication), block_size, force, temporary, mode } => {
-            let stdin = local.as_os_str() == "-";
-            let file = if stdin {
-                None
-            } else {
-                let file = std::fs::File::open(&local).with_context(|| format!("cannot open {}", local.display()))?;
-                // A file still growing is taken up to its length at the start.
-                let len = file.metadata().with_context(|| format!("cannot open {}", local.display()))?.len();
-                Some((file, len))
-            };
             let opts = WriteOptions {
                 write_type,
                 block_size: block_size.unwrap_or(0),
@@ -147,45 +182,11 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
                 overwrite: force,
                 temporary,
                 mode,
-                length: file.as_ref().map_or(0, |(_, len)| *len),
+                length: 0,
             };
-            let mut w = client.create(&path, opts).await?;
-            match &file {
-                Some((file, len)) => {
-                    w.write_from_file(file, 0, *len).await.with_context(|| format!("copying {}", local.display()))?;
-                }
-                None => {
-                    if let Err(e) = copy_stdin(&mut w).await {
-                        w.abort().await;
-                        return Err(e.context("copying standard input"));
-                    }
-                }
-            }
-            let info = w.close().await?;
-            println!(
-                "{} -> {} ({} bytes, {})",
-                local.display(),
-                info.path,
-                info.length,
-                output::write_type_name(info.write_type())
-            );
+            transfer::put(&client, &local, &path, opts).await?;
         }
-        FsCommand::Get { path, local } => {
-            let mut r = client.open(&path).await?;
-            let tmp = local.with_extension("thaw-part");
-            let out = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-            let copied = async {
-                r.copy_to(&out, u64::MAX).await?;
-                out.sync_all()?;
-                std::fs::rename(&tmp, &local)?;
-                Ok::<_, anyhow::Error>(())
-            }
-            .await;
-            if copied.is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-            copied?;
-        }
+        FsCommand::Get { path, local } => transfer::get(&client, &path, &local).await?,
         FsCommand::Recompute { path, no_wait, retry, timeout, json } => {
             if !timeout.is_finite() || timeout < 0.0 {
                 anyhow::bail!("--timeout must be a number of seconds >= 0");
@@ -207,12 +208,17 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
             };
             output::print_persisted(&info, json);
         }
-        FsCommand::Rm { path, recursive } => client.delete(&path, recursive).await?,
+        FsCommand::Rm { path, recursive } => client.delete(&path, recursive).await.map_err(|e| {
+            hint(e, ErrorKind::DirectoryNotEmpty, "`thaw fs rm -r` deletes a directory with everything in it")
+        })?,
         FsCommand::Mkdir { path, parents } => {
-            client.mkdir(&path, parents, parents).await?;
+            client
+                .mkdir(&path, parents, parents)
+                .await
+                .map_err(|e| hint(e, ErrorKind::NotFound, "`thaw fs mkdir -p` creates the parents too"))?;
         }
         FsCommand::Mv { src, dst } => {
-            client.rename(&src, &dst).await?;
+            transfer::rename(&client, &src, &dst).await?;
         }
         FsCommand::Chmod { mode, path } => {
             client.set_attributes(&path, Some(mode), None, None).await?;
@@ -231,34 +237,7 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Copies standard input into `w` until it ends, a chunk at a time, read on a
-/// blocking thread (a pipe may stay silent for long; the writer's lease is
-/// renewed meanwhile).
-async fn copy_stdin(w: &mut thaw_client::FileWriter) -> anyhow::Result<()> {
-    use std::io::Read;
-    const CHUNK: usize = 4 << 20;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(2);
-    std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        loop {
-            let mut buf = vec![0u8; CHUNK];
-            let r = match stdin.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    buf.truncate(n);
-                    Ok(buf)
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => Err(e),
-            };
-            let failed = r.is_err();
-            if tx.blocking_send(r).is_err() || failed {
-                break;
-            }
-        }
-    });
-    while let Some(chunk) = rx.recv().await {
-        w.write(&chunk?).await?;
-    }
-    Ok(())
+/// `e` with a hint on what to type, if it is of `kind`.
+fn hint(e: ThawError, kind: ErrorKind, what: &str) -> anyhow::Error {
+    if e.kind == kind { anyhow::anyhow!("{e} ({what})") } else { e.into() }
 }

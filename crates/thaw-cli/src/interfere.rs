@@ -1,5 +1,5 @@
 //! `thaw interfere`: synthetic load on a worker's emulated device, as the dd jobs
-//! of dyrs.txt V-C (evaluation only; the worker needs `--device-model`).
+//! of DYRS, section V-C (evaluation only; the worker needs `--device-model`).
 
 use anyhow::{Context, bail};
 use clap::Args;

@@ -1,5 +1,5 @@
 //! `thaw migrate`, `thaw evict`, `thaw jobs`, `thaw events`: a job submitter's
-//! side of migration (ignem.txt III-B3) from a shell, and what the planner did.
+//! side of migration (Ignem, section III-B3) from a shell, and what the planner did.
 
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,7 @@ pub struct MigrateArgs {
     /// 200 bytes; default: the origin it has, if any).
     #[arg(long, default_value = "")]
     origin: String,
+    /// Print JSON (for scripts).
     #[arg(long)]
     json: bool,
 }
@@ -46,12 +47,14 @@ pub struct MigrateArgs {
 pub struct EvictArgs {
     /// Release only these files or directories (default: all; the job ends).
     paths: Vec<String>,
+    /// Print JSON (for scripts).
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Args)]
 pub struct JobsArgs {
+    /// Print JSON (for scripts).
     #[arg(long)]
     json: bool,
 }

@@ -1,4 +1,4 @@
-//! `thaw lineage ...`: recording and reading lineage entries (tachyon.txt 2.5's
+//! `thaw lineage ...`: recording and reading lineage entries (Tachyon, section 2.5's
 //! submitDependency) from a shell.
 
 use std::path::PathBuf;
@@ -31,6 +31,7 @@ pub enum LineageCommand {
         /// it on recomputation; at most 1 MiB).
         #[arg(long)]
         config_file: Option<PathBuf>,
+        /// Print JSON (for scripts).
         #[arg(long)]
         json: bool,
         /// The program to rerun and its arguments.
@@ -41,11 +42,13 @@ pub enum LineageCommand {
     Show {
         /// A lineage id, or the path of a file written under one.
         what: String,
+        /// Print JSON (for scripts).
         #[arg(long)]
         json: bool,
     },
     /// List every lineage entry.
     Ls {
+        /// Print JSON (for scripts).
         #[arg(long)]
         json: bool,
     },

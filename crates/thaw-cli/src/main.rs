@@ -1,6 +1,7 @@
 //! `thaw`: one binary for the local cluster, the servers, and the client commands.
 
 mod auth;
+mod client_args;
 mod demo;
 mod fs;
 mod interfere;
@@ -10,10 +11,12 @@ mod local_dirs;
 mod mount;
 mod output;
 mod servers;
+mod transfer;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use client_args::{ClientArgs, ClientGroup, WithClient};
 use thaw_common::size::parse_size;
 
 #[derive(Parser)]
@@ -23,11 +26,13 @@ use thaw_common::size::parse_size;
     about = "Thaw: a distributed memory tier that moves cold inputs into memory before jobs read them"
 )]
 struct Cli {
-    /// Master address (host:port).
-    #[arg(long, global = true, env = "THAW_MASTER")]
+    /// For client commands: the master's address HOST:PORT (a group: a,b,c).
+    /// Default: THAW_MASTER, else 127.0.0.1:19998. Also after the command.
+    #[arg(long, value_name = "HOST:PORT")]
     master: Option<String>,
-    /// Job id carried by every read and write.
-    #[arg(long, global = true, env = "THAW_JOB_ID")]
+    /// For client commands: the job id carried by every read and write.
+    /// Default: THAW_JOB_ID. Also after the command.
+    #[arg(long, value_name = "ID")]
     job: Option<String>,
     /// Log filter, e.g. info or thaw_worker=debug (also RUST_LOG).
     #[arg(long, global = true, env = "THAW_LOG")]
@@ -45,41 +50,38 @@ enum Command {
     /// Run a worker.
     Worker(servers::WorkerArgs),
     /// File system commands.
-    #[command(subcommand)]
-    Fs(fs::FsCommand),
+    Fs(ClientGroup<fs::FsCommand>),
     /// Security: the cluster secret, tokens, who you are.
-    #[command(subcommand)]
-    Auth(auth::AuthCommand),
-    /// Lineage: which program derives which files from which (tachyon.txt 2.4),
+    Auth(ClientGroup<auth::AuthCommand>),
+    /// Lineage: which program derives which files from which (Tachyon, section 2.4),
     /// so files lost before their checkpoint can be rebuilt.
-    #[command(subcommand)]
-    Lineage(lineage::LineageCommand),
+    Lineage(ClientGroup<lineage::LineageCommand>),
     /// Mount the namespace as a read-only file system (FUSE) at MOUNTPOINT and
     /// serve it until Ctrl-C, SIGTERM or `thaw umount`; blocks on this host are
     /// read from their files. Reads carry --job.
-    Mount(mount::MountArgs),
+    Mount(WithClient<mount::MountArgs>),
     /// Unmount a `thaw mount` (works with the master or the mount process gone).
     Umount(mount::UmountArgs),
     /// Workers, their tiers and liveness.
-    Status(StatusArgs),
-    /// The memory cache (cava.txt IV): per worker its policy, bytes cached,
+    Status(WithClient<StatusArgs>),
+    /// The memory cache (CAVA, section IV): per worker its policy, bytes cached,
     /// hit ratio, evictions and dropped fills; per application its cache
     /// affinity class and the figures it was classified by; per file its
     /// frequency in the window and caching benefit.
-    Cache(CacheArgs),
+    Cache(WithClient<CacheArgs>),
     /// Move a job's inputs into memory before it reads them (returns at once;
     /// --wait shows progress). The job is --job (or THAW_JOB_ID).
-    Migrate(jobs::MigrateArgs),
+    Migrate(WithClient<jobs::MigrateArgs>),
     /// Release a job's blocks from memory (all of them: the job ends).
-    Evict(jobs::EvictArgs),
+    Evict(WithClient<jobs::EvictArgs>),
     /// Jobs with migration state: blocks pending, queued, in memory, read; who
     /// submitted each and how its tasks went, if its submitter said.
-    Jobs(jobs::JobsArgs),
+    Jobs(WithClient<jobs::JobsArgs>),
     /// The log of finished and dropped migrations (block, worker, source, times).
-    Events(jobs::EventsArgs),
+    Events(WithClient<jobs::EventsArgs>),
     /// Synthetic load on a worker's emulated device (evaluation; the worker needs
     /// --device-model): `thaw interfere --worker 1 --device disk on --streams 2`.
-    Interfere(interfere::InterfereArgs),
+    Interfere(WithClient<interfere::InterfereArgs>),
     /// The main demo: a cold data set read through Thaw, then from memory, on an
     /// embedded local cluster.
     Demo(demo::DemoArgs),
@@ -87,6 +89,7 @@ enum Command {
 
 #[derive(Args)]
 struct CacheArgs {
+    /// Print JSON (for scripts) instead of tables.
     #[arg(long)]
     json: bool,
     /// Files listed, highest benefit first.
@@ -96,6 +99,7 @@ struct CacheArgs {
 
 #[derive(Args)]
 struct StatusArgs {
+    /// Print JSON (for scripts), with the cache report, instead of tables.
     #[arg(long)]
     json: bool,
 }
@@ -106,6 +110,18 @@ pub fn size_arg(s: &str) -> Result<u64, String> {
 
 pub fn dir_arg(s: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(s))
+}
+
+/// Blocks SIGPIPE in the calling thread: its writes to closed sockets fail
+/// with EPIPE instead.
+fn block_sigpipe() {
+    // SAFETY: a signal set built and applied to this thread's mask only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 fn init_logging(filter: Option<&str>, default: &str) {
@@ -141,12 +157,21 @@ fn main() {
     // for the mount's readers, not abort the mount).
     let quiet_servers = matches!(cli.command, Command::Demo(_) | Command::Mount(_));
     init_logging(cli.log.as_deref(), if server && !quiet_servers { "info" } else { "warn" });
-    if !server && !quiet_servers {
+    let client = !server && !quiet_servers;
+    if client {
         // Client commands end quietly when their output pipe closes (`thaw fs cat | head`).
         // SAFETY: setting a signal disposition before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if client {
+        // ...but a socket its peer closed (a TLS port reached without TLS, a
+        // master killed) is an error to report, not a silent death: the
+        // runtime's threads, which drive the connections, block SIGPIPE and
+        // see EPIPE. Standard output is written from this thread.
+        builder.on_thread_start(block_sigpipe);
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("thaw: error: cannot start runtime: {e}");
@@ -161,45 +186,58 @@ fn main() {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let client = || {
-        let mut cfg = thaw_client::ClientConfig::from_env(cli.master.clone());
-        if let Some(job) = &cli.job {
-            cfg.job_id = job.clone();
+    let outer = ClientArgs { master: cli.master.clone(), job: cli.job.clone() };
+    let client = |flags: &ClientArgs| thaw_client::Client::new(flags.or(&outer).config());
+    let server_flags = |name: &str, master_ok: bool| {
+        let flag = if cli.job.is_some() {
+            Some("--job")
+        } else {
+            cli.master.as_ref().filter(|_| !master_ok).map(|_| "--master")
+        };
+        match flag {
+            Some(flag) => Err(anyhow::anyhow!(
+                "{flag} is a flag of client commands: `thaw {name}` runs a server (see `thaw {name} --help`)"
+            )),
+            None => Ok(()),
         }
-        thaw_client::Client::new(cfg)
     };
     match cli.command {
-        Command::Local(args) => servers::run_local(args).await,
-        Command::Master(args) => servers::run_master(args).await,
-        Command::Worker(args) => servers::run_worker(args, cli.master).await,
-        Command::Fs(cmd) => fs::run(client()?, cmd).await,
-        Command::Auth(auth::AuthCommand::Secret { path }) => auth::secret(&path),
-        Command::Auth(auth::AuthCommand::Certs { dir, hosts }) => auth::certs(&dir, &hosts),
-        Command::Auth(cmd) => auth::run(client()?, cmd).await,
-        Command::Lineage(cmd) => lineage::run(client()?, cmd).await,
-        Command::Demo(args) => demo::run(args).await,
-        Command::Mount(args) => {
-            let mut cfg = thaw_client::ClientConfig::from_env(cli.master.clone());
-            if let Some(job) = &cli.job {
-                cfg.job_id = job.clone();
-            }
-            mount::mount(cfg, args).await
+        Command::Local(args) => {
+            server_flags("local", false)?;
+            servers::run_local(args).await
         }
+        Command::Master(args) => {
+            server_flags("master", false)?;
+            servers::run_master(args).await
+        }
+        Command::Worker(args) => {
+            server_flags("worker", true)?;
+            servers::run_worker(args, cli.master).await
+        }
+        Command::Fs(g) => fs::run(client(&g.client)?, g.command).await,
+        Command::Auth(ClientGroup { command: auth::AuthCommand::Secret { path }, .. }) => auth::secret(&path),
+        Command::Auth(ClientGroup { command: auth::AuthCommand::Certs { dir, hosts }, .. }) => {
+            auth::certs(&dir, &hosts)
+        }
+        Command::Auth(g) => auth::run(client(&g.client)?, g.command).await,
+        Command::Lineage(g) => lineage::run(client(&g.client)?, g.command).await,
+        Command::Demo(args) => demo::run(args).await,
+        Command::Mount(a) => mount::mount(a.client.or(&outer).config(), a.args).await,
         Command::Umount(args) => mount::umount(args),
-        Command::Migrate(args) => jobs::migrate(client()?, args).await,
-        Command::Evict(args) => jobs::evict(client()?, args).await,
-        Command::Jobs(args) => jobs::jobs(client()?, args).await,
-        Command::Events(args) => jobs::events(client()?, args).await,
-        Command::Interfere(args) => interfere::run(client()?, args).await,
-        Command::Cache(args) => {
-            let report = client()?.cache_report(args.files).await?;
-            output::print_cache(&report, args.json);
+        Command::Migrate(a) => jobs::migrate(client(&a.client)?, a.args).await,
+        Command::Evict(a) => jobs::evict(client(&a.client)?, a.args).await,
+        Command::Jobs(a) => jobs::jobs(client(&a.client)?, a.args).await,
+        Command::Events(a) => jobs::events(client(&a.client)?, a.args).await,
+        Command::Interfere(a) => interfere::run(client(&a.client)?, a.args).await,
+        Command::Cache(a) => {
+            let report = client(&a.client)?.cache_report(a.args.files).await?;
+            output::print_cache(&report, a.args.json);
             Ok(())
         }
-        Command::Status(args) => {
-            let c = client()?;
+        Command::Status(a) => {
+            let c = client(&a.client)?;
             let status = c.cluster_status().await?;
-            if args.json {
+            if a.args.json {
                 // With the cache report: applications' classes and files' benefits.
                 let mut v = thaw_client::json::status_json(&status);
                 v["cache"] = thaw_client::json::cache_report_json(&c.cache_report(0).await?);
@@ -211,3 +249,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
 }
+
+#[cfg(test)]
+mod help_tests;

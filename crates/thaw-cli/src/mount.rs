@@ -110,7 +110,9 @@ pub async fn mount(mut cfg: thaw_client::ClientConfig, args: MountArgs) -> anyho
     let _served = scopeguard(stats);
     if !signal {
         // Unmounted from outside: the session ended on its own.
-        return tokio::task::spawn_blocking(move || session.join()).await?.context("serving the mount");
+        return tokio::task::spawn_blocking(move || thaw_fuse::join_unmounted(session))
+            .await?
+            .context("serving the mount");
     }
     eprintln!("thaw: unmounting {}", mountpoint.display());
     if let Err(e) = thaw_fuse::unmount(&mountpoint, false) {
@@ -118,9 +120,11 @@ pub async fn mount(mut cfg: thaw_client::ClientConfig, args: MountArgs) -> anyho
         // programs still inside get errors, not a hang.
         eprintln!("thaw: {e}; detaching it");
         thaw_fuse::unmount(&mountpoint, true).with_context(|| format!("cannot unmount {}", mountpoint.display()))?;
+        // Detached: dropping the session would try to unmount it again.
+        std::mem::forget(session);
         return Ok(());
     }
-    tokio::task::spawn_blocking(move || session.join()).await?.context("serving the mount")
+    tokio::task::spawn_blocking(move || thaw_fuse::join_unmounted(session)).await?.context("serving the mount")
 }
 
 /// Says what the mount served when the command ends, however it ends.

@@ -197,10 +197,12 @@ pub fn print_status(s: &GetClusterStatusResponse, as_json: bool) {
     let mem_line = |w: &WorkerInfo| {
         w.tiers.iter().find(|u| u.tier == Tier::Mem as i32).map(|u| {
             format!(
-                "MEM: {} held for jobs, {} not persisted elsewhere, {} evictable ({} has evicted {} blocks, {})",
+                "MEM: {} held for jobs, {} not persisted elsewhere, {} evictable, {} being written or copied in \
+                 ({} has evicted {} blocks, {})",
                 format_size(u.held),
                 format_size(u.pinned),
                 format_size(u.evictable),
+                format_size(thaw_client::json::in_flight(u)),
                 if u.replacement.is_empty() { "-" } else { &u.replacement },
                 u.evictions,
                 format_size(u.evicted_bytes)

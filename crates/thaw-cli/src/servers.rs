@@ -72,7 +72,7 @@ pub struct LocalArgs {
     #[arg(long, value_parser = dir_arg)]
     pub remove_on_exit: Option<PathBuf>,
     /// Serve Prometheus metrics at /metrics: the master on this port, worker I
-    /// on the port + 1 + I (0: any free ports; every address is printed).
+    /// on the port + I (0: any free ports; every address is printed).
     /// Default: no metrics.
     #[arg(long)]
     pub metrics_port: Option<u16>,
@@ -85,8 +85,8 @@ pub struct LocalArgs {
     /// disk=40MiB/s,ufs=20MiB/s,penalty=0.3: see `thaw worker --device-model`.
     #[arg(long, value_parser = device_model_arg)]
     pub device_model: Option<DeviceModels>,
-    /// I:SPEC: worker I's (0-based) device model instead of --device-model's.
-    /// Repeatable.
+    /// I:SPEC: worker I's device model instead of --device-model's (workers
+    /// are numbered from 1, as `thaw status` shows them). Repeatable.
     #[arg(long, value_parser = worker_device_model_arg)]
     pub worker_device_model: Vec<(usize, DeviceModels)>,
     #[command(flatten)]
@@ -107,7 +107,7 @@ pub struct LocalArgs {
     pub tls: TlsArgs,
 }
 
-/// How the master rebuilds lost files from lineage (tachyon.txt 2.6).
+/// How the master rebuilds lost files from lineage (Tachyon, section 2.6).
 #[derive(Args, Clone)]
 pub struct RecomputeArgs {
     /// proactive: rebuild lost files as soon as the loss is seen; reactive:
@@ -150,12 +150,12 @@ fn recompute_mode_arg(s: &str) -> Result<RecomputeMode, String> {
     RecomputeMode::parse(s).map_err(|e| e.message)
 }
 
-/// How the master classifies applications' cache affinity (cava.txt IV-A).
+/// How the master classifies applications' cache affinity (CAVA, section IV-A).
 #[derive(Args, Clone)]
 pub struct AffinityArgs {
     /// CPU use (cores busy per task, e.g. 0.5) above which an application
     /// whose inputs are mostly not in memory counts as CPU-heavy; auto: the
-    /// mean of the applications measured in the last ten minutes (cava.txt's
+    /// mean of the applications measured in the last ten minutes (CAVA's
     /// "more than average").
     #[arg(long, default_value = "auto", value_parser = threshold_arg)]
     pub ca_cpu_threshold: Threshold,
@@ -235,7 +235,7 @@ fn values_arg(s: &str) -> Result<[f64; 3], String> {
     Ok([h, m, l])
 }
 
-/// How a worker writes checkpoints to the under-store (tachyon.txt 2.7).
+/// How a worker writes checkpoints to the under-store (Tachyon, section 2.7).
 #[derive(Args, Clone, Default)]
 pub struct CheckpointArgs {
     /// Caps each worker's checkpoint copies to the under-store, bytes per second
@@ -244,7 +244,7 @@ pub struct CheckpointArgs {
     pub checkpoint_bandwidth: Option<u64>,
 }
 
-/// How the master plans migrations (ignem.txt III-A, dyrs.txt III-A).
+/// How the master plans migrations (Ignem, section III-A, DYRS, section III-A).
 #[derive(Args, Clone)]
 pub struct PlannerArgs {
     /// none (the baseline), ignem (bind at once to a random replica holder) or
@@ -262,12 +262,12 @@ pub struct PlannerArgs {
     #[arg(long, default_value_t = 100)]
     pub plan_interval_ms: u64,
     /// Which unpersisted async-through file is checkpointed next: newest (the
-    /// most recently written first, tachyon.txt 2.7) or creation (write order).
+    /// most recently written first, Tachyon, section 2.7) or creation (write order).
     #[arg(long, default_value = "newest", value_parser = checkpoint_order_arg)]
     pub checkpoint_order: CheckpointOrder,
 }
 
-/// A worker's memory: the migration buffer (ignem.txt III-B2) and what a full
+/// A worker's memory: the migration buffer (Ignem, section III-B2) and what a full
 /// tier evicts.
 #[derive(Args, Clone)]
 pub struct BufferArgs {
@@ -291,7 +291,7 @@ pub struct BufferArgs {
     /// Which cached blocks (read into memory, released by their jobs, or with
     /// another copy) a full tier evicts to make room: lru (least recently read),
     /// lfu (least often read since admitted, least recently among equals),
-    /// cava (cava.txt IV-B: lowest benefit = reads in the window x the highest
+    /// cava (CAVA, section IV-B: lowest benefit = reads in the window x the highest
     /// cache affinity of their applications; a read's fill is dropped when
     /// its benefit is not above its victims', and never evicts its own
     /// application's blocks) or ca (CA-Only: the same by affinity alone).
@@ -444,6 +444,7 @@ pub struct MasterArgs {
     /// by default the port of this master's --peers entry.
     #[arg(long)]
     port: Option<u16>,
+    /// Address to listen on (0.0.0.0: every interface).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
     /// This master's position (1, 2, ...) in --peers: it runs as one of a
@@ -465,6 +466,7 @@ pub struct MasterArgs {
     /// Default: no dashboard.
     #[arg(long)]
     web_port: Option<u16>,
+    /// Default block size of new files.
     #[arg(long, value_parser = size_arg, default_value = "64MiB")]
     block_size: u64,
     #[command(flatten)]
@@ -483,22 +485,32 @@ pub struct MasterArgs {
 
 #[derive(Args)]
 pub struct WorkerArgs {
+    /// The master (or group of masters: a,b,c) to register with, HOST:PORT.
+    #[arg(long, env = "THAW_MASTER", value_name = "HOST:PORT")]
+    master: Option<String>,
     /// Host name for locality (default: this machine's).
     #[arg(long)]
     host: Option<String>,
-    #[arg(long, default_value = "")]
+    /// Rack name for locality (workers on one rack read each other's memory
+    /// before other racks').
+    #[arg(long, default_value = DEFAULT_RACK)]
     rack: String,
+    /// Directory of the MEM tier (a tmpfs, e.g. /dev/shm/thaw).
     #[arg(long, value_parser = dir_arg)]
     mem_dir: Option<PathBuf>,
+    /// MEM tier capacity.
     #[arg(long, value_parser = size_arg, default_value = "1GiB")]
     mem_capacity: u64,
+    /// Directory of the DISK tier.
     #[arg(long, value_parser = dir_arg)]
     disk_dir: Option<PathBuf>,
+    /// DISK tier capacity.
     #[arg(long, value_parser = size_arg, default_value = "4GiB")]
     disk_capacity: u64,
     /// Data service port (0: any free port; the chosen address is printed).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// Address to listen on (0.0.0.0: every interface).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
     /// Address clients should use, if not the listening one.
@@ -670,8 +682,13 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The rack of a worker not told its rack, in `thaw local` and `thaw worker`
+/// alike.
+pub const DEFAULT_RACK: &str = "rack0";
+
+/// `master`: `thaw --master X worker`'s, which comes before the worker's own.
 pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Result<()> {
-    let master = master.context("--master (or THAW_MASTER) is required")?;
+    let master = master.or(args.master).context("--master (or THAW_MASTER) is required")?;
     if args.mem_dir.is_none() && args.disk_dir.is_none() {
         anyhow::bail!("a worker needs a tier: give --mem-dir and/or --disk-dir");
     }
@@ -697,6 +714,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         secret: args.secret.load()?,
         tls: args.tls.server()?,
         master_tls: args.tls.client()?,
+        registered: None,
     };
     say(format_args!("thaw worker listening on {}", config.advertise.clone().unwrap_or(addr.to_string())));
     if let Some(m) = &metrics {
@@ -724,7 +742,7 @@ fn local_ufs(ufs: &str) -> anyhow::Result<String> {
 pub struct LocalCluster {
     /// The master's address, or the group's (`a,b,c`): what clients use.
     pub master_addr: String,
-    /// Where each part serves its metrics ("master", "worker 0", ...), if asked.
+    /// Where each part serves its metrics ("master", "worker 1", ...), if asked.
     pub metrics_addrs: Vec<(String, SocketAddr)>,
     /// Where the master serves the web dashboard, if asked.
     pub web_addr: Option<SocketAddr>,
@@ -745,11 +763,11 @@ impl LocalCluster {
         if args.workers == 0 {
             anyhow::bail!("--workers must be at least 1");
         }
-        if let Some((i, _)) = args.worker_device_model.iter().find(|(i, _)| *i >= args.workers) {
+        if let Some((i, _)) = args.worker_device_model.iter().find(|(i, _)| *i == 0 || *i > args.workers) {
             anyhow::bail!(
-                "--worker-device-model {i}: there are {} worker(s), indices 0 to {}",
+                "--worker-device-model {i}: there are {} worker(s), numbered 1 to {} as `thaw status` shows them",
                 args.workers,
-                args.workers - 1
+                args.workers
             );
         }
         // What clusters killed before they could clean up left behind goes first.
@@ -802,7 +820,7 @@ impl LocalCluster {
         // Every listener is bound before anything starts: a taken port fails the start.
         let mut metrics = Vec::new();
         for i in 0..=args.workers {
-            // The master on the port, worker I on port + 1 + I (0: any free).
+            // The master on the port, worker I on port + I (0: any free).
             let port = match args.metrics_port {
                 None | Some(0) => args.metrics_port,
                 Some(p) => Some(u16::try_from(i).ok().and_then(|i| p.checked_add(i)).with_context(|| {
@@ -814,7 +832,7 @@ impl LocalCluster {
         let mut metrics_addrs = Vec::new();
         for (i, m) in metrics.iter().enumerate() {
             if let Some(m) = m {
-                let who = if i == 0 { "master".to_string() } else { format!("worker {}", i - 1) };
+                let who = if i == 0 { "master".to_string() } else { format!("worker {i}") };
                 metrics_addrs.push((who, m.local_addr()?));
             }
         }
@@ -861,12 +879,16 @@ impl LocalCluster {
             });
         }
         let host = thaw_common::hostname();
-        for i in 0..args.workers {
+        // Worker I (from 1) is the master's worker I, as `thaw status`, the
+        // dashboard and --worker-device-model number it: each starts once
+        // the one before it has registered (ids go by registration).
+        let (registered, mut ids) = tokio::sync::mpsc::unbounded_channel();
+        for i in 1..=args.workers {
             let listener = listen(&args.bind, 0).await?;
             let config = WorkerConfig {
                 master: master_addr.clone(),
                 host: host.clone(),
-                rack: "rack0".into(),
+                rack: DEFAULT_RACK.into(),
                 mem: Some(TierConfig { dir: mem_root.join(format!("worker-{i}")), capacity: args.mem_capacity }),
                 disk: Some(TierConfig { dir: state.join(format!("worker-{i}/disk")), capacity: args.disk_capacity }),
                 advertise: None,
@@ -890,8 +912,30 @@ impl LocalCluster {
                 secret: secret.clone(),
                 tls: tls.clone(),
                 master_tls: master_tls.clone(),
+                registered: Some(registered.clone()),
             };
             tasks.spawn(thaw_worker::serve_with_metrics(config, listener, metrics.next().flatten(), shutdown.clone()));
+            let id = tokio::select! {
+                id = ids.recv() => id,
+                Some(ended) = tasks.join_next() => {
+                    shutdown.cancel();
+                    let why = match ended {
+                        Ok(Err(e)) => e.to_string(),
+                        Ok(Ok(())) => "it stopped".to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    anyhow::bail!("the local cluster did not start: {why}");
+                }
+                _ = tokio::time::sleep(Duration::from_secs(60)) => None,
+            };
+            match id {
+                Some(id) if id == i as u64 => {}
+                Some(id) => eprintln!("thaw local: worker {i} registered with the master as worker {id}"),
+                None => {
+                    shutdown.cancel();
+                    anyhow::bail!("worker {i} did not register with the master within 60 s");
+                }
+            }
         }
         Ok(LocalCluster { master_addr, metrics_addrs, web_addr, mem_root, ufs, swept, shutdown, tasks, _owned: owned })
     }

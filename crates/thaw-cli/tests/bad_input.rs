@@ -227,7 +227,7 @@ async fn a_full_tier_refuses_clearly_and_keeps_what_it_has() {
     client.write_all("/keep", &keep, opts(WriteType::MustCache)).await.unwrap();
     let e = client.write_all("/big", &data(5 << 20, 6), opts(WriteType::MustCache)).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
-    assert!(e.message.contains("no worker has room in memory for block 2"), "{e}");
+    assert!(e.message.contains("this write of 5.0 MiB is larger than the cluster's free memory (2.0 MiB"), "{e}");
     // The failed file is gone, its partial blocks freed (as the worker sees
     // the write's connection end), the old file intact.
     assert_eq!(client.stat("/big").await.unwrap_err().kind, ErrorKind::NotFound);

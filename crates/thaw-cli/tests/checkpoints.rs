@@ -1,4 +1,4 @@
-//! async-through writes and their checkpoints (tachyon.txt 2.7), on a cluster
+//! async-through writes and their checkpoints (Tachyon, section 2.7), on a cluster
 //! of real processes: what lands in the under-store, in which order, and what a
 //! kill -9 of a worker or of the master leaves.
 
@@ -108,7 +108,7 @@ async fn checkpoints_go_newest_first_while_writes_outrun_them() {
         assert!(Instant::now() < deadline, "persisted so far: {order:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // tachyon.txt 2.7: once a1's checkpoint is done, the newest file is next.
+    // Tachyon, section 2.7: once a1's checkpoint is done, the newest file is next.
     assert_eq!(order, ["a1", "a5", "a4", "a3", "a2"]);
 }
 
@@ -180,6 +180,8 @@ async fn a_worker_killed_before_its_checkpoint_loses_only_the_unpersisted_file()
     // A lost file without lineage reads as a clear error, never as wrong bytes.
     let err = reader.read_all("/kill/big").await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::DataLost, "{err}");
+    // The write type as the CLI spells it, not the protocol's enum name.
+    assert!(err.message.contains("(write type async-through)"), "{err}");
     let err = reader.persist("/kill/big").await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::DataLost, "{err}");
     assert!(ufs_bytes(&c, "/kill/big").is_none());

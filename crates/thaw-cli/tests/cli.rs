@@ -119,12 +119,28 @@ fn local_cluster_serves_and_stops_cleanly_on_ctrl_c() {
     let mut child = Command::new(BIN)
         .args(["local", "--ufs", ufs.to_str().unwrap(), "--workers", "2", "--port", "0"])
         .args(["--state-dir", dir.path().join("state").to_str().unwrap(), "--mem-capacity", "64MiB"])
+        .args(["--metrics-port", "0", "--exit-with-stdin"])
+        // Held open until the test ends: a failing test takes the cluster down with it.
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    out.read_line(&mut line).unwrap();
+    // "thaw local: worker I metrics listening on ADDR", I from 1 as `thaw status` numbers them.
+    let mut metrics = std::collections::BTreeMap::new();
+    while metrics.len() < 3 {
+        let mut l = String::new();
+        assert!(out.read_line(&mut l).unwrap() > 0, "the cluster's output ended");
+        if let Some((who, addr)) =
+            l.trim().strip_prefix("thaw local: ").and_then(|l| l.split_once(" metrics listening on "))
+        {
+            metrics.insert(who.to_string(), addr.to_string());
+        }
+    }
+    assert_eq!(metrics.keys().collect::<Vec<_>>(), ["master", "worker 1", "worker 2"]);
     // "thaw local: master at ADDR; 2 worker(s), MEM 64.0 MiB each under DIR, under-store UFS"
     let addr = line.split("master at ").nth(1).unwrap().split(';').next().unwrap().to_string();
     let mem_root = line.split(" each under ").nth(1).unwrap().split(',').next().unwrap().to_string();
@@ -136,6 +152,14 @@ fn local_cluster_serves_and_stops_cleanly_on_ctrl_c() {
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             alive = v["workers"].as_array().unwrap().iter().filter(|w| w["alive"] == true).count();
             if alive == 2 {
+                // Worker I of `thaw local` is worker I of the status.
+                for w in v["workers"].as_array().unwrap() {
+                    assert_eq!(
+                        w["metrics_address"].as_str(),
+                        metrics.get(&format!("worker {}", w["id"])).map(|s| s.as_str())
+                    );
+                    assert_eq!(w["rack"], "rack0");
+                }
                 break;
             }
         }
@@ -164,4 +188,135 @@ fn the_demo_reads_cold_then_from_memory_and_cleans_up() {
     // "MEM tier under DIR": gone after the demo.
     let mem_root = text.split("MEM tier under ").nth(1).unwrap().lines().next().unwrap().trim();
     assert!(!std::path::Path::new(mem_root).exists(), "{mem_root} left behind");
+}
+
+/// `thaw` run in `dir` (where a file named `-` would land).
+fn thaw_in(c: &Cluster, dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .env("THAW_MASTER", c.master_addr())
+        .env("THAW_HOST", "h0")
+        .output()
+        .expect("thaw runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_get_and_mv_copy_trees_and_go_into_directories_as_cp_and_mv_do() {
+    let c = start(ClusterOptions::workers(1)).await;
+    let client = c.client("h0", "r0");
+    let root = c.root().join("trees");
+    let src = root.join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::create_dir_all(src.join("empty")).unwrap();
+    let (a, b) = (data(1_500_000, 1), data(1000, 2));
+    std::fs::write(src.join("a.bin"), &a).unwrap();
+    std::fs::write(src.join("sub/b.txt"), &b).unwrap();
+    let s = src.to_str().unwrap();
+
+    // A tree to a new path becomes that path; to an existing directory, goes into it.
+    ok(&c, &["fs", "put", s, "/t"]);
+    assert_eq!(client.read_all("/t/a.bin").await.unwrap(), a);
+    assert_eq!(client.read_all("/t/sub/b.txt").await.unwrap(), b);
+    assert!(client.stat("/t/empty").await.unwrap().is_dir);
+    ok(&c, &["fs", "put", s, "/t"]);
+    assert_eq!(client.read_all("/t/src/sub/b.txt").await.unwrap(), b);
+    // A file into an existing directory, named or ending in '/', keeps its name.
+    let one = src.join("sub/b.txt");
+    ok(&c, &["fs", "put", one.to_str().unwrap(), "/t/empty"]);
+    ok(&c, &["fs", "put", one.to_str().unwrap(), "/t/new/"]);
+    assert_eq!(client.read_all("/t/empty/b.txt").await.unwrap(), b);
+    assert_eq!(client.read_all("/t/new/b.txt").await.unwrap(), b);
+    // An existing file is still replaced only with --force.
+    assert!(fails(&c, &["fs", "put", one.to_str().unwrap(), "/t/a.bin"]).contains("already exists"));
+
+    // get: a tree to a new local path, a file into an existing directory.
+    let out = root.join("out");
+    ok(&c, &["fs", "get", "/t", out.to_str().unwrap()]);
+    assert_eq!(std::fs::read(out.join("a.bin")).unwrap(), a);
+    assert_eq!(std::fs::read(out.join("src/sub/b.txt")).unwrap(), b);
+    assert!(out.join("empty").is_dir());
+    let into = root.join("into");
+    std::fs::create_dir_all(&into).unwrap();
+    ok(&c, &["fs", "get", "/t/a.bin", into.to_str().unwrap()]);
+    assert_eq!(std::fs::read(into.join("a.bin")).unwrap(), a);
+    ok(&c, &["fs", "get", "/t/sub", into.to_str().unwrap()]);
+    assert_eq!(std::fs::read(into.join("sub/b.txt")).unwrap(), b);
+    // `-` is standard output, not a file named "-".
+    let got = thaw_in(&c, &into, &["fs", "get", "/t/a.bin", "-"]);
+    assert!(got.status.success(), "{}", String::from_utf8_lossy(&got.stderr));
+    assert_eq!(sha(&got.stdout), sha(&a));
+    assert!(!into.join("-").exists());
+    let dir_out = thaw_in(&c, &into, &["fs", "get", "/t", "-"]);
+    assert!(!dir_out.status.success() && String::from_utf8_lossy(&dir_out.stderr).contains("is a directory"));
+    assert!(std::fs::read_dir(&into).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().contains("thaw-part")));
+
+    // mv into an existing directory; onto an existing file it still refuses.
+    ok(&c, &["fs", "mv", "/t/a.bin", "/t/sub"]);
+    assert_eq!(client.read_all("/t/sub/a.bin").await.unwrap(), a);
+    assert!(fails(&c, &["fs", "mv", "/t/new/b.txt", "/t/sub/b.txt"]).contains("already exists"));
+
+    // What to type: the CLI's flags, not the API's argument names.
+    let e = fails(&c, &["fs", "rm", "/t"]);
+    assert!(e.contains("/t is not empty") && e.contains("thaw fs rm -r"), "{e}");
+    let e = fails(&c, &["fs", "mkdir", "/x/y"]);
+    assert!(e.contains("does not exist") && e.contains("thaw fs mkdir -p"), "{e}");
+    assert!(!e.contains("recursive"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mem_breakdown_in_status_adds_up_to_the_memory_used() {
+    let c = start(ClusterOptions::workers(1)).await;
+    // A write in progress on the worker's host (short-circuit): the block it
+    // is writing has its space reserved on the worker, in no stored block yet.
+    let writer = c.client("h0", "r0");
+    let mut w = writer
+        .create("/open", WriteOptions { block_size: 1 << 20, ..WriteOptions::of(WriteType::MustCache) })
+        .await
+        .unwrap();
+    w.write(&data(2_500_000, 3)).await.unwrap();
+    let parts = |t: &serde_json::Value| {
+        let n = |k: &str| t[k].as_u64().unwrap_or_else(|| panic!("no {k} in {t}"));
+        (n("used"), n("held") + n("pinned") + n("evictable") + n("in_flight"), n("in_flight"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let v: serde_json::Value = serde_json::from_str(&ok(&c, &["status", "--json"])).unwrap();
+        let mem = v["workers"][0]["tiers"].as_array().unwrap().iter().find(|t| t["tier"] == "MEM").unwrap().clone();
+        let (used, sum, in_flight) = parts(&mem);
+        assert_eq!(used, sum, "the parts do not add up: {mem:#}");
+        if in_flight > 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the write in progress never showed: {mem:#}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let human = ok(&c, &["status"]);
+    assert!(human.contains("being written or copied in"), "{human}");
+    w.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_without_rack_is_on_the_same_default_rack_as_thaw_local_s() {
+    let c = start(ClusterOptions::workers(1)).await;
+    let mem = c.root().join("extra-mem");
+    let mut worker = Command::new(BIN)
+        .args(["worker", "--master", c.master_addr(), "--mem-dir", mem.to_str().unwrap(), "--port", "0"])
+        .args(["--mem-capacity", "16MiB"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let rack = loop {
+        let v: serde_json::Value = serde_json::from_str(&ok(&c, &["status", "--json"])).unwrap();
+        if let Some(w) = v["workers"].as_array().unwrap().iter().find(|w| w["id"] == 2) {
+            break w["rack"].as_str().unwrap().to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "the extra worker never registered");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert_eq!(rack, "rack0");
 }

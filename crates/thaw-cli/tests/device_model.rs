@@ -160,6 +160,18 @@ fn bad_device_models_are_refused_at_start() {
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("--worker-device-model 3") && e.contains("1 worker"), "{e}");
+    // Workers are numbered from 1, as `thaw status` shows them: 0 names none.
+    let out = Command::new(BIN)
+        .args(["local", "--ufs", dir.path().to_str().unwrap(), "--port", "0"])
+        .args(["--state-dir", dir.path().join("state").to_str().unwrap()])
+        .args(["--worker-device-model", "0:ufs=1MiB/s", "--exit-with-stdin"])
+        // A cluster that starts anyway stops at once (stdin is empty) rather than hang the test.
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("--worker-device-model 0") && e.contains("numbered 1 to 1"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -215,7 +215,7 @@ async fn cold_bytes(client: &Client, job: &str, path: &str, want: &[u8]) -> u64 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_cava_a_scan_larger_than_memory_keeps_its_first_part_and_the_hot_file_stays() {
-    // cava.txt IV-B on a real worker: a hot file read three times, then a scan
+    // CAVA, section IV-B on a real worker: a hot file read three times, then a scan
     // of 12 MiB through 10 MiB of memory by another application.
     let mut c = small_memory(&["--cache-policy", "cava"]).await;
     let client = c.client("h0", "r0");

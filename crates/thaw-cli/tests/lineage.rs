@@ -1,4 +1,4 @@
-//! Lineage entries (tachyon.txt 2.3-2.5) on a cluster of real processes: what
+//! Lineage entries (Tachyon, section 2.3-2.5) on a cluster of real processes: what
 //! is recorded, what it ties, what survives a kill -9 of the master, and what
 //! is refused with nothing recorded.
 

@@ -114,6 +114,14 @@ impl Mount {
         let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("thaw mount exits on SIGTERM");
         assert!(status.success(), "{status:?}");
         assert!(!is_mounted(self.dir.path()));
+        self.no_unmount_warning();
+    }
+
+    /// A clean unmount is followed by no warning (fuser's own second
+    /// unmount used to log "Unmount failed: Invalid argument").
+    fn no_unmount_warning(&self) {
+        let log = std::fs::read_to_string(&self.log).unwrap();
+        assert!(!log.contains("Unmount failed") && !log.contains("Invalid argument"), "{log}");
     }
 }
 
@@ -387,6 +395,7 @@ async fn a_mount_whose_master_died_fails_reads_with_eio_in_bounded_time_and_unmo
     let mut child = m.child.take().unwrap();
     let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("thaw mount ends when unmounted");
     assert!(status.success(), "{status:?}");
+    m.no_unmount_warning();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Rebuilding lost files from lineage (tachyon.txt 2.6) on a cluster of real
+//! Rebuilding lost files from lineage (Tachyon, section 2.6) on a cluster of real
 //! processes: a two-step pipeline written at memory speed, a worker killed
 //! (kill -9) before any checkpoint, and the master's workflow manager rerunning
 //! the steps (proactively, or when a reader asks), checked byte for byte; a

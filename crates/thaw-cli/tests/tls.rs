@@ -99,4 +99,19 @@ async fn plain_clients_and_other_cas_get_nothing() {
     assert!(out.status.success() && out.stdout == data(4096, 1), "{}", String::from_utf8_lossy(&out.stderr));
     let out = cat(None);
     assert!(!out.status.success(), "a plain CLI read a TLS cluster");
+    // It says why: TLS, and what to set. (About one call in three once
+    // said only "unreachable: operation was canceled": the connection's
+    // end raced the call, so each command runs several times.)
+    for args in [&["fs", "cat", "/f"][..], &["lineage", "ls"], &["status"], &["jobs"]].repeat(4) {
+        let out = Command::new(BIN)
+            .args(args)
+            .env("THAW_MASTER", c.master_addr())
+            .env("THAW_SECRET_FILE", c.secret_file().unwrap())
+            .env("THAW_USER", thaw_common::auth::SUPERUSER)
+            .env_remove("THAW_TLS_CA")
+            .output()
+            .unwrap();
+        let msg = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && msg.contains("TLS") && msg.contains("THAW_TLS_CA"), "{args:?}: {msg}");
+    }
 }

@@ -135,6 +135,7 @@ fn tier_json(t: &TierUsage) -> Value {
         "held": t.held,
         "pinned": t.pinned,
         "evictable": t.evictable,
+        "in_flight": in_flight(t),
         "replacement": t.replacement,
         "evictions": t.evictions,
         "evicted_bytes": t.evicted_bytes,
@@ -146,6 +147,13 @@ fn tier_json(t: &TierUsage) -> Value {
         "skipped": t.cache_skipped,
         "window_ms": t.window_ms,
     })
+}
+
+/// Of a tier's used bytes, those in no stored block yet: blocks clients are
+/// writing, migrations and read fills being copied in. With held, pinned and
+/// evictable, it makes up `used` (the worker takes all four under one lock).
+pub fn in_flight(t: &TierUsage) -> u64 {
+    t.used.saturating_sub(t.held + t.pinned + t.evictable)
 }
 
 /// Reads served from the tier over all reads counted (null before any).

@@ -54,6 +54,15 @@ fn writer_name(config: &ClientConfig) -> String {
     name
 }
 
+/// Whether a transport error (not an answer of the master) says the
+/// connection broke at the protocol level, as when a plain client reaches
+/// a TLS port: HTTP/2 fails to parse, the connection drops ("transport
+/// error"), or the call already sent on it is cut ("operation was
+/// canceled"; which one comes first is a race).
+fn protocol_broken(message: &str) -> bool {
+    message.contains("h2 protocol error") || message == "transport error" || message.contains("operation was canceled")
+}
+
 impl Client {
     /// Connects to the master named in `config` (lazily: the first call dials),
     /// with the credentials of the environment (`THAW_TOKEN`,
@@ -121,8 +130,9 @@ impl Client {
         // An error the master sent names its kind; one without came from the transport.
         let from_master = s.metadata().contains_key(thaw_common::error::KIND_HEADER);
         // A TLS port answering plain HTTP/2 (or the reverse) breaks the
-        // protocol, or drops the connection ("transport error").
-        let broken = s.message().contains("h2 protocol error") || s.message() == "transport error";
+        // protocol, or drops the connection ("transport error"; "operation
+        // was canceled" when the call was already sent on it).
+        let broken = protocol_broken(s.message());
         if !from_master && broken {
             let hint =
                 if self.config.tls.is_some() { "does it serve TLS?" } else { "if it serves TLS, set THAW_TLS_CA" };
@@ -235,7 +245,7 @@ impl Client {
         }
     }
 
-    // ---- lineage (tachyon.txt 2.3-2.5) ----
+    // ---- lineage (Tachyon, section 2.3-2.5) ----
 
     /// Records a lineage entry before its outputs are written: the program
     /// `command` (argv) with `config` (opaque bytes its framework wrapper
@@ -412,7 +422,7 @@ impl Client {
     }
 
     /// Reports what application `job`'s tasks did so far (absolute figures);
-    /// the master classifies its cache affinity from them (cava.txt IV-A).
+    /// the master classifies its cache affinity from them (CAVA, section IV-A).
     pub async fn report_app_usage(&self, req: ReportAppUsageRequest) -> Result<AppCacheInfo> {
         let r = self.master.clone().report_app_usage(req).await.map_err(|s| self.rpc_err(s))?.into_inner();
         r.app.ok_or_else(|| ThawError::internal("usage report answer without application"))
@@ -456,7 +466,7 @@ impl Client {
     }
 
     /// Runs `streams` synthetic readers on a worker's emulated `device` ("disk" or
-    /// "ufs"; 0 stops them), as the dd jobs of dyrs.txt V-C; evaluation only, and
+    /// "ufs"; 0 stops them), as the dd jobs of DYRS, section V-C; evaluation only, and
     /// the worker must model that device. Returns the worker's stats after.
     pub async fn device_control(&self, data_address: &str, device: &str, streams: u32) -> Result<WorkerStats> {
         data::device_control(&self.pool, data_address, (&self.config.job_id, self.token()), device, streams).await
@@ -493,5 +503,16 @@ impl Client {
     /// Whom the master takes this client for.
     pub async fn who_am_i(&self) -> Result<WhoAmIResponse> {
         Ok(self.master.clone().who_am_i(WhoAmIRequest {}).await.map_err(|s| self.rpc_err(s))?.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_connection_cut_by_a_tls_port_is_a_protocol_break() {
+        for m in ["h2 protocol error: http2 error", "transport error", "operation was canceled"] {
+            assert!(super::protocol_broken(m), "{m}");
+        }
+        assert!(!super::protocol_broken("tcp connect error: Connection refused (os error 111)"));
     }
 }

@@ -102,7 +102,7 @@ impl FileReader {
     pub(crate) async fn open(client: Client, path: &str) -> Result<Self> {
         let (mut info, mut ufs_workers) = client.stat_blocks(path, true).await?;
         if info.lost && info.lineage_id != 0 && !client.config().rebuild_wait.is_zero() {
-            // Reactive recomputation (tachyon.txt 2.6): the reader waits for it.
+            // Reactive recomputation (Tachyon, section 2.6): the reader waits for it.
             client.wait_rebuilt(&info.path, client.config().rebuild_wait).await?;
             (info, ufs_workers) = client.stat_blocks(path, true).await?;
         }
@@ -566,7 +566,7 @@ impl FileReader {
                 return Err(ThawError::data_lost(format!(
                     "block {index} of {} is lost: no live worker holds it and the file was never persisted (write type {})",
                     self.info.path,
-                    self.info.write_type().as_str_name()
+                    crate::json::write_type_name(self.info.write_type())
                 )));
             }
             if Instant::now() >= deadline {

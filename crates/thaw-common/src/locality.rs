@@ -1,4 +1,4 @@
-//! Replica ordering by locality level (cava.txt III-A): worker-memory, host-memory,
+//! Replica ordering by locality level (CAVA, section III-A): worker-memory, host-memory,
 //! rack-memory, worker-disk, host-disk, rack, any; the under-store comes last.
 //! Pure functions, so the ordering can be tested without a cluster.
 
@@ -30,7 +30,7 @@ pub fn level(client: &Position, place: &ReplicaPlace<'_>) -> Locality {
 }
 
 /// The order a reader tries replicas in: every memory replica before any disk
-/// replica, each by level. dyrs.txt III: once a block is migrated, "reads will be
+/// replica, each by level. DYRS, section III: once a block is migrated, "reads will be
 /// directed to the in-memory replica whether it is local or remote to the task"
 /// (the network is faster than a disk); CAVA's levels order task placement, and
 /// within one tier they order reads too.

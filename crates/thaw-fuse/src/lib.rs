@@ -213,6 +213,20 @@ fn raise_readahead(mountpoint: &Path, kib: u32) {
     }
 }
 
+/// Waits for the serving threads of a mount already unmounted (by
+/// [`unmount`], from outside or by us) to end. Joining `fuser`'s session
+/// directly would drop its mount guard, which unmounts again, fails with
+/// EINVAL and logs "Unmount failed: Invalid argument" after a clean unmount:
+/// so the guard is never dropped (the process is ending; the kernel closed
+/// the connection already).
+pub fn join_unmounted(session: BackgroundSession) -> io::Result<()> {
+    let session = std::mem::ManuallyDrop::new(session);
+    // SAFETY: `guard` is read out once and `session` is never used or
+    // dropped afterwards, so the handle is owned exactly once.
+    let guard = unsafe { std::ptr::read(&session.guard) };
+    guard.join().map_err(|_| io::Error::other("the mount's serving thread panicked"))?
+}
+
 /// Unmounts a Thaw (or any FUSE) mount without asking any server, so it works
 /// with the master dead. `lazy`: detach now even while files are open
 /// (MNT_DETACH). As root with umount2(2); otherwise with `fusermount3 -u`.

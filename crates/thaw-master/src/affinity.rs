@@ -1,12 +1,12 @@
-//! Cache affinity at runtime (cava.txt IV-A) and caching probability
-//! (cava.txt II, IV-B), as the master keeps them.
+//! Cache affinity at runtime (CAVA, section IV-A) and caching probability
+//! (CAVA, section II, IV-B), as the master keeps them.
 //!
 //! An application is a Thaw job id. Its tasks' measured figures arrive from
 //! whoever runs them (the Dask integration's worker plugin: each task's share
 //! of its process's CPU time and storage writes, from /proc; `thaw.job`: the
 //! process's own while the job is active) and from the workers (bytes it wrote
 //! through Thaw; bytes it read from memory and from elsewhere). The decision
-//! tree of cava.txt Fig. 4, reconstructed from Table I (every row of which it
+//! tree of CAVA, Fig. 4, reconstructed from Table I (every row of which it
 //! reproduces with the table's averages as thresholds):
 //!
 //! - inputs mostly *not* in memory: CPU use and write rate each compared with
@@ -23,7 +23,7 @@
 //! command line. (The mean of the live applications alone, tried first, left
 //! an application running by itself never above average: a CPU-bound job
 //! alone was "high".) A declared
-//! affinity (`thaw.job(..., cache_affinity=0.3)`, cava.txt's Static-CA) is taken
+//! affinity (`thaw.job(..., cache_affinity=0.3)`, CAVA's Static-CA) is taken
 //! at its word; an application not measured yet starts from the class the
 //! last application of its name was given, else the medium class.
 //!
@@ -77,7 +77,7 @@ pub struct Thresholds {
     pub mostly_cached: f64,
 }
 
-/// cava.txt Fig. 4 (see the module doc).
+/// CAVA, Fig. 4 (see the module doc).
 pub fn classify(f: &Figures, t: &Thresholds) -> Class {
     let writes = f.write_rate > t.write;
     if f.cached_fraction >= t.mostly_cached {
@@ -96,7 +96,7 @@ pub struct AffinityConfig {
     pub cpu_threshold: Option<f64>,
     pub write_threshold: Option<f64>,
     pub mostly_cached: f64,
-    /// Affinity values of the high, medium and low classes (cava.txt's
+    /// Affinity values of the high, medium and low classes (CAVA's
     /// profiled values range 0.04-0.38: grep 0.377, sort 0.146, pagerank 0.041).
     pub values: [f64; 3],
     /// Task time an application needs before it is classified (a short
@@ -441,7 +441,7 @@ impl Apps {
         self.probabilities(now, capacity, files, length_of);
     }
 
-    /// cava.txt's caching probability computation (see the module doc).
+    /// CAVA's caching probability computation (see the module doc).
     fn probabilities(
         &mut self,
         now: Instant,
@@ -525,7 +525,7 @@ impl Apps {
 mod tests {
     use super::*;
 
-    /// cava.txt Table I: CPU %, file writes KB/s, and the class the paper
+    /// CAVA, Table I: CPU %, file writes KB/s, and the class the paper
     /// reports; the thresholds are the table's averages.
     const TABLE_I: [(&str, f64, f64, Class); 7] = [
         ("grep", 7.03, 4.00, Class::High),

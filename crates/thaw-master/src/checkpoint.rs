@@ -1,8 +1,8 @@
-//! Asynchronous checkpointing (tachyon.txt 2.7): which unpersisted file each
+//! Asynchronous checkpointing (Tachyon, section 2.7): which unpersisted file each
 //! worker writes to the under-store next. Writes return at memory speed; this
 //! runs behind them, one checkpoint per worker at a time, and never blocks them.
 //!
-//! The order is tachyon.txt's better solution: the newest files first, not
+//! The order is Tachyon's better solution: the newest files first, not
 //! creation order, so that when a worker dies only the files written since the
 //! last finished checkpoint need recomputing (a chain A2 -> A3 -> ... -> A9 loses
 //! A6..A9, not A4..A9). Files marked temporary are never checkpointed unless
@@ -32,10 +32,10 @@ use thaw_common::{Result, ThawError};
 /// The planner's order of files waiting for a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Order {
-    /// The most recently written file first (tachyon.txt 2.7's choice).
+    /// The most recently written file first (Tachyon, section 2.7's choice).
     #[default]
     NewestFirst,
-    /// Creation (write) order: the naive baseline tachyon.txt 2.7 argues against.
+    /// Creation (write) order: the naive baseline Tachyon, section 2.7 argues against.
     CreationOrder,
 }
 

@@ -412,7 +412,7 @@ impl Cluster {
                 return Ok(Segment { worker: id, blocks });
             }
         }
-        Err(Self::no_room(&live, first_block, bs, None))
+        Err(Self::no_room(&live, first_block, bs, None, now))
     }
 
     /// A memory write of `blocks` blocks whose length its writer said at
@@ -459,7 +459,7 @@ impl Cluster {
             }
             most_placed = most_placed.max(placed);
         }
-        Err(Self::no_room(&live, most_placed, bs, Some(blocks)))
+        Err(Self::no_room(&live, most_placed, bs, Some(blocks), now))
     }
 
     /// Keeps the segments of `file`'s write after its first (from
@@ -493,26 +493,37 @@ impl Cluster {
 
     /// The error of a memory write that finds no room: what the cluster's
     /// MEM holds, and what of it can never be evicted. `whole`: the blocks
-    /// of a write planned whole (its length known).
-    fn no_room(live: &[&WorkerEntry], first_block: u64, bs: u64, whole: Option<u64>) -> ThawError {
+    /// of a write planned whole (its length known): then the error compares
+    /// the write's size with the cluster's free memory.
+    fn no_room(live: &[&WorkerEntry], first_block: u64, bs: u64, whole: Option<u64>, now: Instant) -> ThawError {
         let tiers: Vec<&TierUsage> = live.iter().filter_map(|w| w.tier(Tier::Mem)).collect();
         let cap: u64 = tiers.iter().map(|t| t.capacity).sum();
         let used: u64 = tiers.iter().map(|t| t.used).sum();
         let kept: u64 = tiers.iter().map(|t| t.held + t.pinned).sum();
         let set_aside: u64 = live.iter().flat_map(|w| w.reserved.values()).map(|r| r.blocks * r.block_size).sum();
-        let of_whole = whole.map_or(String::new(), |n| {
-            format!(" of the {n} this write of {} takes, so none is written", format_size(n.saturating_mul(bs)))
-        });
-        ThawError::exhausted(format!(
-            "no worker has room in memory for block {first_block} ({}){of_whole}: the {} live workers' MEM tiers \
-             hold {} of {} ({} of it held for jobs or not persisted elsewhere, never evicted), {} more is set aside \
-             for writes in progress; a memory write holds at most the cluster's free memory",
-            format_size(bs),
+        let state = format!(
+            "the {} live workers' MEM tiers hold {} of {} ({} of it held for jobs or not persisted elsewhere, never \
+             evicted), {} more is set aside for writes in progress",
             live.len(),
             format_size(used),
             format_size(cap),
             format_size(kept),
             format_size(set_aside),
+        );
+        let Some(n) = whole else {
+            return ThawError::exhausted(format!(
+                "no worker has room in memory for block {first_block} ({}): {state}; a memory write holds at most \
+                 the cluster's free memory",
+                format_size(bs)
+            ));
+        };
+        // Free: what a write could get, evicting cache, in whole blocks.
+        let free: u64 = live.iter().map(|w| w.mem_room(now) / bs * bs).sum();
+        ThawError::exhausted(format!(
+            "this write of {} is larger than the cluster's free memory ({}, counting cache it may evict), so none \
+             of it is written: {state}; write it cache-through (memory keeps what fits), or free memory first",
+            format_size(n.saturating_mul(bs)),
+            format_size(free),
         ))
     }
 
@@ -667,7 +678,7 @@ impl Cluster {
         self.blocks.values().filter(|e| e.replicas.iter().any(|r| r.tier == Tier::Mem)).count()
     }
 
-    /// A block's replicas, ordered by locality level to `client` (cava.txt III-A).
+    /// A block's replicas, ordered by locality level to `client` (CAVA, section III-A).
     pub fn ordered_replicas(&self, block: u64, client: &Position) -> Vec<BlockReplica> {
         let Some(e) = self.blocks.get(&block) else {
             return Vec::new();

@@ -1,5 +1,5 @@
 //! The master journal: the namespace as InodeRecords, and lineage entries
-//! (tachyon.txt 2.4) as LineageRecords, in an embedded redb store.
+//! (Tachyon, section 2.4) as LineageRecords, in an embedded redb store.
 //!
 //! redb (pure Rust, ACID, crash-safe with fsync on commit) over RocksDB because it
 //! builds in seconds, needs no C++ toolchain, and one table of small records is all

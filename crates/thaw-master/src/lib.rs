@@ -166,7 +166,7 @@ pub(crate) fn spawn_background(
             }
         })
     });
-    // The workflow manager: rebuilds lost files from lineage (tachyon.txt 2.6).
+    // The workflow manager: rebuilds lost files from lineage (Tachyon, section 2.6).
     tasks.push({
         let master = master.clone();
         let shutdown = stop.clone();

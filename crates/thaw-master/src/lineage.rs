@@ -1,4 +1,4 @@
-//! Lineage (tachyon.txt 2.3-2.5): for a program P that reads files A1..An and
+//! Lineage (Tachyon, section 2.3-2.5): for a program P that reads files A1..An and
 //! writes B1..Bm, the master records (ordered input FIDs, ordered output paths,
 //! P's command line, P's configuration as opaque bytes, narrow or wide) in its
 //! journal before the outputs are written; each file then created at an output
@@ -22,7 +22,7 @@ use thaw_common::proto::{DependencyKind, LineageRecord};
 use crate::journal::{JournalOp, RECORD_VERSION};
 
 /// A lineage's configuration blob, at most (the program's settings, not data:
-/// tachyon.txt 4 requires lineage "much smaller than the data itself").
+/// Tachyon, section 4 requires lineage "much smaller than the data itself").
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 /// The command line's bytes, at most.
 pub const MAX_COMMAND_BYTES: usize = 64 << 10;

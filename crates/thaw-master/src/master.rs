@@ -53,9 +53,9 @@ pub struct MasterConfig {
     pub default_lease: Duration,
     /// How often the planner retargets pending migrations (dyrs).
     pub plan_interval: Duration,
-    /// Which unpersisted file a worker checkpoints next (tachyon.txt 2.7).
+    /// Which unpersisted file a worker checkpoints next (Tachyon, section 2.7).
     pub checkpoint_order: Order,
-    /// When lost files are rebuilt from lineage (tachyon.txt 2.6).
+    /// When lost files are rebuilt from lineage (Tachyon, section 2.6).
     pub recompute_mode: RecomputeMode,
     /// Attempts of a lineage's rerun before it is given up on.
     pub recompute_attempts: u32,
@@ -67,7 +67,7 @@ pub struct MasterConfig {
     pub recompute_executor: RecomputeExecutor,
     /// The master's own address, given to the commands it runs (set by `serve`).
     pub address: String,
-    /// Cache affinity classes and their thresholds (cava.txt IV-A).
+    /// Cache affinity classes and their thresholds (CAVA, section IV-A).
     pub affinity: crate::affinity::AffinityConfig,
     /// An unfinished file whose writer has not renewed its lease for this
     /// long is deleted (crate::leases).
@@ -599,9 +599,7 @@ impl Master {
                 }
                 Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {
                     if !last && !req.recursive {
-                        return Err(ThawError::not_found(format!(
-                            "parent directory {here} does not exist (use recursive to create it)"
-                        )));
+                        return Err(ThawError::not_found(format!("parent directory {here} does not exist")));
                     }
                     self.read().check_parent(parent)?;
                     self.ufs.create_dir(&here).await?;
@@ -874,7 +872,7 @@ impl Master {
         if is_dir {
             self.sync_dir(id, &p).await?;
             if !req.recursive && !self.read().ns.children(id).is_empty() {
-                return Err(ThawError::not_empty(format!("{p} is not empty (use recursive)")));
+                return Err(ThawError::not_empty(format!("{p} is not empty")));
             }
         }
         // Whatever the under-store holds at the path goes, whether or not the

@@ -1,7 +1,7 @@
 //! Jobs and the migration planner: which cold blocks go up into memory, for whom,
-//! and on which worker (ignem.txt III-A, dyrs.txt III-A/B and IV-A). Pure state and
+//! and on which worker (Ignem, section III-A, DYRS, section III-A/B and IV-A). Pure state and
 //! decisions, like `cluster.rs`: the master's RPC layer feeds it requests,
-//! heartbeats and time. All of it is soft state (dyrs.txt III-C): a restarted
+//! heartbeats and time. All of it is soft state (DYRS, section III-C): a restarted
 //! master starts empty, and workers that see it purge theirs.
 //!
 //! A block has at most one migration, shared by every job that asked for it; a
@@ -104,7 +104,7 @@ impl Policy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Priority {
     Fifo,
-    /// Smaller total job input first, then earlier submission (ignem.txt III-A1).
+    /// Smaller total job input first, then earlier submission (Ignem, section III-A1).
     SmallestJobFirst,
 }
 

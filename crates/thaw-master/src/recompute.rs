@@ -1,4 +1,4 @@
-//! Recomputation (tachyon.txt 2.6): which lineages to rerun, and in what
+//! Recomputation (Tachyon, section 2.6): which lineages to rerun, and in what
 //! order, to rebuild lost files.
 //!
 //! The workflow manager's DAG has a node per file and an edge from a file to
@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_chain_reruns_from_the_newest_available_file_forward() {
-        // tachyon.txt 2.7's chain: f1 (persisted) -> f2 -> f3 -> f4, L_k writes f_k.
+        // Tachyon, section 2.7's chain: f1 (persisted) -> f2 -> f3 -> f4, L_k writes f_k.
         let w = World {
             files: HashMap::from([(1, FileState::Available), (2, lost(2)), (3, lost(3)), (4, lost(4))]),
             lineages: HashMap::from([(2, view(&[1])), (3, view(&[2])), (4, view(&[3]))]),

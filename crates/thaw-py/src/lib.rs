@@ -376,7 +376,7 @@ impl NativeClient {
         json_to_py(py, &thaw_client::json::file_json(&info))
     }
 
-    /// Records a lineage entry (tachyon.txt 2.5): `command` (argv) with
+    /// Records a lineage entry (Tachyon, section 2.5): `command` (argv) with
     /// `config` derives `outputs` (paths, not yet written) from `inputs` (FIDs).
     /// `kind`: "narrow" or "wide".
     #[pyo3(signature = (inputs, outputs, command, config=Vec::new(), kind="wide"))]

@@ -1,5 +1,5 @@
 //! The under-store (UFS): the durable home of cold data, mounted at the namespace
-//! root (tachyon.txt 2.7). Reached through OpenDAL: a local directory (`fs://`,
+//! root (Tachyon, section 2.7). Reached through OpenDAL: a local directory (`fs://`,
 //! the default), an S3 bucket (`s3://`, see [`s3`]) or HDFS (`hdfs://`, see
 //! [`hdfs`]).
 //!
@@ -471,7 +471,7 @@ impl UnderStore {
     }
 }
 
-/// Checkpoints (tachyon.txt 2.7) are written under the staging directory, named
+/// Checkpoints (Tachyon, section 2.7) are written under the staging directory, named
 /// by file id, and moved to the file's path only by the master, which knows the
 /// path the file has when the copy is done: a rename or delete meanwhile never
 /// leaves a copy at a stale path, nor overwrites a newer file there.

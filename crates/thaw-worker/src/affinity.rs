@@ -1,5 +1,5 @@
 //! The cache affinity and caching probability of each application, as the
-//! master last said (cava.txt IV-A, II). The master classifies applications
+//! master last said (CAVA, section IV-A, II). The master classifies applications
 //! from what their tasks measurably do and sends the table with each full
 //! heartbeat answer; the worker's tiers rank cached blocks by it and its reads
 //! cache a block with its application's probability. Soft state: a restarted

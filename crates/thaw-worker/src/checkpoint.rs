@@ -1,4 +1,4 @@
-//! Writing checkpoints (tachyon.txt 2.7). The master orders a worker that holds
+//! Writing checkpoints (Tachyon, section 2.7). The master orders a worker that holds
 //! a file whole to write it to the under-store, one file at a time; the worker
 //! copies the file's blocks into the under-store's checkpoint area and tells
 //! the master, which moves the copy to the file's path and marks it persisted.
@@ -10,7 +10,7 @@
 //! the worker reads those over the data protocol, a chunk per request, and
 //! the master has the other holders unpin their blocks once it is persisted.
 //!
-//! A checkpoint must not slow the jobs (tachyon.txt: it "does not block the real
+//! A checkpoint must not slow the jobs (Tachyon: it "does not block the real
 //! work's progress"), so the copy is paced to `--checkpoint-bandwidth`, runs in
 //! the kernel's idle I/O class (as migrations do, [`crate::ioprio`]), and, where
 //! the under-store is an emulated device, takes only the device time foreground
@@ -520,6 +520,7 @@ mod tests {
             secret: None,
             tls: None,
             master_tls: None,
+            registered: None,
         };
         let w = Worker::new(config, "127.0.0.1:2".into()).unwrap();
         let ufs = thaw_ufs::UnderStore::open(dir.join("ufs").to_str().unwrap()).unwrap();

@@ -503,7 +503,7 @@ async fn cache_block(
         .ok_or_else(|| ThawError::invalid(format!("worker {} has no tier {}", w.address, req.tier)))?;
     if !w.admits(&tier, req.block_id, job) {
         return Err(ThawError::precondition(format!(
-            "block {} not cached: job {job:?} caches its inputs with probability {:.2} (cava.txt II)",
+            "block {} not cached: job {job:?} caches its inputs with probability {:.2} (CAVA, section II)",
             req.block_id,
             w.affinities.probability(job)
         )));

@@ -1,6 +1,6 @@
 //! The emulated device model (evaluation only; off by default).
 //!
-//! The papers Thaw replays (dyrs.txt V, ignem.txt IV) ran on hard disks that are
+//! The papers Thaw replays (DYRS, section V, Ignem, section IV) ran on hard disks that are
 //! slow and lose throughput when several streams read them at once (the head
 //! seeks between them). This machine's disks are fast and page-cached, so the
 //! worker can put a model in front of each read of a device instead: the DISK
@@ -15,7 +15,7 @@
 //! device time after the clock and sleeps until that slot ends, so slices of
 //! concurrent streams interleave and the total rate obeys the formula.
 //!
-//! Interference (dyrs.txt V-C, the dd jobs): synthetic streams that read the
+//! Interference (DYRS, section V-C, the dd jobs): synthetic streams that read the
 //! device continuously, counting in `n` like real ones, so real reads slow down
 //! as on a shared disk.
 
@@ -245,7 +245,7 @@ impl Device {
     /// worker is open, so migration uses residual bandwidth and never slows
     /// the reads of running jobs (the do-not-harm rule, applied to the disk).
     /// Synthetic interference is not waited for (another tenant's `dd`s share
-    /// the disk with migrations, as in dyrs.txt V-C).
+    /// the disk with migrations, as in DYRS, section V-C).
     pub fn open_background_stream(self: &Arc<Self>) -> DeviceStream {
         self.lock().background += 1;
         DeviceStream { device: self.clone(), last_end: None, background: true, write: false }

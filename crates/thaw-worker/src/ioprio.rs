@@ -3,7 +3,7 @@
 //! The device model gives a migration's DISK reads the idle class itself
 //! (`device.rs`); on a real disk the kernel does it: a thread in the idle class
 //! is served only when no other I/O is pending on the disk, so migrations take
-//! only what the jobs' reads leave (dyrs.txt's "residual bandwidth"). The BFQ
+//! only what the jobs' reads leave (DYRS's "residual bandwidth"). The BFQ
 //! scheduler honours the class; the `none` and `mq-deadline` schedulers ignore
 //! it, and then the copy runs as it would without.
 

@@ -58,7 +58,7 @@ pub struct WorkerConfig {
     pub disk: Option<TierConfig>,
     /// Which cached blocks a full tier evicts to make room.
     pub replacement: replacement::Policy,
-    /// The benefit policies' sliding window (cava.txt IV-B).
+    /// The benefit policies' sliding window (CAVA, section IV-B).
     pub cache_window: Duration,
     /// Address clients use to reach the data service (default: the listener's).
     pub advertise: Option<String>,
@@ -86,6 +86,9 @@ pub struct WorkerConfig {
     pub tls: Option<Arc<thaw_common::tls::ServerTls>>,
     /// TLS to the master, trusting this CA (`--tls-ca`).
     pub master_tls: Option<Arc<thaw_common::tls::ClientTls>>,
+    /// Told the worker id at each registration: `thaw local` starts its
+    /// workers one at a time so that worker I is the master's worker I.
+    pub registered: Option<tokio::sync::mpsc::UnboundedSender<u64>>,
 }
 
 /// Default of `WorkerConfig::max_connections`.
@@ -339,7 +342,7 @@ impl Worker {
     }
 
     /// Whether a read by `job` that misses `tier` asks to cache `block`
-    /// there: the application's caching probability (cava.txt II) draws it.
+    /// there: the application's caching probability (CAVA, section II) draws it.
     /// Either way the read counts in the policy's window (the file was read).
     pub(crate) fn admits(&self, tier: &TierStore, block: u64, job: &str) -> bool {
         if tier.get(block).is_some() {

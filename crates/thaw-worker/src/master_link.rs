@@ -1,7 +1,7 @@
 //! The worker's side of the worker protocol: registration with a full block report,
 //! heartbeats carrying tier use and job counters, block commits. Soft state: a new
 //! master epoch or a "register again" answer makes the worker re-register
-//! (ignem.txt III-A5, dyrs.txt III-C).
+//! (Ignem, section III-A5, DYRS, section III-C).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,6 +74,9 @@ impl Worker {
             heartbeat: Duration::from_millis(resp.heartbeat_interval_ms.max(10)),
         };
         *self.registration.lock().unwrap_or_else(|e| e.into_inner()) = Some(reg);
+        if let Some(tx) = &self.config.registered {
+            let _ = tx.send(reg.worker_id);
+        }
         tracing::info!(worker = reg.worker_id, address = %self.address, stale = resp.remove_blocks.len(), "registered with master");
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! The worker's Prometheus metrics, read from its live state at each scrape:
 //! tiers (the same numbers as `thaw status`), reads by source, migrations and
-//! their estimates (dyrs.txt IV-A), and data request durations.
+//! their estimates (DYRS, section IV-A), and data request durations.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -135,7 +135,7 @@ impl Collector for WorkerCollector {
         let m = &w.migrator;
         s.gauge(
             "thaw_worker_migration_buffer_used",
-            "Memory held by migrated blocks jobs still expect and by running migrations (ignem.txt III-B2).",
+            "Memory held by migrated blocks jobs still expect and by running migrations (Ignem, section III-B2).",
             Some(Unit::Bytes),
             [(Labels::new(), m.buffer_used())],
         )?;
@@ -174,7 +174,7 @@ impl Collector for WorkerCollector {
         let block = m.block_size();
         s.gauge(
             "thaw_worker_migration_estimate",
-            "Expected duration of migrating one block of the default block size from the device: max(fixed cost, size x time per byte), EWMAs of measured migrations (dyrs.txt IV-A), raised while one runs past it. Absent until the device has migrated a block.",
+            "Expected duration of migrating one block of the default block size from the device: max(fixed cost, size x time per byte), EWMAs of measured migrations (DYRS, section IV-A), raised while one runs past it. Absent until the device has migrated a block.",
             Some(Unit::Seconds),
             devices.iter().filter(|(_, e)| e.ns_per_byte > 0.0 || e.ns_per_migration > 0.0).map(|(d, e)| {
                 let ns = e.ns_per_migration.max(block as f64 * e.ns_per_byte);

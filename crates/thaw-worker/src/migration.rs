@@ -1,5 +1,5 @@
-//! The migration executor and the migration buffer's reference lists (ignem.txt
-//! III-A1/A3/A4 and III-B2, dyrs.txt III-B, III-C3 and IV-A).
+//! The migration executor and the migration buffer's reference lists (Ignem, section
+//! III-A1/A3/A4 and III-B2, DYRS, section III-B, III-C3 and IV-A).
 //!
 //! - One migration at a time per device (the DISK tier, the under-store), highest
 //!   priority first, never preempting the running one, never idle while a block
@@ -608,7 +608,7 @@ impl Migrator {
     /// an early, light heartbeat (once per answer), so the answer comes back
     /// while the last block copies and the device does not idle.
     ///
-    /// Improvement on dyrs.txt III-B, which sizes each slave's queue so it does
+    /// Improvement on DYRS, section III-B, which sizes each slave's queue so it does
     /// not drain before the next heartbeat but lets it idle when it does (an
     /// estimate off by a little, a heartbeat late): here the slave "queries the
     /// master for more work" as soon as its queue is empty. Only the device the

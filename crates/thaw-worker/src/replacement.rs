@@ -2,13 +2,13 @@
 //! and whether a block a read brought in is worth them at all.
 //!
 //! A tier holds three kinds of block. Those a job still expects (a reference
-//! list is not empty: ignem.txt III-A3, do-not-harm) and those with no other
+//! list is not empty: Ignem, section III-A3, do-not-harm) and those with no other
 //! copy (written to memory only, not persisted) are protected and never chosen.
 //! The rest (blocks a read brought in, blocks whose jobs have let go, blocks
 //! also in the under-store or on another tier) are a cache: when a fill, a
 //! migration or a write needs room, the policy picks victims among them.
 //!
-//! Four policies. LRU and LFU are the baselines. `cava` is cava.txt IV-B: the
+//! Four policies. LRU and LFU are the baselines. `cava` is CAVA, section IV-B: the
 //! benefit of caching a file is its access frequency over the last sliding
 //! window times the highest cache affinity of the applications that read it in
 //! that window; victims are the blocks of lowest benefit (0 for blocks nobody
@@ -19,7 +19,7 @@
 //! Migrations and memory writes are never dropped (a job or a writer asked for
 //! them), but they too evict in the policy's order.
 //!
-//! Where Thaw differs from the paper, and why: cava.txt's NameNode decides
+//! Where Thaw differs from the paper, and why: CAVA's NameNode decides
 //! every caching request centrally; here each worker decides for its own
 //! memory, synchronously on the read path, with the master supplying what only
 //! it knows (the applications' affinities and caching probabilities, with each
@@ -85,10 +85,10 @@ pub enum Policy {
     /// Least frequently used first (reads since admission), the least recently
     /// used among equals.
     Lfu,
-    /// cava.txt's CA-Only: lowest cache affinity of the file's readers in the
+    /// CAVA's CA-Only: lowest cache affinity of the file's readers in the
     /// window first.
     Affinity,
-    /// cava.txt IV-B: lowest affinity x frequency first.
+    /// CAVA, section IV-B: lowest affinity x frequency first.
     Cava,
 }
 

@@ -26,7 +26,7 @@ use crate::replacement::{Candidate, Decision, Policy, Request, Screen, benefit_u
 #[derive(Debug, Clone)]
 pub struct CacheConfig {
     pub policy: Policy,
-    /// cava.txt's sliding window: the benefit policies count a file's reads
+    /// CAVA's sliding window: the benefit policies count a file's reads
     /// over this much of the past.
     pub window: Duration,
     /// The applications' affinities and caching probabilities (the master's).
@@ -34,7 +34,7 @@ pub struct CacheConfig {
 }
 
 /// Default sliding window: long enough that a hot file is read many times
-/// within it (cava.txt IV-B), short enough that a file nobody reads any more
+/// within it (CAVA, section IV-B), short enough that a file nobody reads any more
 /// falls to benefit 0 within a working session.
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(600);
 

@@ -3,7 +3,7 @@ experiments on an emulated cluster on this machine and writes
 ``OUT/EXPERIMENT/results.json`` and ``report.md`` with figures.
 
 Experiments: ``swim``, ``sort``, ``wordcount``, ``interference``, ``sql``,
-``pipeline`` (tachyon.txt 3), ``cava`` (cava.txt V's cache policies, with
+``pipeline`` (Tachyon, section 3), ``cava`` (CAVA, section V's cache policies, with
 options and ``--out`` of its own: :mod:`thaw.bench.cava`), and ``paper`` (a
 reduced set of all of them but the pipeline, under 30 minutes here). Every
 configuration of a table runs in one invocation, on the same placed data.
@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
         "--locality-wait",
         type=float,
         default=d.memory,
-        help="placed configurations: the wait before each step down a locality level, s (cava.txt "
+        help="placed configurations: the wait before each step down a locality level, s (CAVA "
         "Algorithm 1; memory steps scale with the job's cached fraction; default %(default)s)",
     )
     g.add_argument(
@@ -140,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     pp = sub.add_parser(
         "pipeline",
         parents=[common],
-        help="tachyon.txt 3's log pipeline by write type, and with a worker killed",
+        help="Tachyon, section 3's log pipeline by write type, and with a worker killed",
     )
     pp.add_argument("--parts", type=int, default=8, help="log partitions (one task per step each)")
     pp.add_argument("--part-size", type=ex.parse_size, default=ex.parse_size("16MiB"))

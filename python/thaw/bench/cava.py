@@ -1,4 +1,4 @@
-"""cava.txt V on this machine: cache-affinity-aware replacement against LRU, LFU
+"""CAVA, section V on this machine: cache-affinity-aware replacement against LRU, LFU
 and No-Cache, on a small emulated cluster (``python -m thaw.bench cava``).
 
 The cluster is a :class:`thaw.LocalCluster` (2 workers by default) with a small
@@ -18,7 +18,7 @@ for Static-CA ``thaw_cache_affinity``), run with :func:`thaw.dask.install`
 classifier) on Dask workers of one thread each, so that each task's CPU and
 writes are its own. Each application first waits ``startup`` (the
 ``thaw_start_after`` annotation: its launch, holding no slot and measured in
-its runtime, not in its tasks' figures). Three kinds, placed as cava.txt
+its runtime, not in its tasks' figures). Three kinds, placed as CAVA,
 Table I's applications are by the classifier (thresholds: the mean of the
 applications measured lately):
 
@@ -38,7 +38,7 @@ Experiments (each optional, ``--experiments``):
 
 - ``affinity``: each kind alone on one cluster, cold (No-Cache reads) and with
   its input already in memory: the measured benefit ``1 - R_hot / R_cold``
-  (cava.txt V-A's Static-CA values), the CPU and write figures the master
+  (CAVA, section V-A's Static-CA values), the CPU and write figures the master
   measured and the class it gave each kind. The kinds run once cold before the
   measured runs, so that the classifier's thresholds are the mean of the three
   (as Table I's average is) when the measured runs are classified.
@@ -52,7 +52,7 @@ Experiments (each optional, ``--experiments``):
   normalized to No-Cache, each kind's mean runtime normalized to No-Cache
   (Table IV), share of hot data cached at the end, hit ratio, the classes the
   master gave, the workers' drops; for one workload (W5) cached bytes of each
-  hot file and of the cold files every 0.5 s (cava.txt Fig. 7).
+  hot file and of the cold files every 0.5 s (CAVA, Fig. 7).
 - ``trace``: the first jobs of a SWIM trace (sizes from the trace, scaled to
   blocks), their inputs recurring by a Zipf popularity (the trace names no
   files), under the same policies: hit ratio and mean job runtime.
@@ -92,9 +92,9 @@ from .runner import stop_dask
 
 MiB = 1 << 20
 
-#: cava.txt V-A's off-line profiled affinities of the applications ours stand for.
+#: CAVA, section V-A's off-line profiled affinities of the applications ours stand for.
 PAPER_AFFINITY = {"grep": 0.377, "sort": 0.146, "pagerank": 0.041}
-#: cava.txt V-B: improvement over No-Cache averaged over W1-W6, and the share of
+#: CAVA, section V-B: improvement over No-Cache averaged over W1-W6, and the share of
 #: hot data cached at the end (Fig. 6).
 PAPER_IMPROVEMENT = {"lru": 0.054, "static-ca": 0.109, "ca-only": 0.107, "cava": 0.156}
 PAPER_HOT_SHARE = {"static-ca": 0.506, "ca-only": 0.561, "cava": 0.812}
@@ -106,7 +106,7 @@ PAPER_HOT_SHARE = {"static-ca": 0.506, "ca-only": 0.561, "cava": 0.812}
 @dataclass(frozen=True)
 class AppKind:
     name: str
-    affinity: str  # the class cava.txt Table I gives its paper counterpart: high, medium, low
+    affinity: str  # the class CAVA, Table I gives its paper counterpart: high, medium, low
     #: Output written per input byte (through to the under-store).
     write_ratio: float
     like: str
@@ -150,7 +150,7 @@ BASELINE = "no-cache"
 
 @dataclass(frozen=True)
 class Shape:
-    """A workload of cava.txt Table III: affinity mix, hot-data share, sharing."""
+    """A workload of CAVA, Table III: affinity mix, hot-data share, sharing."""
 
     name: str
     mix: str  # "CA-H" or "CA-M"
@@ -266,7 +266,7 @@ class FileSpec:
 
     @property
     def hot(self) -> bool:
-        """Hot: read more than three times (cava.txt V-A)."""
+        """Hot: read more than three times (CAVA, section V-A)."""
         return self.reads > 3
 
 
@@ -1004,7 +1004,7 @@ def summarize(runs: list[dict[str, Any]], policies: list[Policy]) -> dict[str, A
 
 
 def timeline(run: dict[str, Any], workload: Workload) -> dict[str, Any]:
-    """Cava.txt Fig. 7's series: cached bytes of each hot file and of all cold
+    """CAVA, Fig. 7's series: cached bytes of each hot file and of all cold
     files together, over time."""
     hot = sorted(p for p, f in workload.files.items() if f.hot)
     series: dict[str, list[float]] = {p: [] for p in hot}
@@ -1169,7 +1169,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 )
 
         grid(
-            "Total runtime normalized to No-Cache (cava.txt Fig. 5)",
+            "Total runtime normalized to No-Cache (CAVA, Fig. 5)",
             "normalized",
             lambda v: _num(v, "{:.3f}"),
             "normalized",
@@ -1182,7 +1182,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             + " |"
         )
         grid(
-            "Share of hot data cached at the end (cava.txt Fig. 6)",
+            "Share of hot data cached at the end (CAVA, Fig. 6)",
             "hot_cached_share",
             _pct,
             "hot_cached_share",
@@ -1192,7 +1192,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         grid("Total runtime (s, median)", "wall_s", _num, "", {})
         lines += [
             "",
-            "### Mean runtime of each kind normalized to No-Cache (cava.txt Table IV), over the workloads",
+            "### Mean runtime of each kind normalized to No-Cache (CAVA, Table IV), over the workloads",
             "",
             "| kind | " + " | ".join(labels) + " |",
             "| --- |" + " ---: |" * len(labels),
@@ -1250,7 +1250,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if doc.get("figure"):
         lines += [
             "",
-            f"## Cached bytes over time ({doc['timeline']['workload']}, cava.txt Fig. 7)",
+            f"## Cached bytes over time ({doc['timeline']['workload']}, CAVA, Fig. 7)",
             "",
             f"![cached over time]({doc['figure']})",
         ]
@@ -1315,7 +1315,7 @@ def cava(
         pols.insert(0, POLICIES[BASELINE])
     doc: dict[str, Any] = {
         "experiment": "cava",
-        "title": "CAVA cache management (cava.txt V) on an emulated cluster",
+        "title": "CAVA cache management (CAVA, section V) on an emulated cluster",
         "date": datetime.date.today().isoformat(),
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
         "command": command or "python -m thaw.bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
@@ -1436,7 +1436,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     """The ``cava`` subcommand of ``python -m thaw.bench``."""
     c = sub.add_parser(
         "cava",
-        help="cava.txt V: No-Cache, LRU, LFU, CA-Only, Static-CA, CAVA over W1-W6-like workloads, "
+        help="CAVA, section V: No-Cache, LRU, LFU, CA-Only, Static-CA, CAVA over W1-W6-like workloads, "
         "a trace replay and per-application affinity",
     )
     size = c.add_mutually_exclusive_group()
@@ -1455,7 +1455,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--static-affinity",
         choices=["paper", "measured"],
         default="paper",
-        help="Static-CA's declared affinities: cava.txt's, or this run's affinity experiment's",
+        help="Static-CA's declared affinities: CAVA's, or this run's affinity experiment's",
     )
     c.add_argument(
         "--timeline", default="W5", help="the workload sampled for the figure (default %(default)s)"

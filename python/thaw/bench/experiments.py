@@ -2,12 +2,12 @@
 places the inputs once, runs every configuration of its table in one
 invocation, and returns a results document (see :mod:`thaw.bench.report`).
 
-- :func:`swim`: the first 200 SWIM jobs (ignem.txt Tables I-II and Fig. 5,
-  dyrs.txt Table I and Figs. 5-7), homogeneous and with one slow node.
+- :func:`swim`: the first 200 SWIM jobs (Ignem, Tables I-II and Fig. 5,
+  DYRS, Table I and Figs. 5-7), homogeneous and with one slow node.
 - :func:`single`: a sort or wordcount job over a range of input sizes and
-  added lead-times (ignem.txt Table III and Fig. 8, dyrs.txt Fig. 11).
+  added lead-times (Ignem, Table III and Fig. 8, DYRS, Fig. 11).
 - :func:`interference`: a sort job under DYRS with interference persistent or
-  switching on and off on one or two nodes (dyrs.txt Table II and Fig. 9).
+  switching on and off on one or two nodes (DYRS, Table II and Fig. 9).
 
 Scaling (all configurable; BENCHMARKS.md explains the choice): input sizes
 are scaled by 1/256, shuffle and output by 1/1024, trace times by 1/800;
@@ -79,7 +79,7 @@ class Bench:
     out: Path = Path("bench-out")
     say: Callable[[str], None] = print
     root: str | None = None
-    #: The plugin's placement waits (cava.txt Algorithm 1) in placed configurations.
+    #: The plugin's placement waits (CAVA, Algorithm 1) in placed configurations.
     delays: Delays = field(default_factory=Delays)
 
     def params(self) -> dict[str, Any]:
@@ -204,7 +204,7 @@ def swim(
 
     ``startup`` gives every job a fixed start-up delay between submission (the
     migrate call) and its first task, as a Tez or YARN application master's
-    launch does on the papers' clusters (ignem.txt IV: "the minimum lead-time
+    launch does on the papers' clusters (Ignem, section IV: "the minimum lead-time
     for all blocks is 10 s"). With 0 the only lead-time is queueing for slots.
     Results go to ``swim`` or ``swim-startup<N>s`` so the two never mix."""
     configs = configs or ["cold", "ram", "ignem", "dyrs", "dyrs-place"]
@@ -283,7 +283,7 @@ def interference(
     config: str = "dyrs",
     repeats: int = 1,
 ) -> Path:
-    """dyrs.txt Table II: a sort job under DYRS with the same total interference
+    """DYRS, Table II: a sort job under DYRS with the same total interference
     spread differently in time. The paper's 10 s and 20 s periods are scaled by
     ``period_scale`` with the job (its sort ran ~130 s; ours runs ~20-30 s)."""
     names = scenarios or ["slow-node", "alt10", "alt20", "alt10x2", "alt20x2"]
@@ -291,7 +291,7 @@ def interference(
     results_dir = bench.out / "interference"
     doc = _document(
         "interference",
-        "Sort under DYRS with interference patterns (dyrs.txt Table II)",
+        "Sort under DYRS with interference patterns (DYRS, Table II)",
         bench,
         {"size": size, "lead": lead, "period_scale": period_scale, "scenarios": names, "config": config},
     )
@@ -318,7 +318,7 @@ def sql(
     ahead: float = 2.0,
 ) -> Path:
     """TPC-H queries on DuckDB, queued one at a time, the migrate call right
-    after each query is planned (the papers' Hive hook; dyrs.txt Fig. 4 ran its
+    after each query is planned (the papers' Hive hook; DYRS, Fig. 4 ran its
     queries with one slow node)."""
     from . import sql as sqlmod
 

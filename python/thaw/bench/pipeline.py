@@ -1,13 +1,13 @@
-"""A log-processing pipeline like tachyon.txt 3's (Conviva's: data cleaning, then
+"""A log-processing pipeline like Tachyon, section 3's (Conviva's: data cleaning, then
 metric analysis), end to end on Dask, by how its steps write their outputs.
 
 Generated logs (one file per partition) are first written into Thaw
-(``cache-through``: in memory and in the under-store, as tachyon.txt 3 starts
+(``cache-through``: in memory and in the under-store, as Tachyon, section 3 starts
 "as soon as all data had been written to the system"). Then three steps, each
 a Dask task per partition reading the step before's output, each task a
 :func:`thaw.lineage.step` (its lineage recorded before it writes):
 
-- grep: the WARN and ERROR lines of a log (about half of it, as tachyon.txt 3's
+- grep: the WARN and ERROR lines of a log (about half of it, as Tachyon, section 3's
   500 GB of output from 1 TB of input);
 - count: lines per (service, level) of each grep output;
 - wordcount: word counts of each grep output, then one total over all (wide).
@@ -17,7 +17,7 @@ Configurations, side by side in one invocation, the order rotating per repeat:
 - ``through``: outputs written synchronously to the under-store only (the
   papers' HDFS without a cache; the next step reads them back from it);
 - ``cache-through``: synchronously to the under-store and to memory (HDFS with
-  the OS buffer cache, tachyon.txt 3's baseline);
+  the OS buffer cache, Tachyon, section 3's baseline);
 - ``async-through``: to memory, persisted in the background;
 - ``async-through-kill``: the same, with one node's Thaw worker killed (kill -9)
   once the grep step is done: its grep outputs not yet checkpointed are lost and
@@ -228,7 +228,7 @@ def pipeline(
                         c.write_bytes(
                             f"/pipeline/logs/part-{i}", d, write_type="cache-through", overwrite=True
                         )
-                # Every run starts with the logs in memory (tachyon.txt 3).
+                # Every run starts with the logs in memory (Tachyon, section 3).
                 for i in range(parts):
                     c.cat(f"/pipeline/logs/part-{i}")
                 root = f"/pipeline/run{r}-{config}"

@@ -1,13 +1,13 @@
 """The harness's report: the papers' tables and figures from one results document.
 
 Tables follow the papers' shapes so numbers can be read side by side: mean job
-duration and speedup w.r.t. cold (ignem.txt Table I, dyrs.txt Table I), map
-tasks (ignem.txt Table II, dyrs.txt Fig 6), jobs binned by input size
-(ignem.txt Fig 5, dyrs.txt Fig 5), runtime per interference pattern (dyrs.txt
-Table II), per-variant rows for single-job experiments (ignem.txt Fig 8,
-dyrs.txt Fig 11) and per-query rows for SQL (dyrs.txt Fig 4). Speedup is
+duration and speedup w.r.t. cold (Ignem, Table I, DYRS, Table I), map
+tasks (Ignem, Table II, DYRS, Fig 6), jobs binned by input size
+(Ignem, Fig 5, DYRS, Fig 5), runtime per interference pattern (DYRS,
+Table II), per-variant rows for single-job experiments (Ignem, Fig 8,
+DYRS, Fig 11) and per-query rows for SQL (DYRS, Fig 4). Speedup is
 ``1 - mean / mean_cold``, as the papers print it; the share of the upper bound
-is a speedup over the inputs-in-RAM speedup (ignem.txt IV-C1: "nearly 60% of the
+is a speedup over the inputs-in-RAM speedup (Ignem, section IV-C1: "nearly 60% of the
 upper bound").
 
 :func:`check_accounting` says whether a run's numbers can be trusted at all:
@@ -42,7 +42,7 @@ MEM_SOURCES = frozenset({"mem", "mem-remote"})
 #: "done" (also when the block was there already); "read-first", "evicted",
 #: "failed: ..." and "given up: ..." did not migrate it.
 MIGRATED = frozenset({"done", "ok"})
-#: Job-size bins in blocks (ignem.txt IV-C2: <= 64 MB, 64-512 MB, > 512 MB
+#: Job-size bins in blocks (Ignem, section IV-C2: <= 64 MB, 64-512 MB, > 512 MB
 #: with 64 MB blocks).
 BINS: tuple[tuple[str, str], ...] = (
     ("small", "small (<= 1 block)"),
@@ -201,14 +201,14 @@ def _relative(st: dict[str, Any], base: dict[str, Any] | None, ub: dict[str, Any
 
 
 def _map_phase(run: Run, job: str) -> float | None:
-    """First map start to last map end (dyrs.txt Fig 11a's map-phase duration)."""
+    """First map start to last map end (DYRS, Fig 11a's map-phase duration)."""
     maps = [t for t in _maps(run) if t.get("job") == job]
     return max(t["end"] for t in maps) - min(t["start"] for t in maps) if maps else None
 
 
 def _variants(by_config: dict[str, list[Run]]) -> list[dict[str, Any]]:
     """Rows per (variant, extra lead-time, config) for single-job experiments.
-    A row's baseline is cold without extra lead-time (ignem.txt Fig 8's
+    A row's baseline is cold without extra lead-time (Ignem, Fig 8's
     "Ignem+10s" is compared with plain HDFS): cold's row of the same variant,
     else of the same input size, both without added lead; else cold's row of
     the same variant whatever its lead."""
@@ -266,7 +266,7 @@ def _variants(by_config: dict[str, list[Run]]) -> list[dict[str, Any]]:
 
 
 def _queries(by_config: dict[str, list[Run]]) -> list[dict[str, Any]]:
-    """Per-query rows of a SQL experiment, by input size (dyrs.txt Fig 4)."""
+    """Per-query rows of a SQL experiment, by input size (DYRS, Fig 4)."""
     per: dict[str, dict[str, Any]] = {}
     for cfg, runs in by_config.items():
         for run in runs:
@@ -407,10 +407,10 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 def _split_paper(paper: Paper | None, summary: dict[str, Any]) -> tuple[Paper, Paper, Paper]:
     """Paper entries for the job table, the map table and the interference
     table. An entry none of whose rows is a configuration is keyed by scenario
-    (names or labels) and goes with the interference table (dyrs.txt Table
-    II); one named "Table II" or mentioning maps with the map table (ignem.txt
-    Table II); any other with the job table (ignem.txt Tables I and III,
-    dyrs.txt Table I)."""
+    (names or labels) and goes with the interference table (DYRS, Table
+    II); one named "Table II" or mentioning maps with the map table (Ignem,
+    Table II); any other with the job table (Ignem, Tables I and III,
+    DYRS, Table I)."""
     jobs: Paper = {}
     maps: Paper = {}
     scen: Paper = {}
@@ -599,7 +599,7 @@ def _query_table(queries: list[dict[str, Any]], configs: dict[str, Any]) -> str:
 
 
 def _interference_table(summary: dict[str, Any], entries: Paper) -> str:
-    """Rows per interference pattern, a runtime column per config (dyrs.txt
+    """Rows per interference pattern, a runtime column per config (DYRS,
     Table II: pattern vs sort job runtime)."""
     configs: dict[str, str] = {}
     for sc in summary["scenarios"].values():
@@ -619,7 +619,7 @@ def _interference_table(summary: dict[str, Any], entries: Paper) -> str:
 
 
 def _caption(configs: dict[str, Any]) -> str:
-    """One line per scheme in the papers' words (ignem.txt Table I caption)."""
+    """One line per scheme in the papers' words (Ignem, Table I caption)."""
     lines = []
     for cfg, st in configs.items():
         if cfg in (BASELINE, UPPER_BOUND) or st["speedup"] is None:
@@ -673,12 +673,12 @@ def render_markdown(
         out.append(f"**{run}**: {len(msgs)} problem(s)\n")
         out += [f"- {m}" for m in msgs] + [""]
     if results.get("experiment") == "interference" or len(summary["scenarios"]) > 1 or scen_entries:
-        out.append("## Table II: job runtime per interference pattern (dyrs.txt Table II)\n")
+        out.append("## Table II: job runtime per interference pattern (DYRS, Table II)\n")
         out.append(_interference_table(summary, scen_entries))
     for name, sc in summary["scenarios"].items():
         configs = sc["configs"]
         out.append(f"## Scenario {name}: {sc['label']}\n")
-        out.append("### Table I: mean job duration (ignem.txt Table I, dyrs.txt Table I)\n")
+        out.append("### Table I: mean job duration (Ignem, Table I, DYRS, Table I)\n")
         out.append(_job_table(configs, _for_scenario(job_entries, name, summary)))
         caption = _caption(configs)
         if sc["variants"]:
@@ -686,24 +686,24 @@ def render_markdown(
         if caption:
             out.append(caption)
         if any(st["maps"] for st in configs.values()):
-            out.append("### Table II: map tasks (ignem.txt Table II, dyrs.txt Fig 6)\n")
+            out.append("### Table II: map tasks (Ignem, Table II, DYRS, Fig 6)\n")
             out.append(_map_table(configs, _for_scenario(map_entries, name, summary)))
         if sum(st["jobs"] for st in configs.values()) > len(configs):
-            out.append("### Jobs binned by input size (ignem.txt Fig 5, dyrs.txt Fig 5)\n")
+            out.append("### Jobs binned by input size (Ignem, Fig 5, DYRS, Fig 5)\n")
             out.append(_bin_table(configs))
         if sc["variants"]:
-            out.append("### Per variant (ignem.txt Fig 8, dyrs.txt Fig 11)\n")
+            out.append("### Per variant (Ignem, Fig 8, DYRS, Fig 11)\n")
             out.append(_variant_table(sc["variants"], configs))
         if sc["queries"]:
-            out.append("### Per query, by input size (dyrs.txt Fig 4)\n")
+            out.append("### Per query, by input size (DYRS, Fig 4)\n")
             out.append(_query_table(sc["queries"], configs))
     out.append("## Figures\n")
     captions = {
-        "reads": "Map reads and migrations per node (dyrs.txt Fig 8)",
-        "estimate": "Migration time estimate per node, interference shaded (dyrs.txt Fig 9)",
-        "last_reads": "Timeline of the last 30 blocks read (dyrs.txt Fig 10)",
-        "memory": "Memory used per worker, non-zero samples (ignem.txt Fig 7, dyrs.txt Fig 7)",
-        "cdf": "Job duration CDF (dyrs.txt Fig 6)",
+        "reads": "Map reads and migrations per node (DYRS, Fig 8)",
+        "estimate": "Migration time estimate per node, interference shaded (DYRS, Fig 9)",
+        "last_reads": "Timeline of the last 30 blocks read (DYRS, Fig 10)",
+        "memory": "Memory used per worker, non-zero samples (Ignem, Fig 7, DYRS, Fig 7)",
+        "cdf": "Job duration CDF (DYRS, Fig 6)",
     }
     for key, file in figures.items():
         out.append(f"**{captions.get(key, key)}**\n\n![{captions.get(key, key)}]({file})\n")

@@ -170,7 +170,7 @@ class CpuMeter:
 class Scenario:
     """Interference on the DISK tiers of some nodes: ``nodes`` (indices),
     ``period`` seconds on and off (0: always on), ``alternate``: when several
-    nodes, one is on while the next is off (dyrs.txt Table II)."""
+    nodes, one is on while the next is off (DYRS, Table II)."""
 
     name: str
     nodes: tuple[int, ...] = ()

@@ -1,6 +1,6 @@
 """The SQL workload: TPC-H queries on DuckDB over Thaw, queued, with the hook
 that tells Thaw each query's inputs right after the query is compiled
-(ignem.txt IV-B3 and IV-G, dyrs.txt IV "Hive" and V-B1/V-D; the papers ran
+(Ignem, section IV-B3 and IV-G, DYRS, section IV "Hive" and V-B1/V-D; the papers ran
 TPC-DS on Hive, this runs TPC-H on DuckDB, whose TPC-H extension works offline).
 
 Data: DuckDB's ``dbgen`` at a scale factor, each table written as parquet part

@@ -3,13 +3,13 @@
 A :class:`JobSpec` is what a trace line says about a job (input, shuffle and
 output bytes, submission time) plus its kind of map and reduce work:
 
-- ``swim``: the SWIM replay of the Facebook traces (ignem.txt IV-B1, dyrs.txt
+- ``swim``: the SWIM replay of the Facebook traces (Ignem, section IV-B1, DYRS, section
   V-B2): maps read their block and checksum it, emit the job's shuffle bytes,
   reducers write the job's output bytes.
 - ``sort``: 8-byte keys, range-partitioned by maps, sorted by reducers; shuffle
-  and output equal the input (ignem.txt IV-D, dyrs.txt V-F).
+  and output equal the input (Ignem, section IV-D, DYRS, section V-F).
 - ``wordcount``: maps count the words of their block, reducers merge counts
-  (ignem.txt IV-E).
+  (Ignem, section IV-E).
 
 Input files are written as parts of a few blocks each, 3 replicas on DISK tiers,
 with the writer's position rotating over the nodes so blocks spread as HDFS
@@ -46,7 +46,7 @@ class JobSpec:
     output_bytes: int
     inputs: list[str] = field(default_factory=list)  # Thaw paths of the input parts
     trace: dict[str, Any] = field(default_factory=dict)  # the unscaled trace line
-    #: Lead-time added on purpose (dyrs.txt V-F4): the submitter calls migrate,
+    #: Lead-time added on purpose (DYRS, section V-F4): the submitter calls migrate,
     #: then submits the job's tasks this many seconds later.
     lead_time: float = 0.0
     #: A label for single-job sweeps ("256MiB, +5s").

@@ -1,8 +1,8 @@
 """Dask and Thaw cooperate: the scheduler tells storage what a submitted graph
 will read, and storage holds it in memory exactly as long as the graph needs it.
 
-This is scheduled-caching.txt's cooperation between scheduler and storage, with
-the job-driven migration of ignem.txt / dyrs.txt behind it:
+This is the scheduled-caching poster's cooperation between scheduler and storage, with
+the job-driven migration of Ignem / DYRS behind it:
 
 - **Prefetch at submission.** When a graph reaches the scheduler
   (``update_graph``), its ``thaw://`` inputs are found from the task specs with no
@@ -22,14 +22,14 @@ the job-driven migration of ignem.txt / dyrs.txt behind it:
   a Thaw read inside a Dask task takes its job from it (see
   :func:`thaw.jobs.current_job_id`), so per-job counters and the job's read
   state are the Dask submission's.
-- **Memory-locality placement** (cava.txt III: the decision in
+- **Memory-locality placement** (CAVA, section III: the decision in
   :mod:`thaw.dask.placement`, its rounds in :mod:`thaw.dask.scheduling`). The
   reading tasks are held (state no-worker) and launched by the plugin on each
   free slot (those Dask's own queuing would give a root task), best locality
   level first, with delay scheduling bounded per task;
   ``placement=False`` leaves placement to Dask. The master learns each job's
   origin and task counters, which ``thaw jobs`` shows.
-- **Cache affinity at runtime** (cava.txt IV-A). Each submission's job is an
+- **Cache affinity at runtime** (CAVA, section IV-A). Each submission's job is an
   application to the master's cache manager: the plugin tells it the job's
   name (``thaw_app`` annotation, else the graph's) and inputs, and a worker
   plugin (:class:`thaw.dask.usage.ThawUsage`) measures each job's tasks (CPU
@@ -107,8 +107,8 @@ JOB_ANNOTATION = "thaw_job"
 INPUTS_ANNOTATION = "thaw_inputs"
 
 
-#: Cache affinity (cava.txt IV): ``dask.annotate(thaw_cache_affinity=0.3)``
-#: names the job's affinity (taken at its word, cava.txt's Static-CA) instead of
+#: Cache affinity (CAVA, section IV): ``dask.annotate(thaw_cache_affinity=0.3)``
+#: names the job's affinity (taken at its word, CAVA's Static-CA) instead of
 #: the one measured at runtime; ``thaw_app="grep"`` names the application, so
 #: its runs start from the class the last one was given (default: the graph's
 #: name).

@@ -64,7 +64,7 @@ class DaskJob:
     # Who submitted it (shown by ``thaw jobs``), and the task counters last
     # reported to the master (None: report again).
     origin: str = ""
-    # Cache affinity (cava.txt IV): the application's name and a declared
+    # Cache affinity (CAVA, section IV): the application's name and a declared
     # affinity (None: measured at runtime).
     app: str = ""
     affinity: float | None = None

@@ -1,4 +1,4 @@
-"""Memory-locality placement of Dask tasks that read Thaw blocks: cava.txt III
+"""Memory-locality placement of Dask tasks that read Thaw blocks: CAVA, section III
 (locality levels, Algorithm 1) on Dask.
 
 Levels, best first: the task's blocks are all in the memory of the Thaw worker
@@ -30,10 +30,10 @@ whenever a task ends and on a short tick):
   (SWIM, queueing only). Measured on SWIM with inputs in memory: one run time
   gave 89-91% of the maps memory-local, three gave 98%. The paper's own
   waits are small skip counts for the memory levels for the same reason
-  (cava.txt V: 1, 3, 6 skips, "the performance of PM ML and RM ML is
+  (CAVA, section V: 1, 3, 6 skips, "the performance of PM ML and RM ML is
   comparable to that of VM ML").
 - Among a job's tasks at the same level, those whose blocks are in memory
-  anywhere go first (scheduled-caching.txt's "tasks whose input data are already
+  anywhere go first (the scheduled-caching poster's "tasks whose input data are already
   in memory ahead of other tasks"), then Dask's own priority.
 """
 

@@ -1,4 +1,4 @@
-"""Recomputation on Dask (tachyon.txt 2.6 and 4).
+"""Recomputation on Dask (Tachyon, section 2.6 and 4).
 
 The master's workflow manager decides what to rerun and in what order; with
 ``thaw master --recompute-executor external`` it runs nothing itself, and this
@@ -6,7 +6,7 @@ executor, started by the scheduler plugin (``thaw.dask.install(client,
 recompute=True)``), claims each rerun and runs its command as a Dask task, on the
 same workers as the jobs, so recomputation needs no cluster of its own.
 
-Resource allocation (tachyon.txt 4, "Recomputation Resource Acquisition"): a
+Resource allocation (Tachyon, section 4, "Recomputation Resource Acquisition"): a
 rerun is handed to Dask only while no job's task is queued for a slot at the
 scheduler, at priority ``RECOMPUTE_PRIORITY`` (-1; Dask's default is 0), so it
 waits behind the tasks of jobs that do not need it; and a task that reads a lost

@@ -1,4 +1,4 @@
-"""The Thaw scheduler plugin's placement at work (cava.txt III, Algorithm 1, on
+"""The Thaw scheduler plugin's placement at work (CAVA, section III, Algorithm 1, on
 Dask): reading tasks held in state no-worker, rounds of offers of the free slots,
 each job's launches, and where the blocks are (asked of the master on a thread
 of its own). What to launch on an offered slot is decided by the pure

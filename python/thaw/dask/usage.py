@@ -1,4 +1,4 @@
-"""The Dask side of cache affinity at runtime (cava.txt IV-A): a worker plugin
+"""The Dask side of cache affinity at runtime (CAVA, section IV-A): a worker plugin
 that measures what each Thaw job's tasks do in its process (CPU time and
 storage writes, split among the tasks running together: see
 :mod:`thaw.usage`) and reports each job's figures to the Thaw master every

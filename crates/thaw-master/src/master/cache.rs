@@ -1,4 +1,4 @@
-//! The master's cache management calls (cava.txt IV): applications report what
+//! The master's cache management calls (CAVA, section IV): applications report what
 //! their tasks measurably do, the master classifies their cache affinity and
 //! computes their caching probabilities (see [`crate::affinity`]), workers get
 //! the table with each full heartbeat answer, and the cache report shows
@@ -114,7 +114,7 @@ impl Master {
         (table, st.apps.default_affinity())
     }
 
-    /// cava.txt IV-B: "only one copy of a data block is allowed to be cached".
+    /// CAVA, section IV-B: "only one copy of a data block is allowed to be cached".
     /// A read's fill into memory, on a worker whose memory runs a benefit
     /// policy, of a block another live worker holds in memory: that worker's
     /// address. (Readers are sent to the copy the master lists; a second copy

@@ -1,4 +1,4 @@
-//! The master's side of asynchronous checkpointing (tachyon.txt 2.7): orders
+//! The master's side of asynchronous checkpointing (Tachyon, section 2.7): orders
 //! to workers with their heartbeats, the persist call, and moving a finished
 //! checkpoint to its file's path. The order itself is `crate::checkpoint`.
 

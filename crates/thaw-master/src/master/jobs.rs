@@ -1,4 +1,4 @@
-//! The master's job calls (ignem.txt III-A, dyrs.txt III-A): migrate, evict,
+//! The master's job calls (Ignem, section III-A, DYRS, section III-A): migrate, evict,
 //! lease renewal, job status, and the migration event log.
 
 use crate::migration::BlockSpec;

@@ -1,4 +1,4 @@
-//! The master's lineage calls (tachyon.txt 2.5's submitDependency), checked
+//! The master's lineage calls (Tachyon, section 2.5's submitDependency), checked
 //! against the namespace before anything is journaled: a request that fails a
 //! check records nothing.
 
@@ -44,7 +44,7 @@ fn runnable(argv0: &str) -> bool {
 }
 
 impl Master {
-    /// Records a lineage entry (tachyon.txt 2.5) after checking every part of it.
+    /// Records a lineage entry (Tachyon, section 2.5) after checking every part of it.
     pub async fn submit_dependency(&self, req: SubmitDependencyRequest) -> Result<SubmitDependencyResponse> {
         let kind = DependencyKind::try_from(req.kind)
             .ok()

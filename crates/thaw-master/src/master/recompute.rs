@@ -1,4 +1,4 @@
-//! The workflow manager (tachyon.txt 2.6): finds lost files, plans their
+//! The workflow manager (Tachyon, section 2.6): finds lost files, plans their
 //! rebuild ([`crate::recompute::plan`]), reruns lineages through the executor,
 //! and takes the rebuilt bytes back into the same files.
 //!

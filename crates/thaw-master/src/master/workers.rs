@@ -204,7 +204,7 @@ impl Master {
     /// A light ask that may wait (`wait_ms`, at most a heartbeat interval) until
     /// the master has migration work for the worker: an idle worker holds one
     /// open between its heartbeats, so a migrate call's blocks reach it as soon
-    /// as they are planned (dyrs.txt III-A: "when a slave queries the master for
+    /// as they are planned (DYRS, section III-A: "when a slave queries the master for
     /// more work"; the paper's slaves wait for their next heartbeat). A full
     /// heartbeat, or a light one without a wait, is answered at once.
     pub async fn ask(&self, req: HeartbeatRequest) -> HeartbeatResponse {
@@ -312,7 +312,7 @@ impl Master {
         self.work_ready();
     }
 
-    /// One planning pass (dyrs.txt Algorithm 1), off the heartbeat path.
+    /// One planning pass (DYRS, Algorithm 1), off the heartbeat path.
     pub fn plan(&self) {
         let targeted = {
             let mut st = self.write();

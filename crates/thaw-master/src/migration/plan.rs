@@ -1,4 +1,4 @@
-//! DYRS's planning (dyrs.txt III-A/B, IV-A, Algorithm 1): each pending
+//! DYRS's planning (DYRS, section III-A/B, IV-A, Algorithm 1): each pending
 //! migration's target by earliest estimated finish among the workers with room
 //! for it (see [`super::room`]), off the heartbeat path, and the binding of just
 //! enough of them at each heartbeat.

@@ -1,6 +1,6 @@
 //! The worker protocol of migration: a worker's heartbeat (or light ask)
 //! brings its estimates, queues, finished migrations and reads; the answer
-//! carries its orders (dyrs.txt III-B: just enough work until the next
+//! carries its orders (DYRS, section III-B: just enough work until the next
 //! heartbeat). Also what a lost worker leaves behind, and the event log.
 
 use std::time::Duration;

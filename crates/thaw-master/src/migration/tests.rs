@@ -393,7 +393,7 @@ fn partial_eviction_keeps_the_job() {
 
 #[test]
 fn planning_ten_thousand_pending_blocks_is_quick() {
-    // dyrs.txt III-D: "under a millisecond for 50GB". Not a timing assertion
+    // DYRS, section III-D: "under a millisecond for 50GB". Not a timing assertion
     // (see BENCHMARKS.md); this checks the pass covers every block.
     let (c, w) = cluster(7, 10_000);
     let mut m = dyrs();

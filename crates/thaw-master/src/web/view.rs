@@ -111,7 +111,7 @@ fn tier_cell(w: &WorkerInfo, t: Tier) -> Option<TierCell> {
 }
 
 /// "ufs: 120.0 MiB/s, 4 ms per small block; 3 queued, 1 running for 250 ms"
-/// (dyrs.txt IV-A's estimate as the worker last reported it).
+/// (DYRS, section IV-A's estimate as the worker last reported it).
 fn device_line(d: &DeviceMigrationState) -> String {
     let speed = if d.ns_per_byte > 0.0 {
         format!("{}/s", format_size((1e9 / d.ns_per_byte) as u64))

@@ -1,4 +1,4 @@
-//! A device's migration time estimate (dyrs.txt IV-A), made fit for blocks of
+//! A device's migration time estimate (DYRS, section IV-A), made fit for blocks of
 //! any size: a fixed cost per migration and a speed per byte.
 
 /// Weight of the newest duration in the estimate's moving average.
@@ -10,7 +10,7 @@ const SMALL_SHARE: f64 = 0.25;
 
 /// A device's migration time model: a migration of `len` bytes takes
 /// `max(per_migration, len x per_byte)` ns. `per_byte` is the paper's EWMA of
-/// migration durations (dyrs.txt IV-A), per byte, over large migrations;
+/// migration durations (DYRS, section IV-A), per byte, over large migrations;
 /// `per_migration` is an EWMA of the durations of small ones.
 ///
 /// Improvement on the paper, whose blocks all have one size (then this is its
@@ -61,7 +61,7 @@ impl Estimate {
     }
 
     /// The pair to report while a migration of `len` bytes has been running
-    /// for `elapsed_ns` (dyrs.txt IV-A: raised at every heartbeat once it runs
+    /// for `elapsed_ns` (DYRS, section IV-A: raised at every heartbeat once it runs
     /// past its estimate): the part of the model that migration measures rises
     /// to what it shows so far. Only a measured part is raised: a first
     /// migration's age is no measurement (early on it would look fast).

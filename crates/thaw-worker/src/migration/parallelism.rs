@@ -1,5 +1,5 @@
 //! How many streams a migration's copy reads its device with: measured, per
-//! device. An improvement on dyrs.txt III-B, which "serializes migrations and
+//! device. An improvement on DYRS, section III-B, which "serializes migrations and
 //! moves one block at a time into memory in order to limit disk read
 //! concurrency" on hard disks, where a second stream costs seeks.
 //!

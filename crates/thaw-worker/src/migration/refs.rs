@@ -1,4 +1,4 @@
-//! The reference lists (ignem.txt III-A4): which jobs expect each block held in
+//! The reference lists (Ignem, section III-A4): which jobs expect each block held in
 //! memory here, queued or running; adding a job, releasing one (explicitly, on
 //! a read, or when the master forgets it), and who holds how much. Pure
 //! functions over the migrator's state; the executor is in the parent module.

@@ -9,7 +9,7 @@ use thaw_common::proto::{JobBlockRead, SourceEstimate, WorkerMigrationReport};
 use super::{Migrator, Outcome, Source, State};
 
 /// A device's estimates (raised for a migration running past its estimate,
-/// dyrs.txt IV-A) and queue.
+/// DYRS, section IV-A) and queue.
 fn source_estimate(st: &State, s: Source, now: Instant) -> SourceEstimate {
     let q = st.queues.get(&s);
     let a = st.active.get(&s);
@@ -31,7 +31,7 @@ fn source_estimate(st: &State, s: Source, now: Instant) -> SourceEstimate {
 
 impl Migrator {
     /// What goes to the master with a heartbeat: estimates (raised for a migration
-    /// running past its estimate, dyrs.txt IV-A), queues, buffer, the migrations
+    /// running past its estimate, DYRS, section IV-A), queues, buffer, the migrations
     /// that ended, and reads of jobs with migration state.
     pub fn report(&self) -> (WorkerMigrationReport, Vec<JobBlockRead>) {
         let mut st = self.lock();
