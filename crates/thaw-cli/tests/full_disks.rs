@@ -71,7 +71,7 @@ fn a_full_tier_or_under_store_fails_the_write_clearly_and_reads_go_on() {
     }
     let root = tempfile::tempdir().unwrap();
     let (mem, ufs, state) = (root.path().join("mem"), root.path().join("ufs"), root.path().join("state"));
-    let disk = state.join("worker-0/disk");
+    let disk = state.join("worker-1/disk");
     let mut mounts = Mounts(Vec::new());
     for dir in [&mem, &ufs, &disk] {
         if !mount_tmpfs(dir, "8m") {
