@@ -179,7 +179,13 @@ impl Worker {
             let reg = match self.registration() {
                 Some(r) => r,
                 None => {
-                    if let Err(e) = self.register().await {
+                    // Shutdown does not wait for a registration: with no master
+                    // of a group up, one tries them all for seconds.
+                    let registered = tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        r = self.register() => r,
+                    };
+                    if let Err(e) = registered {
                         tracing::warn!(error = %e, "registration failed; retrying");
                         tokio::select! {
                             _ = shutdown.cancelled() => return,
@@ -234,10 +240,15 @@ impl Worker {
             if light.is_none() {
                 last_full = last;
             }
-            let outcome = match light {
+            let beat = match light {
                 Some(wait) if wait.is_zero() && self.migrator.idle() => continue,
-                Some(wait) => self.heartbeat(reg, true, wait).await,
-                None => self.heartbeat(reg, false, Duration::ZERO).await,
+                Some(wait) => self.heartbeat(reg, true, wait),
+                None => self.heartbeat(reg, false, Duration::ZERO),
+            };
+            // Nor for a heartbeat (its removals are moot once the worker stops).
+            let outcome = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = beat => r,
             };
             match outcome {
                 Ok(false) => {}
