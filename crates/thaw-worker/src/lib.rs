@@ -13,6 +13,7 @@ mod local_write;
 pub mod master_link;
 pub mod metrics;
 pub mod migration;
+pub mod page_cache;
 pub mod replacement;
 pub mod stats;
 pub mod tier;
@@ -262,7 +263,9 @@ impl Worker {
             self.device(DeviceKind::Disk).map(|d| if idle { d.open_background_stream() } else { d.open_stream() });
         let streams = self.copy_streams(Source::Disk, len, device.is_some());
         let started = std::time::Instant::now();
-        file.copy_paced(disk.block_path(block), 0, len, device.as_mut(), idle, streams).await?;
+        // Drop-behind: the block is read from memory from now on (see `page_cache`).
+        let mode = cache::CopyMode { idle_io: idle, streams, drop_behind: true };
+        file.copy_paced(disk.block_path(block), 0, len, device.as_mut(), mode).await?;
         if device.is_none() && file.written == len {
             self.copy_took(Source::Disk, streams, len, started.elapsed());
         }
