@@ -148,6 +148,7 @@ impl BlockFile {
             return Err(e);
         }
         self.store.commit_answered(self.written, client_write, true);
+        w.note_changed();
         Ok(())
     }
 

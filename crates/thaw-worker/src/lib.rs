@@ -4,6 +4,7 @@
 
 pub mod affinity;
 pub mod authorize;
+pub mod block_changes;
 mod cache;
 pub mod checkpoint;
 pub mod data;
@@ -103,6 +104,11 @@ pub struct Worker {
     master: thaw_common::auth::MasterClient,
     registration: Mutex<Option<Registration>>,
     removed: Mutex<Vec<BlockReport>>,
+    /// Block changes (removals, commits) to tell the master: woken on each.
+    changed: tokio::sync::Notify,
+    /// Held by a report of tier use and removals while it is sent (a full
+    /// heartbeat or an incremental report), so the master gets them in order.
+    reporting: tokio::sync::Mutex<()>,
     ufs: OnceLock<thaw_ufs::UnderStore>,
     /// Fills from the under-store in progress, by block.
     fills: Mutex<HashMap<u64, cache::FillState>>,
@@ -157,6 +163,8 @@ impl Worker {
             stats: JobStats::default(),
             registration: Mutex::new(None),
             removed: Mutex::new(Vec::new()),
+            changed: tokio::sync::Notify::new(),
+            reporting: tokio::sync::Mutex::new(()),
             ufs: OnceLock::new(),
             fills: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
@@ -186,7 +194,7 @@ impl Worker {
     /// Holds `bytes` of `store`, evicting cached blocks by the tier's replacement
     /// policy when it is full: never a block a job still expects (the migrator's
     /// reference lists), one with no other copy, or one being written. The
-    /// evictions go to the master with the next heartbeat. A tier full of such
+    /// evictions go to the master at once (an incremental report). A tier full of such
     /// blocks fails with what holds it, by job.
     pub(crate) fn reserve(&self, store: &Arc<TierStore>, bytes: u64) -> Result<tier::Reservation> {
         self.reserve_for(store, bytes, tier::Need::Required)
@@ -431,6 +439,7 @@ pub async fn serve_with_metrics(
         worker.tasks.spawn(migration::run_device(worker.clone(), source, shutdown.clone()));
     }
     worker.tasks.spawn(checkpoint::run(worker.clone(), shutdown.clone()));
+    worker.tasks.spawn(worker.clone().run_block_reports(shutdown.clone()));
     data::serve(worker.clone(), listener, shutdown.clone()).await;
     let _ = link.await;
     worker.tasks.close();

@@ -83,20 +83,26 @@ impl Worker {
     }
 
     /// Deletes a block from every tier (on the master's word).
-    fn drop_block(&self, block: u64) {
+    pub(crate) fn drop_block(&self, block: u64) {
         self.migrator.forget(block);
+        let mut dropped = false;
         for t in self.tiers() {
-            t.remove(block);
+            dropped |= t.remove(block).is_some();
+        }
+        if dropped {
+            self.note_changed();
         }
     }
 
-    /// Notes a block this worker dropped on its own, for the next heartbeat.
+    /// Notes a block this worker dropped on its own, for the next incremental
+    /// report (see [`crate::block_changes`]) or heartbeat.
     pub fn note_removed(&self, block: u64, tier: Tier, length: u64) {
         self.removed.lock().unwrap_or_else(|e| e.into_inner()).push(BlockReport {
             block_id: block,
             tier: tier as i32,
             length,
         });
+        self.note_changed();
     }
 
     /// A full heartbeat (tier use, removals, job counters, devices, migration
@@ -105,6 +111,9 @@ impl Worker {
     async fn heartbeat(&self, reg: Registration, light: bool, wait: Duration) -> Result<bool> {
         let fx = self.migrator.sweep(std::time::Instant::now());
         self.carry_out(fx);
+        // A full heartbeat's tier use and removals go in order with the
+        // incremental reports'.
+        let _order = if light { None } else { Some(self.reporting.lock().await) };
         let removed = if light {
             Vec::new()
         } else {
