@@ -90,3 +90,20 @@ async fn migrations_fills_and_checkpoints_leave_their_files_out_of_the_page_cach
     eprintln!("after a checkpoint: {:.1}% cached", left * 100.0);
     assert!(left <= LEFT, "a checkpoint left {:.0}% of its under-store copy cached", left * 100.0);
 }
+
+/// `--keep-page-cache` turns drop-behind off: a migration leaves its file
+/// cached, as every copy did before (for an under-store other programs read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_told_to_keep_the_page_cache_leaves_it_cached() {
+    let mut o = ClusterOptions { block_size: 4 * MIB, ..ClusterOptions::workers(1) };
+    o.workers[0].extra_args = vec!["--keep-page-cache".into()];
+    let c = start(o).await;
+    let client = c.client("elsewhere", "r9");
+    cold_file(&c, "/kept", 16 << 20, 5);
+    let src = c.ufs.join("kept");
+    make_cold(&src);
+    client.migrate("keep", &["/kept".to_string()], EvictionMode::Explicit, None).await.unwrap();
+    wait_in_memory(&client, "keep").await;
+    let left = cached(&src);
+    assert!(left > 0.9, "only {:.0}% of the file stayed cached", left * 100.0);
+}

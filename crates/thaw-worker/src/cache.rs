@@ -395,7 +395,7 @@ impl Worker {
                 let started = std::time::Instant::now();
                 // A cold copy: the block is in the tier now, its source's pages
                 // are not wanted in the page cache beside it.
-                let mode = CopyMode { idle_io: false, streams, drop_behind: true };
+                let mode = CopyMode { idle_io: false, streams, drop_behind: !self.config.keep_page_cache };
                 file.copy_paced(src, ufs.offset, ufs.length, device.as_mut(), mode).await?;
                 if migration && !modelled && file.written == ufs.length {
                     self.copy_took(Source::Ufs, streams, ufs.length, started.elapsed());

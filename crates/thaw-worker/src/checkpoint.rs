@@ -317,7 +317,7 @@ impl Worker {
             let mut out = Some(out);
             let mut total = 0;
             // Drop-behind of the copy's pages (see `page_cache`).
-            let mut behind = Some(crate::page_cache::WriteBehind::default());
+            let mut behind = Some(crate::page_cache::WriteBehind::new(!self.config.keep_page_cache));
             for part in parts {
                 let len = part.len();
                 let mut at = 0;
@@ -465,6 +465,7 @@ mod tests {
             migration: Default::default(),
             device_models: Default::default(),
             checkpoint_bandwidth: 0,
+            keep_page_cache: false,
             secret: None,
             tls: None,
             master_tls: None,

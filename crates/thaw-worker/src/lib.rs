@@ -80,6 +80,10 @@ pub struct WorkerConfig {
     /// Checkpoint copies to the under-store are paced to this many bytes per
     /// second (0: as fast as the idle I/O class lets them).
     pub checkpoint_bandwidth: u64,
+    /// Leave what cold copies read or write in the page cache (no
+    /// drop-behind: see [`page_cache`]), for a local under-store whose files
+    /// other programs read too.
+    pub keep_page_cache: bool,
     /// The cluster secret (`--secret-file`): the worker authenticates to the
     /// master with it, and serves only requests the master granted
     /// (`authorize`).
@@ -272,7 +276,7 @@ impl Worker {
         let streams = self.copy_streams(Source::Disk, len, device.is_some());
         let started = std::time::Instant::now();
         // Drop-behind: the block is read from memory from now on (see `page_cache`).
-        let mode = cache::CopyMode { idle_io: idle, streams, drop_behind: true };
+        let mode = cache::CopyMode { idle_io: idle, streams, drop_behind: !self.config.keep_page_cache };
         file.copy_paced(disk.block_path(block), 0, len, device.as_mut(), mode).await?;
         if device.is_none() && file.written == len {
             self.copy_took(Source::Disk, streams, len, started.elapsed());

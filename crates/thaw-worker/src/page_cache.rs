@@ -48,15 +48,21 @@ pub(crate) fn drop_pages(file: &std::fs::File, offset: u64, len: u64) {
 /// still syncs the whole file at its end, then calls [`WriteBehind::finish`].
 #[derive(Debug, Default)]
 pub(crate) struct WriteBehind {
+    /// Dropping at all (else this does nothing).
+    on: bool,
     /// Bytes from the start dropped already, and sent to the disk.
     dropped: u64,
     started: u64,
 }
 
 impl WriteBehind {
+    pub(crate) fn new(on: bool) -> Self {
+        WriteBehind { on, ..Default::default() }
+    }
+
     /// `file` now holds `written` bytes from its start.
     pub(crate) fn wrote(&mut self, file: &std::fs::File, written: u64) {
-        if written < self.started + WINDOW {
+        if !self.on || written < self.started + WINDOW {
             return;
         }
         // The window sent before this one has reached the disk (usually by
@@ -72,7 +78,9 @@ impl WriteBehind {
 
     /// After the file is synced: drops what is left of it.
     pub(crate) fn finish(self, file: &std::fs::File) {
-        drop_pages(file, self.dropped, 0);
+        if self.on {
+            drop_pages(file, self.dropped, 0);
+        }
     }
 }
 
@@ -155,7 +163,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out");
         let mut f = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(path).unwrap();
-        let mut behind = WriteBehind::default();
+        let mut behind = WriteBehind::new(true);
         let chunk = vec![9u8; 1 << 20];
         let total = 3 * WINDOW + (1 << 20);
         for written in (1..=total >> 20).map(|m| m << 20) {
