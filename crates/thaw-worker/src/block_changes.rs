@@ -19,7 +19,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use thaw_common::proto::BlockChangesRequest;
+use thaw_common::proto::{BlockChangesRequest, BlockReport, Tier};
 use tokio_util::sync::CancellationToken;
 
 use crate::Worker;
@@ -67,7 +67,7 @@ impl Worker {
     /// every tier's use now.
     async fn report_block_changes(&self, reg: crate::master_link::Registration) -> thaw_common::Result<()> {
         let _order = self.reporting.lock().await;
-        let removed = std::mem::take(&mut *self.removed.lock().unwrap_or_else(|e| e.into_inner()));
+        let removed = self.take_removals();
         let req = BlockChangesRequest {
             worker_id: reg.worker_id,
             master_epoch: reg.epoch,
@@ -79,11 +79,11 @@ impl Worker {
             Ok(resp) => {
                 let resp = resp.into_inner();
                 if resp.reregister {
-                    // The heartbeat hears the same and registers again, with
-                    // a full report that covers these removals.
-                    self.removed.lock().unwrap_or_else(|e| e.into_inner()).extend(removed);
+                    // The heartbeat hears the same and registers again.
+                    self.removals_answered(removed, false);
                     return Ok(());
                 }
+                self.removals_answered(removed, true);
                 tracing::trace!(removed = n, remove = resp.remove_blocks.len(), "incremental block report");
                 for b in &resp.remove_blocks {
                     self.drop_block(*b);
@@ -91,9 +91,104 @@ impl Worker {
                 Ok(())
             }
             Err(e) => {
-                self.removed.lock().unwrap_or_else(|e| e.into_inner()).extend(removed);
+                self.removals_answered(removed, false);
                 Err(e.into())
             }
         }
+    }
+
+    /// Takes the removals not reported yet, for a report (one at a time,
+    /// under `reporting`): they are being sent until [`Worker::removals_answered`].
+    pub(crate) fn take_removals(&self) -> Vec<BlockReport> {
+        let taken = std::mem::take(&mut *lock(&self.removed));
+        lock(&self.sending).clone_from(&taken);
+        taken
+    }
+
+    /// The report carrying `removed` was answered (`delivered`); else they
+    /// wait for the next one.
+    pub(crate) fn removals_answered(&self, removed: Vec<BlockReport>, delivered: bool) {
+        lock(&self.sending).clear();
+        if !delivered {
+            lock(&self.removed).extend(removed);
+        }
+    }
+
+    /// Before the commit of `block` into `tier` goes to the master: a removal
+    /// of it (evicted, then filled again) must not reach the master after the
+    /// commit, which would make it forget the new copy. One not sent yet is
+    /// dropped (the block is back); one being sent is waited for.
+    pub(crate) async fn settle_removal(&self, block: u64, tier: Tier) {
+        let is = |b: &BlockReport| b.block_id == block && b.tier == tier as i32;
+        lock(&self.removed).retain(|b| !is(b));
+        if lock(&self.sending).iter().any(is) {
+            drop(self.reporting.lock().await);
+            // A failed report put it back.
+            lock(&self.removed).retain(|b| !is(b));
+        }
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{TierConfig, WorkerConfig};
+
+    fn worker(dir: &std::path::Path) -> Worker {
+        let config = WorkerConfig {
+            master: "127.0.0.1:1".into(),
+            host: "h".into(),
+            rack: "r".into(),
+            mem: Some(TierConfig { dir: dir.join("mem"), capacity: 64 << 20 }),
+            disk: None,
+            replacement: crate::replacement::Policy::Lru,
+            cache_window: crate::tier::DEFAULT_WINDOW,
+            advertise: None,
+            remove_mem_on_exit: false,
+            max_connections: 8,
+            max_connections_per_user: 8,
+            stall_timeout: crate::data::DEFAULT_STALL_TIMEOUT,
+            migration: Default::default(),
+            device_models: Default::default(),
+            checkpoint_bandwidth: 0,
+            keep_page_cache: false,
+            secret: None,
+            tls: None,
+            master_tls: None,
+        };
+        Worker::new(config, "127.0.0.1:2".into()).unwrap()
+    }
+
+    fn pending(w: &Worker) -> Vec<u64> {
+        lock(&w.removed).iter().map(|b| b.block_id).collect()
+    }
+
+    /// A block evicted and filled again: its removal must not reach the
+    /// master after the new copy's commit (the master would forget the copy).
+    #[tokio::test]
+    async fn a_block_filled_again_is_not_reported_removed_after_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = worker(dir.path());
+        w.note_removed(7, Tier::Mem, 10);
+        w.note_removed(8, Tier::Mem, 10);
+        w.note_removed(7, Tier::Disk, 10);
+        w.settle_removal(7, Tier::Mem).await;
+        assert_eq!(pending(&w), vec![8, 7], "only the MEM removal of block 7 goes");
+        // A report carrying block 8's removal is in flight: the commit waits
+        // for its answer, and a failed report's removal does not come back.
+        let order = w.reporting.lock().await;
+        let sent = w.take_removals();
+        let settle = w.settle_removal(8, Tier::Mem);
+        tokio::pin!(settle);
+        let waited = tokio::time::timeout(std::time::Duration::from_millis(50), &mut settle).await;
+        assert!(waited.is_err(), "the commit went before the report in flight was answered");
+        w.removals_answered(sent, false);
+        drop(order);
+        settle.await;
+        assert_eq!(pending(&w), vec![7]);
     }
 }

@@ -140,6 +140,7 @@ impl BlockFile {
         self.store.commit_for(self.block, &self.temp, self.written, reservation, self.pinned, reader.as_deref())?;
         let crc = self.crc.take().map(crc32fast::Hasher::finalize);
         let read_fill = reader.is_some();
+        w.settle_removal(self.block, self.store.tier).await;
         if let Err(e) = w.commit_block(self.block, self.store.tier, self.written, filled_from, crc, read_fill).await {
             if let Some(len) = self.store.remove(self.block) {
                 w.note_removed(self.block, self.store.tier, len);

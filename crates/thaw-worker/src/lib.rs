@@ -108,6 +108,8 @@ pub struct Worker {
     master: thaw_common::auth::MasterClient,
     registration: Mutex<Option<Registration>>,
     removed: Mutex<Vec<BlockReport>>,
+    /// Of those, the ones a report in flight carries.
+    sending: Mutex<Vec<BlockReport>>,
     /// Block changes (removals, commits) to tell the master: woken on each.
     changed: tokio::sync::Notify,
     /// Held by a report of tier use and removals while it is sent (a full
@@ -167,6 +169,7 @@ impl Worker {
             stats: JobStats::default(),
             registration: Mutex::new(None),
             removed: Mutex::new(Vec::new()),
+            sending: Mutex::new(Vec::new()),
             changed: tokio::sync::Notify::new(),
             reporting: tokio::sync::Mutex::new(()),
             ufs: OnceLock::new(),

@@ -114,11 +114,7 @@ impl Worker {
         // A full heartbeat's tier use and removals go in order with the
         // incremental reports'.
         let _order = if light { None } else { Some(self.reporting.lock().await) };
-        let removed = if light {
-            Vec::new()
-        } else {
-            std::mem::take(&mut *self.removed.lock().unwrap_or_else(|e| e.into_inner()))
-        };
+        let removed = if light { Vec::new() } else { self.take_removals() };
         let (mut report, reads) = self.migrator.report();
         tracing::trace!(light, wait_ms = wait.as_millis() as u64, "heartbeat");
         if light {
@@ -145,6 +141,9 @@ impl Worker {
         match self.master.clone().heartbeat(req).await {
             Ok(resp) => {
                 let mut resp = resp.into_inner();
+                if !light {
+                    self.removals_answered(removed, true);
+                }
                 for b in &resp.remove_blocks {
                     self.drop_block(*b);
                 }
@@ -165,7 +164,9 @@ impl Worker {
             }
             Err(e) => {
                 // Report these again next time.
-                self.removed.lock().unwrap_or_else(|e| e.into_inner()).extend(removed);
+                if !light {
+                    self.removals_answered(removed, false);
+                }
                 self.migrator.unreport(report, reads);
                 Err(e.into())
             }
