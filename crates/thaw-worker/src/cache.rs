@@ -198,6 +198,11 @@ impl BlockFile {
                 }
                 Ok::<u64, ThawError>(total)
             })?;
+            if drop_behind {
+                // The kernel's read-ahead of one part runs into the next one's
+                // range, after that part dropped it: drop the whole range again.
+                page_cache::drop_pages(&std::fs::File::open(&src)?, offset, len);
+            }
             use std::io::{Seek, SeekFrom};
             let mut out = out;
             out.seek(SeekFrom::Start(at + copied))?;
