@@ -3,11 +3,12 @@
 //! metadata lookups. Every figure is the median of alternating repeats. Results go
 //! to stdout and to a JSON summary (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|migrate-cli|early-ask|planner|user-paths|writes|checkpoint-order|auth-cost] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|migrate-cli|early-ask|planner|user-paths|writes|checkpoint-order|auth-cost|cold-load] [--size 1GiB] [--repeats 5]`
 
 mod auth_cost;
 mod checkpoint_order;
 mod cold;
+mod cold_load;
 mod failover;
 mod heartbeat;
 mod load;
@@ -100,6 +101,10 @@ enum Which {
     /// What a secret costs (issue 18): metadata lookups and remote reads on
     /// a secured cluster against an open one (target: < 5%; not part of `all`).
     AuthCost,
+    /// A cold load of `--repeats` files of `--size` one after another, with
+    /// drop-behind and without (issue 28): per-file MiB/s and the page cache
+    /// it leaves (not part of `all`).
+    ColdLoad,
     /// Highly available masters (issue 19): the time from a kill -9 of the
     /// leader of a group of 3 to the next served request (target < 5 s)
     /// against a single master restarted at once, and namespace changes per
@@ -234,6 +239,11 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     }
     if which == Which::AuthCost {
         auth_cost::run(cfg).await?.into_iter().for_each(&mut done);
+    }
+    if which == Which::ColdLoad {
+        let c = cold_load::run(cfg).await?;
+        println!("  {}", c.notes);
+        done(c);
     }
     if which == Which::Failover {
         failover::run(cfg).await?.into_iter().for_each(&mut done);

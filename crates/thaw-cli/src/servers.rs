@@ -303,6 +303,13 @@ pub struct BufferArgs {
     /// reads of this much of the past (e.g. 10m, 90s).
     #[arg(long, default_value = "10m", value_parser = crate::jobs::duration_arg)]
     pub cache_window: Duration,
+    /// Leave what migrations, fills and checkpoints read from or write to a
+    /// local under-store (or the DISK tier) in the page cache. By default they
+    /// drop it behind them (posix_fadvise DONTNEED): the MEM tier holds those
+    /// bytes, and a second copy in RAM slows large loads. For an under-store
+    /// directory other programs read too.
+    #[arg(long)]
+    pub keep_page_cache: bool,
 }
 
 impl Default for PlannerArgs {
@@ -326,6 +333,7 @@ impl Default for BufferArgs {
             migration_room_wait_ms: 5000,
             replacement: thaw_worker::replacement::Policy::Lru,
             cache_window: thaw_worker::tier::DEFAULT_WINDOW,
+            keep_page_cache: false,
         }
     }
 }
@@ -711,6 +719,7 @@ pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Res
         cache_window: args.buffer.cache_window,
         device_models: args.device_model.unwrap_or_default(),
         checkpoint_bandwidth: args.checkpoint.checkpoint_bandwidth.unwrap_or(0),
+        keep_page_cache: args.buffer.keep_page_cache,
         secret: args.secret.load()?,
         tls: args.tls.server()?,
         master_tls: args.tls.client()?,
@@ -909,6 +918,7 @@ impl LocalCluster {
                     .or_else(|| args.device_model.clone())
                     .unwrap_or_default(),
                 checkpoint_bandwidth: args.checkpoint.checkpoint_bandwidth.unwrap_or(0),
+                keep_page_cache: args.buffer.keep_page_cache,
                 secret: secret.clone(),
                 tls: tls.clone(),
                 master_tls: master_tls.clone(),

@@ -40,6 +40,7 @@ const IDEMPOTENT: &[&str] = &[
     "IssueToken",
     "GetClusterStatus",
     "Heartbeat",
+    "ReportBlockChanges",
     "RenewLease",
     "RenewWriterLease",
     "ListJobs",

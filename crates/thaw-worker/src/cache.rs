@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use crate::Worker;
 use crate::device::DeviceKind;
 use crate::migration::Source;
+use crate::page_cache;
 use crate::tier::{Reservation, TierStore};
 
 /// A block being written into a tier: a temp file plus its reserved space.
@@ -139,6 +140,7 @@ impl BlockFile {
         self.store.commit_for(self.block, &self.temp, self.written, reservation, self.pinned, reader.as_deref())?;
         let crc = self.crc.take().map(crc32fast::Hasher::finalize);
         let read_fill = reader.is_some();
+        w.settle_removal(self.block, self.store.tier).await;
         if let Err(e) = w.commit_block(self.block, self.store.tier, self.written, filled_from, crc, read_fill).await {
             if let Some(len) = self.store.remove(self.block) {
                 w.note_removed(self.block, self.store.tier, len);
@@ -147,29 +149,31 @@ impl BlockFile {
             return Err(e);
         }
         self.store.commit_answered(self.written, client_write, true);
+        w.note_changed();
         Ok(())
     }
 
     /// Copies `len` bytes at `offset` of the local file `src` into this block with
-    /// sendfile(2), on blocking threads; in the kernel's idle I/O class if
-    /// `idle_io` (a migration: see [`crate::ioprio`]). `streams` > 1 splits the
-    /// range into that many parts copied at once (a fast device's measured
-    /// parallelism: see [`crate::migration::parallelism`]).
+    /// sendfile(2), on blocking threads, as `mode` says: in the kernel's idle
+    /// I/O class (a migration: see [`crate::ioprio`]), in several parts at once
+    /// (a fast device's measured parallelism: see
+    /// [`crate::migration::parallelism`]), dropping the source's pages behind
+    /// (see [`crate::page_cache`]).
     pub(crate) async fn copy_from_local(
         &mut self,
         src: std::path::PathBuf,
         offset: u64,
         len: u64,
-        idle_io: bool,
-        streams: usize,
+        mode: CopyMode,
     ) -> Result<()> {
+        let CopyMode { idle_io, streams, drop_behind } = mode;
         let out = self.file.take().expect("open until commit");
         let (temp, at) = (self.temp.clone(), self.written);
         let (out, copied) = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
             let parts = split(len, streams);
             if parts.len() <= 1 {
                 let _idle = idle_io.then(crate::ioprio::IdleIo::enter);
-                let copied = sendfile_range(&src, &out, offset, len)?;
+                let copied = sendfile_range(&src, &out, offset, len, drop_behind)?;
                 return Ok((out, copied));
             }
             // Each part writes through its own descriptor, positioned at its
@@ -184,7 +188,7 @@ impl BlockFile {
                             let _idle = idle_io.then(crate::ioprio::IdleIo::enter);
                             let mut part = std::fs::OpenOptions::new().write(true).open(temp)?;
                             part.seek(SeekFrom::Start(at + from))?;
-                            sendfile_range(src, &part, offset + from, n)
+                            sendfile_range(src, &part, offset + from, n, drop_behind)
                         })
                     })
                     .collect();
@@ -194,6 +198,11 @@ impl BlockFile {
                 }
                 Ok::<u64, ThawError>(total)
             })?;
+            if drop_behind {
+                // The kernel's read-ahead of one part runs into the next one's
+                // range, after that part dropped it: drop the whole range again.
+                page_cache::drop_pages(&std::fs::File::open(&src)?, offset, len);
+            }
             use std::io::{Seek, SeekFrom};
             let mut out = out;
             out.seek(SeekFrom::Start(at + copied))?;
@@ -222,20 +231,51 @@ fn split(len: u64, streams: usize) -> Vec<(u64, u64)> {
     out
 }
 
+/// How a copy from a local file runs (see [`BlockFile::copy_from_local`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CopyMode {
+    /// In the kernel's idle I/O class.
+    pub idle_io: bool,
+    /// Parts copied at once.
+    pub streams: usize,
+    /// Drop the source's pages from the page cache behind the copy.
+    pub drop_behind: bool,
+}
+
 /// sendfile(2) of `len` bytes at `offset` of `src` to `out`'s position; returns
-/// the bytes copied (fewer if `src` ends first).
-pub(crate) fn sendfile_range(src: &std::path::Path, out: &std::fs::File, offset: u64, len: u64) -> Result<u64> {
+/// the bytes copied (fewer if `src` ends first). With `drop_behind`, the pages
+/// of `src` each [`page_cache::WINDOW`] copied are dropped from the page cache
+/// as it goes (a cold copy's source is not read again: see [`page_cache`]).
+pub(crate) fn sendfile_range(
+    src: &std::path::Path,
+    out: &std::fs::File,
+    offset: u64,
+    len: u64,
+    drop_behind: bool,
+) -> Result<u64> {
     use std::os::fd::AsRawFd;
     let input = std::fs::File::open(src)?;
+    let step = if drop_behind { page_cache::WINDOW } else { 1 << 30 };
     let mut at = offset as libc::off_t;
     let mut left = len;
+    let mut dropped = offset;
     while left > 0 {
         // SAFETY: both descriptors are open for the duration of the call.
-        let r = unsafe { libc::sendfile(out.as_raw_fd(), input.as_raw_fd(), &mut at, left.min(1 << 30) as usize) };
-        match r {
-            r if r < 0 => return Err(std::io::Error::last_os_error().into()),
-            0 => break,
-            r => left -= r as u64,
+        let r = unsafe { libc::sendfile(out.as_raw_fd(), input.as_raw_fd(), &mut at, left.min(step) as usize) };
+        let done = match r {
+            r if r < 0 => Err(std::io::Error::last_os_error()),
+            0 => Ok(true),
+            r => {
+                left -= r as u64;
+                Ok(left == 0)
+            }
+        };
+        if drop_behind && (at as u64 >= dropped + page_cache::WINDOW || !matches!(done, Ok(false))) {
+            page_cache::drop_pages(&input, dropped, at as u64 - dropped);
+            dropped = at as u64;
+        }
+        if done? {
+            break;
         }
     }
     Ok(len - left)
@@ -256,7 +296,7 @@ impl BlockFile {
     /// Copies `len` bytes at `offset` of the local file `src` into this block;
     /// through an emulated device, in chunks that each wait for their device time
     /// (one stream: the model's concurrency penalty is the device's to charge);
-    /// else with `streams` parts at once.
+    /// else with `mode.streams` parts at once.
     /// Stops early (without error) if the file ends: callers check `written`.
     pub(crate) async fn copy_paced(
         &mut self,
@@ -264,17 +304,17 @@ impl BlockFile {
         offset: u64,
         len: u64,
         device: Option<&mut crate::device::DeviceStream>,
-        idle_io: bool,
-        streams: usize,
+        mode: CopyMode,
     ) -> Result<()> {
         let Some(d) = device else {
-            return self.copy_from_local(src, offset, len, idle_io, streams).await;
+            return self.copy_from_local(src, offset, len, mode).await;
         };
         let start = self.written;
         while self.written - start < len {
             let (before, k) = (self.written, (len - (self.written - start)).min(FILL_CHUNK));
             d.consume(k).await;
-            self.copy_from_local(src.clone(), offset + (before - start), k, idle_io, 1).await?;
+            let one = CopyMode { streams: 1, ..mode };
+            self.copy_from_local(src.clone(), offset + (before - start), k, one).await?;
             if self.written - before < k {
                 break; // the file ended early
             }
@@ -359,7 +399,10 @@ impl Worker {
                 let modelled = device.is_some();
                 let streams = if migration { self.copy_streams(Source::Ufs, ufs.length, modelled) } else { 1 };
                 let started = std::time::Instant::now();
-                file.copy_paced(src, ufs.offset, ufs.length, device.as_mut(), false, streams).await?;
+                // A cold copy: the block is in the tier now, its source's pages
+                // are not wanted in the page cache beside it.
+                let mode = CopyMode { idle_io: false, streams, drop_behind: !self.config.keep_page_cache };
+                file.copy_paced(src, ufs.offset, ufs.length, device.as_mut(), mode).await?;
                 if migration && !modelled && file.written == ufs.length {
                     self.copy_took(Source::Ufs, streams, ufs.length, started.elapsed());
                 }
@@ -436,7 +479,7 @@ mod tests {
         let (offset, len) = (777u64, (8u64 << 20) + 4321);
         for streams in [1, 3, 4] {
             let mut f = create(100 + streams as u64, len);
-            f.copy_from_local(src.clone(), offset, len, false, streams).await.unwrap();
+            f.copy_from_local(src.clone(), offset, len, mode(streams)).await.unwrap();
             assert_eq!(f.written, len);
             // The file position is at the end: a further write appends.
             f.write(b"tail").unwrap();
@@ -448,7 +491,40 @@ mod tests {
         }
         // A source that ends early copies less, whatever the streams.
         let mut f = create(200, len);
-        f.copy_from_local(src.clone(), bytes.len() as u64 - 1000, len, false, 4).await.unwrap();
+        f.copy_from_local(src.clone(), bytes.len() as u64 - 1000, len, mode(4)).await.unwrap();
         assert!(f.written < len);
+    }
+
+    fn mode(streams: usize) -> CopyMode {
+        CopyMode { idle_io: false, streams, drop_behind: false }
+    }
+
+    /// A drop-behind copy leaves none of the range it copied in the page
+    /// cache, with one stream or several; a plain copy leaves it all there.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_drop_behind_copy_leaves_its_source_out_of_the_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src.bin");
+        let len = 24u64 << 20;
+        std::fs::write(&src, vec![3u8; len as usize]).unwrap();
+        let input = std::fs::File::open(&src).unwrap();
+        let store = TierStore::open(Tier::Mem, &dir.path().join("mem"), 128 << 20, true, Default::default()).unwrap();
+        let resident = || page_cache::resident_pages(&input, 0, len).unwrap();
+        for (block, drop_behind, streams) in [(1, false, 1), (2, true, 1), (3, true, 3)] {
+            input.sync_all().unwrap();
+            page_cache::drop_pages(&input, 0, 0);
+            assert_eq!(resident().0, 0, "the source starts out of the page cache");
+            let reservation = store.reserve_evicting(len, &|_| true).0.unwrap();
+            let mut f = BlockFile::with_reservation(&store, block, reservation, false).unwrap();
+            let m = CopyMode { idle_io: false, streams, drop_behind };
+            f.copy_from_local(src.clone(), 0, len, m).await.unwrap();
+            assert_eq!(f.written, len);
+            let (cached, pages) = resident();
+            if drop_behind {
+                assert_eq!(cached, 0, "{streams} stream(s): {cached} of {pages} pages left cached");
+            } else {
+                assert!(cached > pages / 2, "a plain copy caches its source ({cached} of {pages} pages)");
+            }
+        }
     }
 }

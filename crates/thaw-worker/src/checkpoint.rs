@@ -16,7 +16,9 @@
 //! the under-store is an emulated device, takes only the device time foreground
 //! reads leave (a background stream). On a local under-store the copy is
 //! sendfile(2) from the block files; otherwise it streams through OpenDAL. The
-//! copy is fsync'd before the master is told, so "persisted" means on disk.
+//! copy is fsync'd before the master is told, so "persisted" means on disk, and
+//! a local copy's pages leave the page cache as they reach the disk (a
+//! checkpoint is cold data: see [`crate::page_cache`]).
 //!
 //! A checkpoint asked for by hand (`thaw fs persist`, an urgent order) is a
 //! user waiting, not background work: it runs in a second lane beside the
@@ -365,6 +367,8 @@ impl Worker {
         let copied = async {
             let mut out = Some(out);
             let mut total = 0;
+            // Drop-behind of the copy's pages (see `page_cache`).
+            let mut behind = Some(crate::page_cache::WriteBehind::new(!self.config.keep_page_cache));
             for part in parts {
                 let len = part.len();
                 let mut at = 0;
@@ -372,18 +376,22 @@ impl Worker {
                     let k = (len - at).min(CHUNK);
                     self.paced(copy, device.as_deref_mut(), k).await;
                     let file = out.take().expect("returned each step");
+                    let mut wb = behind.take().expect("returned each step");
                     // Background work stays in the idle I/O class; a user's does not.
                     let idle = !copy.urgent();
-                    let (file, n) = match &part {
+                    let (file, n, wb) = match &part {
                         Part::Local(src, _) => {
                             let src2 = src.clone();
-                            let (file, n) = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
+                            let r = tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64, _)> {
                                 let _idle = idle.then(crate::ioprio::IdleIo::enter);
-                                let n = crate::cache::sendfile_range(&src2, &file, at, k)?;
-                                Ok((file, n))
+                                // The source is a tier's block, read again by jobs: kept.
+                                let n = crate::cache::sendfile_range(&src2, &file, at, k, false)?;
+                                wb.wrote(&file, total + n);
+                                Ok((file, n, wb))
                             })
                             .await
                             .map_err(|e| ThawError::internal(format!("checkpoint task: {e}")))??;
+                            let (file, n, wb) = r;
                             if n < k {
                                 return Err(ThawError::data_lost(format!(
                                     "{} ended after {} bytes",
@@ -391,30 +399,35 @@ impl Worker {
                                     at + n
                                 )));
                             }
-                            (file, n)
+                            (file, n, wb)
                         }
                         Part::Remote { addr, block, .. } => {
                             let bytes = self.fetch(addr, *block, at, k, access).await?;
-                            tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64)> {
+                            tokio::task::spawn_blocking(move || -> Result<(std::fs::File, u64, _)> {
                                 let _idle = idle.then(crate::ioprio::IdleIo::enter);
                                 std::io::Write::write_all(&mut &file, &bytes)?;
-                                Ok((file, k))
+                                wb.wrote(&file, total + k);
+                                Ok((file, k, wb))
                             })
                             .await
                             .map_err(|e| ThawError::internal(format!("checkpoint task: {e}")))??
                         }
                     };
                     out = Some(file);
+                    behind = Some(wb);
                     at += n;
                     total += n;
                 }
             }
             let file = out.take().expect("returned each step");
+            let wb = behind.take().expect("returned each step");
             let (temp, dst) = (temp.clone(), dst.clone());
             let idle = !copy.urgent();
             tokio::task::spawn_blocking(move || -> Result<()> {
                 let _idle = idle.then(crate::ioprio::IdleIo::enter);
                 file.sync_all()?;
+                // On disk: the under-store's copy need not stay in memory too.
+                wb.finish(&file);
                 std::fs::rename(&temp, &dst)?;
                 Ok(())
             })
@@ -517,6 +530,7 @@ mod tests {
             migration: Default::default(),
             device_models: Default::default(),
             checkpoint_bandwidth: bandwidth,
+            keep_page_cache: false,
             secret: None,
             tls: None,
             master_tls: None,

@@ -4,6 +4,7 @@
 
 pub mod affinity;
 pub mod authorize;
+pub mod block_changes;
 mod cache;
 pub mod checkpoint;
 pub mod data;
@@ -13,6 +14,7 @@ mod local_write;
 pub mod master_link;
 pub mod metrics;
 pub mod migration;
+pub mod page_cache;
 pub mod replacement;
 pub mod stats;
 pub mod tier;
@@ -78,6 +80,10 @@ pub struct WorkerConfig {
     /// Checkpoint copies to the under-store are paced to this many bytes per
     /// second (0: as fast as the idle I/O class lets them).
     pub checkpoint_bandwidth: u64,
+    /// Leave what cold copies read or write in the page cache (no
+    /// drop-behind: see [`page_cache`]), for a local under-store whose files
+    /// other programs read too.
+    pub keep_page_cache: bool,
     /// The cluster secret (`--secret-file`): the worker authenticates to the
     /// master with it, and serves only requests the master granted
     /// (`authorize`).
@@ -105,6 +111,13 @@ pub struct Worker {
     master: thaw_common::auth::MasterClient,
     registration: Mutex<Option<Registration>>,
     removed: Mutex<Vec<BlockReport>>,
+    /// Of those, the ones a report in flight carries.
+    sending: Mutex<Vec<BlockReport>>,
+    /// Block changes (removals, commits) to tell the master: woken on each.
+    changed: tokio::sync::Notify,
+    /// Held by a report of tier use and removals while it is sent (a full
+    /// heartbeat or an incremental report), so the master gets them in order.
+    reporting: tokio::sync::Mutex<()>,
     ufs: OnceLock<thaw_ufs::UnderStore>,
     /// Fills from the under-store in progress, by block.
     fills: Mutex<HashMap<u64, cache::FillState>>,
@@ -159,6 +172,9 @@ impl Worker {
             stats: JobStats::default(),
             registration: Mutex::new(None),
             removed: Mutex::new(Vec::new()),
+            sending: Mutex::new(Vec::new()),
+            changed: tokio::sync::Notify::new(),
+            reporting: tokio::sync::Mutex::new(()),
             ufs: OnceLock::new(),
             fills: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
@@ -188,7 +204,7 @@ impl Worker {
     /// Holds `bytes` of `store`, evicting cached blocks by the tier's replacement
     /// policy when it is full: never a block a job still expects (the migrator's
     /// reference lists), one with no other copy, or one being written. The
-    /// evictions go to the master with the next heartbeat. A tier full of such
+    /// evictions go to the master at once (an incremental report). A tier full of such
     /// blocks fails with what holds it, by job.
     pub(crate) fn reserve(&self, store: &Arc<TierStore>, bytes: u64) -> Result<tier::Reservation> {
         self.reserve_for(store, bytes, tier::Need::Required)
@@ -269,7 +285,9 @@ impl Worker {
             self.device(DeviceKind::Disk).map(|d| if idle { d.open_background_stream() } else { d.open_stream() });
         let streams = self.copy_streams(Source::Disk, len, device.is_some());
         let started = std::time::Instant::now();
-        file.copy_paced(disk.block_path(block), 0, len, device.as_mut(), idle, streams).await?;
+        // Drop-behind: the block is read from memory from now on (see `page_cache`).
+        let mode = cache::CopyMode { idle_io: idle, streams, drop_behind: !self.config.keep_page_cache };
+        file.copy_paced(disk.block_path(block), 0, len, device.as_mut(), mode).await?;
         if device.is_none() && file.written == len {
             self.copy_took(Source::Disk, streams, len, started.elapsed());
         }
@@ -435,6 +453,7 @@ pub async fn serve_with_metrics(
         worker.tasks.spawn(migration::run_device(worker.clone(), source, shutdown.clone()));
     }
     worker.tasks.spawn(checkpoint::run(worker.clone(), shutdown.clone()));
+    worker.tasks.spawn(worker.clone().run_block_reports(shutdown.clone()));
     data::serve(worker.clone(), listener, shutdown.clone()).await;
     let _ = link.await;
     worker.tasks.close();

@@ -86,20 +86,26 @@ impl Worker {
     }
 
     /// Deletes a block from every tier (on the master's word).
-    fn drop_block(&self, block: u64) {
+    pub(crate) fn drop_block(&self, block: u64) {
         self.migrator.forget(block);
+        let mut dropped = false;
         for t in self.tiers() {
-            t.remove(block);
+            dropped |= t.remove(block).is_some();
+        }
+        if dropped {
+            self.note_changed();
         }
     }
 
-    /// Notes a block this worker dropped on its own, for the next heartbeat.
+    /// Notes a block this worker dropped on its own, for the next incremental
+    /// report (see [`crate::block_changes`]) or heartbeat.
     pub fn note_removed(&self, block: u64, tier: Tier, length: u64) {
         self.removed.lock().unwrap_or_else(|e| e.into_inner()).push(BlockReport {
             block_id: block,
             tier: tier as i32,
             length,
         });
+        self.note_changed();
     }
 
     /// A full heartbeat (tier use, removals, job counters, devices, migration
@@ -108,11 +114,10 @@ impl Worker {
     async fn heartbeat(&self, reg: Registration, light: bool, wait: Duration) -> Result<bool> {
         let fx = self.migrator.sweep(std::time::Instant::now());
         self.carry_out(fx);
-        let removed = if light {
-            Vec::new()
-        } else {
-            std::mem::take(&mut *self.removed.lock().unwrap_or_else(|e| e.into_inner()))
-        };
+        // A full heartbeat's tier use and removals go in order with the
+        // incremental reports'.
+        let _order = if light { None } else { Some(self.reporting.lock().await) };
+        let removed = if light { Vec::new() } else { self.take_removals() };
         let (mut report, reads) = self.migrator.report();
         tracing::trace!(light, wait_ms = wait.as_millis() as u64, "heartbeat");
         if light {
@@ -139,6 +144,9 @@ impl Worker {
         match self.master.clone().heartbeat(req).await {
             Ok(resp) => {
                 let mut resp = resp.into_inner();
+                if !light {
+                    self.removals_answered(removed, true);
+                }
                 for b in &resp.remove_blocks {
                     self.drop_block(*b);
                 }
@@ -159,7 +167,9 @@ impl Worker {
             }
             Err(e) => {
                 // Report these again next time.
-                self.removed.lock().unwrap_or_else(|e| e.into_inner()).extend(removed);
+                if !light {
+                    self.removals_answered(removed, false);
+                }
                 self.migrator.unreport(report, reads);
                 Err(e.into())
             }
@@ -182,7 +192,13 @@ impl Worker {
             let reg = match self.registration() {
                 Some(r) => r,
                 None => {
-                    if let Err(e) = self.register().await {
+                    // Shutdown does not wait for a registration: with no master
+                    // of a group up, one tries them all for seconds.
+                    let registered = tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        r = self.register() => r,
+                    };
+                    if let Err(e) = registered {
                         tracing::warn!(error = %e, "registration failed; retrying");
                         tokio::select! {
                             _ = shutdown.cancelled() => return,
@@ -237,10 +253,15 @@ impl Worker {
             if light.is_none() {
                 last_full = last;
             }
-            let outcome = match light {
+            let beat = match light {
                 Some(wait) if wait.is_zero() && self.migrator.idle() => continue,
-                Some(wait) => self.heartbeat(reg, true, wait).await,
-                None => self.heartbeat(reg, false, Duration::ZERO).await,
+                Some(wait) => self.heartbeat(reg, true, wait),
+                None => self.heartbeat(reg, false, Duration::ZERO),
+            };
+            // Nor for a heartbeat (its removals are moot once the worker stops).
+            let outcome = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = beat => r,
             };
             match outcome {
                 Ok(false) => {}

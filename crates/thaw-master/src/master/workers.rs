@@ -138,31 +138,17 @@ impl Master {
         let (remove_blocks, unpin_blocks) = if light {
             (Vec::new(), Vec::new())
         } else {
-            w.tiers = req.tiers;
             w.jobs = req.jobs;
             w.cache_files = req.files;
             w.devices = req.devices;
-            let remove_blocks = std::mem::take(&mut w.pending_removals);
             let unpin_blocks = std::mem::take(&mut w.pending_unpins);
-            let removed: Vec<u64> = req.removed_blocks.iter().map(|b| b.block_id).collect();
-            st.cluster.reported(req.worker_id, &removed, Instant::now());
             st.checkpoints.reconcile(
                 req.worker_id,
                 &req.checkpointing,
                 Instant::now(),
                 3 * self.config.heartbeat_interval,
             );
-            for b in req.removed_blocks {
-                let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
-                st.cluster.remove_replica(b.block_id, req.worker_id, tier);
-                // Only an unpersisted file can be lost (evicted cache cannot).
-                if st.ns.get(file_of_block(b.block_id)).is_some_and(|i| !i.rec.persisted) {
-                    st.recomputer.mark_dirty();
-                }
-                if tier == Tier::Mem {
-                    st.migrations.mark_dirty();
-                }
-            }
+            let remove_blocks = Self::block_changes(st, req.worker_id, req.tiers, req.removed_blocks);
             (remove_blocks, unpin_blocks)
         };
         let interval = self.config.heartbeat_interval;
@@ -199,6 +185,52 @@ impl Master {
             waiting_sources: orders.waiting_sources.into_iter().map(|s| s as i32).collect(),
             unpin_blocks,
         }
+    }
+
+    /// A worker's tier use and the blocks it dropped, from a full heartbeat
+    /// or an incremental report: the block map forgets the dropped replicas
+    /// at once. Returns the blocks the worker must delete (sent with this
+    /// answer).
+    fn block_changes(st: &mut State, worker: u64, tiers: Vec<TierUsage>, removed: Vec<BlockReport>) -> Vec<u64> {
+        let Some(w) = st.cluster.live_worker_mut(worker) else {
+            return Vec::new();
+        };
+        w.tiers = tiers;
+        let remove_blocks = std::mem::take(&mut w.pending_removals);
+        let ids: Vec<u64> = removed.iter().map(|b| b.block_id).collect();
+        st.cluster.reported(worker, &ids, Instant::now());
+        for b in removed {
+            let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
+            st.cluster.remove_replica(b.block_id, worker, tier);
+            // Only an unpersisted file can be lost (evicted cache cannot).
+            if st.ns.get(file_of_block(b.block_id)).is_some_and(|i| !i.rec.persisted) {
+                st.recomputer.mark_dirty();
+            }
+            if tier == Tier::Mem {
+                st.migrations.mark_dirty();
+            }
+        }
+        remove_blocks
+    }
+
+    /// An incremental block report (HDFS's): a worker's evictions, fills and
+    /// drops between its heartbeats, so locations and use lag it by the
+    /// report's batching (tens of milliseconds), not a heartbeat interval.
+    /// Counts as a sign of life; leaves migration state, job counters and
+    /// checkpoints to the heartbeat.
+    pub fn block_changes_report(&self, req: BlockChangesRequest) -> BlockChangesResponse {
+        let again = BlockChangesResponse { reregister: true, ..Default::default() };
+        if req.master_epoch != self.epoch {
+            return again;
+        }
+        let mut st = self.write();
+        let st = &mut *st;
+        let Some(w) = st.cluster.live_worker_mut(req.worker_id) else {
+            return again;
+        };
+        w.last_heartbeat = Instant::now();
+        let remove_blocks = Self::block_changes(st, req.worker_id, req.tiers, req.removed_blocks);
+        BlockChangesResponse { reregister: false, remove_blocks }
     }
 
     /// A light ask that may wait (`wait_ms`, at most a heartbeat interval) until
