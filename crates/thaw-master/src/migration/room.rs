@@ -4,13 +4,13 @@
 //! less what is already bound to it and not yet in its reported use. What a
 //! migration may not evict is the worker's own rule (see `thaw-worker`'s
 //! `Worker::reserve`): pinned blocks (the only copy of unpersisted data),
-//! blocks held for any job (do-not-harm, ignem.txt III-A3: a referenced block
+//! blocks held for any job (do-not-harm, Ignem, section III-A3: a referenced block
 //! is never evicted to make room, whatever the jobs' priorities), and blocks
 //! being written. [`devices`] then offers a block only the devices whose
 //! worker can take it, and none when no worker can: the block waits at the
 //! master, and its job's progress says why ([`waiting_text`]).
 //!
-//! Improvement on the papers: dyrs.txt Algorithm 1 and Ignem's random holder
+//! Improvement on the papers: DYRS, Algorithm 1 and Ignem's random holder
 //! choose by estimated finish (or at random) only, as if every slave's memory
 //! had room; a worker whose MEM is full of data no migration may evict looks
 //! idle, so it is the fastest estimate, and every block bound there waited
