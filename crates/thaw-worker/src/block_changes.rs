@@ -159,6 +159,7 @@ mod tests {
             secret: None,
             tls: None,
             master_tls: None,
+            registered: None,
         };
         Worker::new(config, "127.0.0.1:2".into()).unwrap()
     }
