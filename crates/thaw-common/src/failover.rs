@@ -9,7 +9,9 @@
 //! (an election takes a second or two). A call that may have reached a master
 //! before it died is sent again only if sending it twice is harmless (reads,
 //! renewals, heartbeats): a namespace change gets the error, as it would from
-//! a single master, since the dead leader may have committed it.
+//! a single master, since the dead leader may have committed it. Such a
+//! call's answer is read whole before it is handed on, so a leader killed in
+//! the middle of one is a retry too, not an error after the headers.
 //!
 //! With one address the channel is a plain tonic channel: nothing is retried,
 //! as before.
@@ -169,20 +171,35 @@ impl Inner {
             *req.extensions_mut() = parts.extensions.clone();
             let outcome = send(&self.channels[i], req).await;
             let next = match outcome {
-                Ok(resp) => {
-                    let Some(hint) = resp.headers().get(NOT_LEADER_HEADER) else {
+                Ok(resp) => match resp.headers().get(NOT_LEADER_HEADER).cloned() {
+                    None if !resendable => {
                         self.current.store(i, Ordering::Relaxed);
                         return Ok(resp);
-                    };
-                    if Instant::now() >= deadline {
-                        return Ok(resp);
                     }
-                    let hint = hint.to_str().unwrap_or_default();
-                    match self.addrs.iter().position(|a| a == hint) {
-                        Some(leader) if leader != i => leader,
-                        _ => (i + 1) % n,
+                    None => {
+                        // A leader killed while it sends the answer cuts its
+                        // body short (an h2 error after the headers): read the
+                        // whole answer here, so that a call safe to send twice
+                        // goes to the next master instead of failing.
+                        let (head, body) = resp.into_parts();
+                        match http_body_util::BodyExt::collect(body).await {
+                            Ok(whole) => {
+                                self.current.store(i, Ordering::Relaxed);
+                                return Ok(http::Response::from_parts(head, Body::new(whole)));
+                            }
+                            Err(e) if Instant::now() >= deadline => return Err(e.into()),
+                            Err(_) => (i + 1) % n,
+                        }
                     }
-                }
+                    Some(_) if Instant::now() >= deadline => return Ok(resp),
+                    Some(hint) => {
+                        let hint = hint.to_str().unwrap_or_default();
+                        match self.addrs.iter().position(|a| a == hint) {
+                            Some(leader) if leader != i => leader,
+                            _ => (i + 1) % n,
+                        }
+                    }
+                },
                 Err(e) => {
                     if (!resendable && !not_sent(&e)) || Instant::now() >= deadline {
                         return Err(e);
