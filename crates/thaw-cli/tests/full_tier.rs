@@ -101,13 +101,13 @@ async fn reads_into_a_full_tier_evict_the_least_recently_used_cached_blocks() {
     let again = read(&client, "/f0", &files[0].1).await;
     assert_eq!(again.under_store, 4 * MIB as u64);
     wait_blocks_in_memory(&client, "/f0", 4).await;
-    // `thaw status` shows the split, as of the worker's last full heartbeat
-    // (evictions reach the master with the next one).
+    // `thaw status` shows the split (evictions reach the master within
+    // 100 ms of a worker's block report).
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let out = thaw(&c, &["status"], Duration::from_secs(20));
         let text = String::from_utf8_lossy(&out.stdout).to_string();
-        if text.contains("evictable (lru has evicted 10 blocks, 10.0 MiB)") {
+        if text.contains("evictable, 0 B being written or copied in (lru has evicted 10 blocks, 10.0 MiB)") {
             assert!(text.contains("0 B held for jobs, 0 B not persisted elsewhere"), "{text}");
             assert!(text.contains("blocks in memory 10"), "{text}");
             break;
