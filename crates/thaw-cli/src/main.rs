@@ -10,6 +10,7 @@ mod lineage;
 mod local_dirs;
 mod mount;
 mod output;
+mod server_args;
 mod servers;
 mod transfer;
 
