@@ -236,3 +236,26 @@ async fn a_block_filled_behind_a_ranged_read_is_read_from_memory_by_the_next_job
     let (read, from_memory) = ended_reads(&c, "j", len).await;
     assert_eq!((read, from_memory), (len, len), "read, of it from memory");
 }
+
+/// The workers count reads by job id for as long as they run: a new job of an
+/// id used before showed its predecessor's reads as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_job_of_an_old_id_counts_only_its_own_reads() {
+    let c = start(ClusterOptions::workers(1)).await;
+    let len = 1_500_000u64;
+    let bytes = cold_file(&c, "/again/f", len as usize, 4);
+    for run in 0..2 {
+        thaw(&c, &["--job", "again", "migrate", "--wait", "/again"]);
+        // The earlier run's reads are on the workers' next heartbeat already.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let j = listed(&c, "again").unwrap();
+        assert_eq!(
+            (j["read_bytes"].as_u64(), j["read_bytes_from_memory"].as_u64()),
+            (Some(0), Some(0)),
+            "run {run}: {j}"
+        );
+        assert_eq!(cat_as(&c, "again", "", "/again/f"), bytes);
+        let (read, from_memory) = ended_reads(&c, "again", len).await;
+        assert_eq!((read, from_memory), (len, len), "run {run}: read, of it from memory");
+    }
+}
