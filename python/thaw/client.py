@@ -249,9 +249,19 @@ class Client:
 
     def job_stats(self, job_id: str | None = None) -> dict[str, Any]:
         """One job's accesses summed over the live workers, asked of each worker
-        now (``workers`` has them per worker address)."""
+        now (``workers`` has them per worker address): reads, bytes_read (of
+        them bytes_from_memory, found in memory, and bytes_cold, from the
+        under-store or DISK), writes, bytes_written, short_circuit_opens."""
         job = job_id if job_id is not None else self.job_id
-        keys = ("reads", "bytes_read", "writes", "bytes_written", "short_circuit_opens")
+        keys = (
+            "reads",
+            "bytes_read",
+            "bytes_from_memory",
+            "bytes_cold",
+            "writes",
+            "bytes_written",
+            "short_circuit_opens",
+        )
         total: dict[str, Any] = {"job_id": job, "workers": {}, **dict.fromkeys(keys, 0)}
         for w in self.status()["workers"]:
             if not w["alive"]:

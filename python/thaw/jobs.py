@@ -232,8 +232,9 @@ class Job:
 
     def stats(self) -> dict[str, Any]:
         """This job's accesses summed over the workers, asked of each worker now:
-        reads, bytes_read, writes, bytes_written, short_circuit_opens, and the
-        same per worker address under ``workers``."""
+        reads, bytes_read (of them bytes_from_memory and bytes_cold), writes,
+        bytes_written, short_circuit_opens, and the same per worker address
+        under ``workers``."""
         return self.client().job_stats(self.id)
 
 

@@ -159,3 +159,103 @@ async fn an_ended_job_stays_listed_with_what_it_moved_and_read_and_events_name_j
     let j = listed(&c, "r").unwrap();
     assert_eq!(j["state"], "running", "{j}");
 }
+
+/// `thaw --job J fs cat PATH` on `host` ("" for a host no worker is on: the
+/// blocks are streamed), with its bytes.
+fn cat_as(c: &Cluster, job: &str, host: &str, path: &str) -> Vec<u8> {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--master", c.master_addr(), "--job", job, "fs", "cat", path]);
+    if !host.is_empty() {
+        cmd.env("THAW_HOST", host);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+/// Job `id`'s counters once the workers' heartbeats carry `read` bytes of
+/// its reads, after `thaw --job id evict` ended it.
+async fn ended_reads(c: &Cluster, id: &str, read: u64) -> (u64, u64) {
+    until(Duration::from_secs(10), || {
+        let j = listed(c, id).unwrap();
+        (j["read_bytes"].as_u64() >= Some(read), j)
+    })
+    .await;
+    // A heartbeat more: nothing else is still on its way.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(thaw(c, &["--job", id, "evict"]).contains("evicted"));
+    let j = listed(c, id).unwrap();
+    assert_eq!(j["state"], "ended", "{j}");
+    (j["read_bytes"].as_u64().unwrap(), j["read_bytes_from_memory"].as_u64().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_of_migrated_inputs_count_as_from_memory_remote_or_short_circuit_and_cold_reads_do_not() {
+    let c = start(ClusterOptions::workers(1)).await;
+    let len = 2_500_000u64;
+    for (job, host) in [("remote", ""), ("local", "h0")] {
+        let bytes = cold_file(&c, &format!("/{job}/f"), len as usize, 7);
+        thaw(&c, &["--job", job, "migrate", "--wait", &format!("/{job}")]);
+        assert_eq!(cat_as(&c, job, host, &format!("/{job}/f")), bytes);
+        let (read, from_memory) = ended_reads(&c, job, len).await;
+        assert_eq!((read, from_memory), (len, len), "job {job}: read, of it from memory");
+    }
+    // A cold read by a job (its inputs elsewhere) takes nothing from memory,
+    // streamed or filled on this host for a short-circuit read.
+    for (job, host) in [("cold-remote", ""), ("cold-local", "h0")] {
+        cold_file(&c, &format!("/{job}/in"), 1000, 1);
+        cold_file(&c, &format!("/{job}/f"), len as usize, 8);
+        thaw(&c, &["--job", job, "migrate", "--wait", &format!("/{job}/in")]);
+        cat_as(&c, job, host, &format!("/{job}/f"));
+        let (read, from_memory) = ended_reads(&c, job, len).await;
+        assert_eq!((read, from_memory), (len, 0), "job {job}: read, of it from memory");
+    }
+}
+
+/// A ranged read streams its bytes from the under-store and leaves a fill of
+/// the whole block behind it. That fill was booked as made for a read still to
+/// come, so the next read of the block (a job that found it in memory, its
+/// migration done already) counted as a cold read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_filled_behind_a_ranged_read_is_read_from_memory_by_the_next_job() {
+    let c = start(ClusterOptions::workers(1)).await;
+    let len = 1u64 << 20;
+    let bytes = cold_file(&c, "/peek/f", len as usize, 9);
+    let client = c.remote_client();
+    let mut r = client.open("/peek/f").await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(r.read_at(1000, &mut buf).await.unwrap(), 4096);
+    drop(r);
+    until(Duration::from_secs(10), || {
+        let v: Value = serde_json::from_str(&thaw(&c, &["fs", "ls", "--json", "/peek"])).unwrap();
+        (v[0]["in_memory_bytes"].as_u64() == Some(len), v)
+    })
+    .await;
+    thaw(&c, &["--job", "j", "migrate", "--wait", "/peek"]);
+    assert_eq!(cat_as(&c, "j", "", "/peek/f"), bytes);
+    let (read, from_memory) = ended_reads(&c, "j", len).await;
+    assert_eq!((read, from_memory), (len, len), "read, of it from memory");
+}
+
+/// The workers count reads by job id for as long as they run: a new job of an
+/// id used before showed its predecessor's reads as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_job_of_an_old_id_counts_only_its_own_reads() {
+    let c = start(ClusterOptions::workers(1)).await;
+    let len = 1_500_000u64;
+    let bytes = cold_file(&c, "/again/f", len as usize, 4);
+    for run in 0..2 {
+        thaw(&c, &["--job", "again", "migrate", "--wait", "/again"]);
+        // The earlier run's reads are on the workers' next heartbeat already.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let j = listed(&c, "again").unwrap();
+        assert_eq!(
+            (j["read_bytes"].as_u64(), j["read_bytes_from_memory"].as_u64()),
+            (Some(0), Some(0)),
+            "run {run}: {j}"
+        );
+        assert_eq!(cat_as(&c, "again", "", "/again/f"), bytes);
+        let (read, from_memory) = ended_reads(&c, "again", len).await;
+        assert_eq!((read, from_memory), (len, len), "run {run}: read, of it from memory");
+    }
+}

@@ -288,6 +288,11 @@ pub struct Migrations {
     /// Workers that had no room for a block at the last look (for the
     /// waiting jobs' progress).
     refused: BTreeSet<u64>,
+    /// Per job id, live or ended lately: each worker's read counters for that
+    /// id (bytes, from memory) when the job started. The workers count by id
+    /// for as long as they run, and a job of an id used before must not show
+    /// its predecessor's reads.
+    pub read_base: HashMap<String, HashMap<u64, (u64, u64)>>,
 }
 
 impl Migrations {
@@ -307,6 +312,7 @@ impl Migrations {
             dirty: false,
             ended: EndedJobs::default(),
             refused: BTreeSet::new(),
+            read_base: HashMap::new(),
         }
     }
 
@@ -355,6 +361,16 @@ impl Migrations {
         let lease = lease.unwrap_or(self.default_lease);
         // A new job of an ended job's id: the old one is no longer listed.
         self.ended.forget(job_id);
+        if !self.jobs.contains_key(job_id) {
+            let base = cluster
+                .workers()
+                .filter_map(|w| w.jobs.iter().find(|a| a.job_id == job_id).map(|a| (w.id, a)))
+                .map(|(w, a)| (w, (a.bytes_read, a.bytes_from_memory)))
+                .collect();
+            self.read_base.insert(job_id.to_string(), base);
+            let (jobs, ended) = (&self.jobs, &self.ended);
+            self.read_base.retain(|id, _| id == job_id || jobs.contains_key(id) || ended.get(id, now).is_some());
+        }
         let order = self.next_job;
         let job = self.jobs.entry(job_id.to_string()).or_insert_with(|| Job {
             submitted_ms: now_ms(),

@@ -37,6 +37,9 @@ pub(crate) struct BlockFile {
     crc: Option<crc32fast::Hasher>,
     /// Filled for a read by this application (the cache policy's owner).
     reader: Option<String>,
+    /// That read is served from the block once it is committed (not streamed
+    /// past it from the under-store already): see [`TierStore::commit_owned`].
+    awaited: bool,
 }
 
 impl BlockFile {
@@ -65,6 +68,7 @@ impl BlockFile {
             pinned,
             crc: None,
             reader: None,
+            awaited: false,
         })
     }
 
@@ -137,7 +141,16 @@ impl BlockFile {
         let reservation = self.reservation.take().expect("held until commit");
         let client_write = reservation.is_client_write();
         let reader = self.reader.take();
-        self.store.commit_for(self.block, &self.temp, self.written, reservation, self.pinned, reader.as_deref())?;
+        let (block, pinned) = (self.block, self.pinned);
+        self.store.commit_owned(
+            block,
+            &self.temp,
+            self.written,
+            reservation,
+            pinned,
+            reader.as_deref(),
+            self.awaited,
+        )?;
         let crc = self.crc.take().map(crc32fast::Hasher::finalize);
         let read_fill = reader.is_some();
         w.settle_removal(self.block, self.store.tier).await;
@@ -341,20 +354,36 @@ impl Worker {
         if tier.get(block).is_some() {
             return Ok(());
         }
-        let mut state = self.start_fill(block, ufs, tier, reader);
+        let mut state = self.fill_once(block, ufs, tier, reader, true);
         let done = state.wait_for(|s| s.is_some()).await.map_err(|_| ThawError::internal("fill task vanished"))?;
         done.clone().expect("waited for Some")
     }
 
-    /// Starts filling `block` unless a fill of it is already running. A
-    /// migration's fill (no `reader`) reads the under-store with the streams
-    /// its measured parallelism gives, and measures it.
+    /// Starts filling `block` behind a ranged read by `reader` that was
+    /// streamed from the under-store, unless a fill of it is already running.
+    /// That read is served: the block's next read is a hit.
     pub(crate) fn start_fill(
         self: &Arc<Self>,
         block: u64,
         ufs: &UfsSource,
         tier: &Arc<TierStore>,
+        reader: &str,
+    ) -> FillState {
+        self.fill_once(block, ufs, tier, Some(reader), false)
+    }
+
+    /// Starts filling `block` unless a fill of it is already running. A
+    /// migration's fill (no `reader`) reads the under-store with the streams
+    /// its measured parallelism gives, and measures it. `awaited`: the
+    /// reader's read is served from the block once it is in (see
+    /// [`TierStore::commit_owned`]).
+    fn fill_once(
+        self: &Arc<Self>,
+        block: u64,
+        ufs: &UfsSource,
+        tier: &Arc<TierStore>,
         reader: Option<&str>,
+        awaited: bool,
     ) -> FillState {
         let mut fills = self.fills.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(state) = fills.get(&block) {
@@ -364,8 +393,11 @@ impl Worker {
         fills.insert(block, rx.clone());
         let (w, ufs, tier, reader) = (self.clone(), ufs.clone(), tier.clone(), reader.map(str::to_string));
         self.tasks.spawn(async move {
-            let r =
-                if tier.get(block).is_some() { Ok(()) } else { w.fill(block, &ufs, &tier, reader.as_deref()).await };
+            let r = if tier.get(block).is_some() {
+                Ok(())
+            } else {
+                w.fill(block, &ufs, &tier, reader.as_deref(), awaited).await
+            };
             if let Err(e) = &r {
                 tracing::debug!(block, error = %e, "fill from the under-store failed");
             }
@@ -375,11 +407,25 @@ impl Worker {
         rx
     }
 
-    async fn fill(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>, reader: Option<&str>) -> Result<()> {
-        self.fill_from(block, ufs, tier, reader).await.map_err(|e| gone_is_lost(e, &ufs.path))
+    async fn fill(
+        &self,
+        block: u64,
+        ufs: &UfsSource,
+        tier: &Arc<TierStore>,
+        reader: Option<&str>,
+        awaited: bool,
+    ) -> Result<()> {
+        self.fill_from(block, ufs, tier, reader, awaited).await.map_err(|e| gone_is_lost(e, &ufs.path))
     }
 
-    async fn fill_from(&self, block: u64, ufs: &UfsSource, tier: &Arc<TierStore>, reader: Option<&str>) -> Result<()> {
+    async fn fill_from(
+        &self,
+        block: u64,
+        ufs: &UfsSource,
+        tier: &Arc<TierStore>,
+        reader: Option<&str>,
+        awaited: bool,
+    ) -> Result<()> {
         let migration = reader.is_none();
         let mut file = match reader {
             None => BlockFile::create(self, tier, block, ufs.length, false)?,
@@ -388,6 +434,7 @@ impl Worker {
                 let r = self.reserve_for(tier, ufs.length, need)?;
                 let mut f = BlockFile::with_reservation(tier, block, r, false)?;
                 f.reader = Some(job.to_string());
+                f.awaited = awaited;
                 f
             }
         };

@@ -457,7 +457,7 @@ async fn read_through(
                 Err(e) => return Err(e),
             }
         } else if tier.get(block).is_none() {
-            w.start_fill(block, &ufs, tier, Some(job));
+            w.start_fill(block, &ufs, tier, job);
         }
     }
     w.tier(Tier::Mem).inspect(|m| m.note_miss());

@@ -722,9 +722,27 @@ impl TierStore {
         block: u64,
         temp: &Path,
         length: u64,
+        reservation: Reservation,
+        pinned: bool,
+        reader: Option<&str>,
+    ) -> Result<()> {
+        self.commit_owned(block, temp, length, reservation, pinned, reader, reader.is_some())
+    }
+
+    /// [`TierStore::commit_for`], `fresh` saying whether the read that asked
+    /// for the fill is still to be served from it (its access then is not a
+    /// hit). A fill left running behind a ranged read that was streamed from
+    /// the under-store is not: the next read of the block is a hit.
+    #[allow(clippy::too_many_arguments)]
+    pub fn commit_owned(
+        &self,
+        block: u64,
+        temp: &Path,
+        length: u64,
         mut reservation: Reservation,
         pinned: bool,
         reader: Option<&str>,
+        fresh: bool,
     ) -> Result<()> {
         std::fs::rename(temp, self.block_path(block))?;
         let policy = self.cache.policy;
@@ -746,7 +764,7 @@ impl TierStore {
             hits: 0,
             owner: reader.map(owner_of).unwrap_or(0),
             key: None,
-            fresh: reader.is_some(),
+            fresh,
         };
         st.blocks.insert(block, entry);
         st.by_file.entry(file_of_block(block)).or_default().insert(block);

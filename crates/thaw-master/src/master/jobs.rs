@@ -27,12 +27,15 @@ pub(super) fn check_job_id(job: &str) -> Result<()> {
     Ok(())
 }
 
-/// What the job's reads took from the live workers, as they count them.
-fn fill_reads(cluster: &crate::cluster::Cluster, j: &mut JobInfo) {
+/// What the job's reads took from the live workers, as they count them,
+/// less what each counted for that id before the job started.
+fn fill_reads(cluster: &crate::cluster::Cluster, m: &crate::migration::Migrations, j: &mut JobInfo) {
+    let base = m.read_base.get(&j.job_id);
     for w in cluster.workers().filter(|w| w.alive) {
+        let (read, memory) = base.and_then(|b| b.get(&w.id)).copied().unwrap_or_default();
         for a in w.jobs.iter().filter(|a| a.job_id == j.job_id) {
-            j.read_bytes += a.bytes_read;
-            j.read_bytes_from_memory += a.bytes_from_memory;
+            j.read_bytes += a.bytes_read.saturating_sub(read);
+            j.read_bytes_from_memory += a.bytes_from_memory.saturating_sub(memory);
         }
     }
 }
@@ -163,7 +166,7 @@ impl Master {
             ]
         };
         for j in &mut jobs {
-            fill_reads(&st.cluster, j);
+            fill_reads(&st.cluster, &st.migrations, j);
         }
         Ok(ListJobsResponse {
             jobs,
