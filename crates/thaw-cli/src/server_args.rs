@@ -2,14 +2,23 @@
 //! `thaw worker`) and their parsers; `servers` runs them.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
+use thaw_common::auth::Secret;
+use thaw_common::tls::{ClientTls, ServerTls};
 use thaw_master::checkpoint::Order as CheckpointOrder;
 use thaw_master::master::{RecomputeExecutor, RecomputeMode};
 use thaw_master::migration::{Policy, Priority};
+use thaw_worker::MigrationConfig;
 use thaw_worker::device::DeviceModels;
 
 use crate::{dir_arg, size_arg};
+
+/// The rack of a worker not told its rack, in `thaw local` and `thaw worker`
+/// alike.
+pub const DEFAULT_RACK: &str = "rack0";
 
 #[derive(Args, Clone)]
 pub struct LocalArgs {
@@ -175,7 +184,7 @@ impl Default for AffinityArgs {
 }
 
 impl AffinityArgs {
-    fn config(&self) -> thaw_master::affinity::AffinityConfig {
+    pub(crate) fn config(&self) -> thaw_master::affinity::AffinityConfig {
         thaw_master::affinity::AffinityConfig {
             cpu_threshold: self.ca_cpu_threshold.0,
             write_threshold: self.ca_write_threshold.0,
@@ -328,7 +337,7 @@ impl Default for BufferArgs {
 }
 
 impl BufferArgs {
-    fn config(&self) -> MigrationConfig {
+    pub(crate) fn config(&self) -> MigrationConfig {
         MigrationConfig {
             buffer_limit: self.migration_buffer,
             implicit_delay: Duration::from_millis(self.implicit_eviction_delay_ms),
@@ -428,122 +437,122 @@ pub struct MasterArgs {
     /// AWS_SECRET_ACCESS_KEY, never the URI). Workers are told the same URI and
     /// read their own credentials.
     #[arg(long)]
-    ufs: String,
+    pub(crate) ufs: String,
     /// Directory of the journal (the namespace survives restarts here).
     #[arg(long, value_parser = dir_arg)]
-    journal_dir: PathBuf,
+    pub(crate) journal_dir: PathBuf,
     /// Start even if the journal's records do not form a tree (a disk error,
     /// a hand edit), dropping the records that do not fit, each logged. By
     /// default the master refuses to start on such a journal, saying why.
     #[arg(long)]
-    salvage_journal: bool,
+    pub(crate) salvage_journal: bool,
     /// Port (0: any free port; the chosen address is printed). In a group:
     /// by default the port of this master's --peers entry.
     #[arg(long)]
-    port: Option<u16>,
+    pub(crate) port: Option<u16>,
     /// Address to listen on (0.0.0.0: every interface).
     #[arg(long, default_value = "127.0.0.1")]
-    bind: String,
+    pub(crate) bind: String,
     /// This master's position (1, 2, ...) in --peers: it runs as one of a
     /// group of highly available masters over a replicated journal (Raft),
     /// serving while it leads. Clients and workers name the group
     /// (THAW_MASTER=a,b,c) and follow its leader.
     #[arg(long, requires = "peers")]
-    id: Option<u64>,
+    pub(crate) id: Option<u64>,
     /// Every master of the group, comma-separated, in id order, the same list
     /// on each (3 masters survive the loss of 1; 5 of 2).
     #[arg(long, requires = "id", value_delimiter = ',')]
-    peers: Vec<String>,
+    pub(crate) peers: Vec<String>,
     /// Serve Prometheus metrics at /metrics on this port of --bind (0: any free
     /// port; the chosen address is printed). Default: no metrics.
     #[arg(long)]
-    metrics_port: Option<u16>,
+    pub(crate) metrics_port: Option<u16>,
     /// Serve the web dashboard (workers, jobs, files, migration events) on
     /// this port of --bind (0: any free port; the chosen address is printed).
     /// Default: no dashboard.
     #[arg(long)]
-    web_port: Option<u16>,
+    pub(crate) web_port: Option<u16>,
     /// Default block size of new files.
     #[arg(long, value_parser = size_arg, default_value = "64MiB")]
-    block_size: u64,
+    pub(crate) block_size: u64,
     #[command(flatten)]
-    timing: Timing,
+    pub(crate) timing: Timing,
     #[command(flatten)]
-    planner: PlannerArgs,
+    pub(crate) planner: PlannerArgs,
     #[command(flatten)]
-    recompute: RecomputeArgs,
+    pub(crate) recompute: RecomputeArgs,
     #[command(flatten)]
-    affinity: AffinityArgs,
+    pub(crate) affinity: AffinityArgs,
     #[command(flatten)]
-    secret: SecretArgs,
+    pub(crate) secret: SecretArgs,
     #[command(flatten)]
-    tls: TlsArgs,
+    pub(crate) tls: TlsArgs,
 }
 
 #[derive(Args)]
 pub struct WorkerArgs {
     /// The master (or group of masters: a,b,c) to register with, HOST:PORT.
     #[arg(long, env = "THAW_MASTER", value_name = "HOST:PORT")]
-    master: Option<String>,
+    pub(crate) master: Option<String>,
     /// Host name for locality (default: this machine's).
     #[arg(long)]
-    host: Option<String>,
+    pub(crate) host: Option<String>,
     /// Rack name for locality (workers on one rack read each other's memory
     /// before other racks').
     #[arg(long, default_value = DEFAULT_RACK)]
-    rack: String,
+    pub(crate) rack: String,
     /// Directory of the MEM tier (a tmpfs, e.g. /dev/shm/thaw).
     #[arg(long, value_parser = dir_arg)]
-    mem_dir: Option<PathBuf>,
+    pub(crate) mem_dir: Option<PathBuf>,
     /// MEM tier capacity.
     #[arg(long, value_parser = size_arg, default_value = "1GiB")]
-    mem_capacity: u64,
+    pub(crate) mem_capacity: u64,
     /// Directory of the DISK tier.
     #[arg(long, value_parser = dir_arg)]
-    disk_dir: Option<PathBuf>,
+    pub(crate) disk_dir: Option<PathBuf>,
     /// DISK tier capacity.
     #[arg(long, value_parser = size_arg, default_value = "4GiB")]
-    disk_capacity: u64,
+    pub(crate) disk_capacity: u64,
     /// Data service port (0: any free port; the chosen address is printed).
     #[arg(long, default_value_t = 0)]
-    port: u16,
+    pub(crate) port: u16,
     /// Address to listen on (0.0.0.0: every interface).
     #[arg(long, default_value = "127.0.0.1")]
-    bind: String,
+    pub(crate) bind: String,
     /// Address clients should use, if not the listening one.
     #[arg(long)]
-    advertise: Option<String>,
+    pub(crate) advertise: Option<String>,
     /// Serve Prometheus metrics at /metrics on this port of --bind (0: any free
     /// port; the chosen address is printed). Default: no metrics.
     #[arg(long)]
-    metrics_port: Option<u16>,
+    pub(crate) metrics_port: Option<u16>,
     /// Data connections served at once; past it clients are told the worker is busy.
     #[arg(long, default_value_t = thaw_worker::DEFAULT_MAX_CONNECTIONS)]
-    max_connections: usize,
+    pub(crate) max_connections: usize,
     /// With --secret-file: connections one user may hold (default: half of
     /// --max-connections), so one user's clients cannot take them all.
     #[arg(long)]
-    max_connections_per_user: Option<usize>,
+    pub(crate) max_connections_per_user: Option<usize>,
     /// Mid-request, a client that sends or takes no byte for this long
     /// (milliseconds) is cut off, so slow or stopped clients cannot hold
     /// connections and blocks.
     #[arg(long, default_value_t = thaw_worker::data::DEFAULT_STALL_TIMEOUT.as_millis() as u64)]
-    stall_timeout_ms: u64,
+    pub(crate) stall_timeout_ms: u64,
     #[command(flatten)]
-    buffer: BufferArgs,
+    pub(crate) buffer: BufferArgs,
     #[command(flatten)]
-    checkpoint: CheckpointArgs,
+    pub(crate) checkpoint: CheckpointArgs,
     /// Emulated devices (evaluation only; default none): reads of the DISK tier
     /// and of the under-store are paced as on a slow disk that loses throughput
     /// to concurrent streams, e.g. disk=40MiB/s,ufs=20MiB/s,penalty=0.3 (either
     /// device optional; penalty default 0.3; n streams share
     /// bandwidth / (1 + penalty * (n - 1))). `thaw interfere` adds synthetic load.
     #[arg(long, value_parser = device_model_arg)]
-    device_model: Option<DeviceModels>,
+    pub(crate) device_model: Option<DeviceModels>,
     #[command(flatten)]
-    secret: SecretArgs,
+    pub(crate) secret: SecretArgs,
     #[command(flatten)]
-    tls: TlsArgs,
+    pub(crate) tls: TlsArgs,
 }
 
 fn device_model_arg(s: &str) -> Result<DeviceModels, String> {

@@ -3,20 +3,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
-use thaw_common::auth::Secret;
 use thaw_common::size::format_size;
-use thaw_common::tls::{ClientTls, ServerTls};
 use thaw_master::MasterConfig;
-use thaw_master::checkpoint::Order as CheckpointOrder;
-use thaw_master::master::{RecomputeExecutor, RecomputeMode};
-use thaw_master::migration::{Policy, Priority};
-use thaw_worker::device::DeviceModels;
-use thaw_worker::{MigrationConfig, TierConfig, WorkerConfig};
+use thaw_worker::{TierConfig, WorkerConfig};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -143,10 +135,6 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     thaw_master::serve_with_http(config, listener, thaw_master::HttpListeners { metrics, web }, shutdown).await?;
     Ok(())
 }
-
-/// The rack of a worker not told its rack, in `thaw local` and `thaw worker`
-/// alike.
-pub const DEFAULT_RACK: &str = "rack0";
 
 /// `master`: `thaw --master X worker`'s, which comes before the worker's own.
 pub async fn run_worker(args: WorkerArgs, master: Option<String>) -> anyhow::Result<()> {

@@ -245,7 +245,8 @@ async fn concurrent_writers_are_not_handed_the_same_free_memory() {
     let refused: Vec<_> = known.iter().filter_map(|(_, _, r)| r.as_ref().err()).collect();
     // Refused at create: larger than the free memory left, or no worker has
     // room for one of its blocks.
-    let at_create = |m: &str| m.contains("this write of 7.0 MiB is larger") || m.contains("of the 7 this write of 7.0 MiB");
+    let at_create =
+        |m: &str| m.contains("this write of 7.0 MiB is larger") || m.contains("of the 7 this write of 7.0 MiB");
     assert!(refused.iter().all(|e| at_create(&e.message)), "{refused:?}");
     assert_eq!(check_outcomes(&c, known).await, 3);
     // The same, their lengths not known: segment by segment, those the
