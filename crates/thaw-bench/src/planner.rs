@@ -1,8 +1,12 @@
-//! The dyrs planner's cost (DYRS, section III-D): one pass of Algorithm 1 over 10,000
-//! pending blocks on 7 workers, each block with 3 DISK replicas and the workers
-//! with different estimates and queues. The paper claims "under a millisecond
-//! for 50GB of pending migrations", i.e. about 200 blocks of 256 MB (the block
-//! size of its mappers, DYRS, section II-C): 200 blocks per millisecond is the baseline.
+//! The dyrs planner's cost (DYRS, section III-D): one pass of Algorithm 1 with
+//! 10,000 pending blocks on 7 workers, each block with 3 DISK replicas and the
+//! workers with different estimates and queues. A pass collects every pending
+//! block but targets only the front of the order, its window
+//! (`PLAN_WINDOW + PLAN_WINDOW_PER_WORKER` per live worker, 2,496 here), so the
+//! per-block figure divides by the blocks the pass targeted, counted after it.
+//! The paper claims "under a millisecond for 50GB of pending migrations", i.e.
+//! about 200 blocks of 256 MB (the block size of its mappers, DYRS, section
+//! II-C) each given a target: 200 blocks per millisecond is the baseline.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +26,45 @@ const BLOCK: u64 = 64 << 20;
 const PAPER_BLOCKS_PER_MS: f64 = 200.0;
 
 pub fn run(cfg: &Config) -> Result<Comparison> {
+    let (cluster, mut m) = setup()?;
+    let runs = (cfg.repeats * 10).max(20);
+    m.plan(&cluster); // warm-up
+    let targeted = targeted(&m);
+    anyhow::ensure!(targeted > 0, "a planning pass targeted no block");
+    let mut per_ms = Vec::new();
+    let mut millis = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        m.plan(&cluster);
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        millis.push(ms);
+        per_ms.push(targeted as f64 / ms);
+    }
+    let thaw = median(&per_ms);
+    Ok(Comparison {
+        name: "planner".into(),
+        thaw_label: format!(
+            "Algorithm 1: a pass with {PENDING} pending blocks targets {targeted}, {WORKERS} workers x 3 replicas"
+        ),
+        baseline_label: "DYRS, section III-D: 50 GB (200 blocks of 256 MB) in under 1 ms".into(),
+        unit: "blocks/ms",
+        thaw,
+        baseline: PAPER_BLOCKS_PER_MS,
+        ratio: thaw / PAPER_BLOCKS_PER_MS,
+        target: Some(1.0),
+        thaw_runs: per_ms,
+        baseline_runs: vec![PAPER_BLOCKS_PER_MS],
+        notes: format!("one pass ({PENDING} pending, {targeted} targeted): median {:.2} ms of {runs}", median(&millis)),
+    })
+}
+
+/// Pending blocks the last pass gave a target: the ones it planned.
+fn targeted(m: &Migrations) -> usize {
+    (0..PENDING).filter(|&b| m.target_of(block_id(1 + b / 1000, b % 1000)).is_some()).count()
+}
+
+/// The cluster and its pending migrations, before any planning pass.
+fn setup() -> Result<(Cluster, Migrations)> {
     let now = Instant::now();
     let mut cluster = Cluster::default();
     let tiers = vec![
@@ -65,29 +108,23 @@ pub fn run(cfg: &Config) -> Result<Comparison> {
         (0..PENDING).map(|b| BlockSpec { block: block_id(1 + b / 1000, b % 1000), length: BLOCK, ufs: None }).collect();
     m.migrate(&cluster, "big", EvictionMode::Explicit, None, rest, now)?;
     anyhow::ensure!(m.pending() == PENDING as usize, "expected {PENDING} pending, got {}", m.pending());
-    let runs = (cfg.repeats * 10).max(20);
-    m.plan(&cluster); // warm-up
-    let mut per_ms = Vec::new();
-    let mut millis = Vec::new();
-    for _ in 0..runs {
-        let t = Instant::now();
+    Ok((cluster, m))
+}
+
+#[cfg(test)]
+mod tests {
+    use thaw_master::migration::{PLAN_WINDOW, PLAN_WINDOW_PER_WORKER};
+
+    use super::*;
+
+    /// The per-block figure divides by the blocks a pass plans: its window,
+    /// not every pending block.
+    #[test]
+    fn a_pass_is_counted_by_the_blocks_it_targets() {
+        let (cluster, mut m) = setup().unwrap();
         m.plan(&cluster);
-        let ms = t.elapsed().as_secs_f64() * 1000.0;
-        millis.push(ms);
-        per_ms.push(PENDING as f64 / ms);
+        let window = PLAN_WINDOW + PLAN_WINDOW_PER_WORKER * WORKERS;
+        assert!(window < PENDING as usize, "the bench must have more pending blocks than a window");
+        assert_eq!(targeted(&m), window);
     }
-    let thaw = median(&per_ms);
-    Ok(Comparison {
-        name: "planner".into(),
-        thaw_label: format!("Algorithm 1 over {PENDING} pending blocks, {WORKERS} workers x 3 replicas"),
-        baseline_label: "DYRS, section III-D: 50 GB (200 blocks of 256 MB) in under 1 ms".into(),
-        unit: "blocks/ms",
-        thaw,
-        baseline: PAPER_BLOCKS_PER_MS,
-        ratio: thaw / PAPER_BLOCKS_PER_MS,
-        target: Some(1.0),
-        thaw_runs: per_ms,
-        baseline_runs: vec![PAPER_BLOCKS_PER_MS],
-        notes: format!("one pass over {PENDING} blocks: median {:.2} ms of {runs}", median(&millis)),
-    })
 }
