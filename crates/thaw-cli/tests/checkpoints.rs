@@ -90,9 +90,10 @@ async fn an_async_through_write_returns_from_memory_then_lands_byte_identical_in
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_go_newest_first_while_writes_outrun_them() {
-    // 1 MiB files at 2 MiB/s: each checkpoint takes 0.5 s; all five are
-    // written while the first is copied.
-    let c = start(paced(1, "2MiB")).await;
+    // 1 MiB files at 512 KiB/s: each checkpoint takes 2 s; all five are
+    // written while the first is copied, even on a loaded machine (at 2 MiB/s
+    // a loaded 2-core host wrote a4 and a5 after a1's checkpoint ended).
+    let c = start(paced(1, "512KiB")).await;
     let client = c.client("h0", "r0");
     for i in 1..=5 {
         client.write_all(&format!("/chain/a{i}"), &data(1 << 20, i), async_through()).await.unwrap();
