@@ -116,7 +116,9 @@ def test_every_example_runs_or_is_only_set_up() -> None:
         unknown = ex.flags - {"skip (set-up)", "cluster"}
         assert not unknown, f"{ex.where}: unknown readme-test tags {unknown}"
         if ex.lang == "python":
-            assert not ex.flags and set(ex.values) <= {"expect"}, f"{ex.where}: a Python example takes expect: only"
+            assert not ex.flags and set(ex.values) <= {"expect"}, (
+                f"{ex.where}: a Python example takes expect: only"
+            )
         if "skip (set-up)" in ex.flags:
             # Only set-up may be skipped: building, installing, the test run itself.
             assert all(c.startswith("make ") for c in _commands(ex.body)), ex.where
@@ -144,9 +146,7 @@ def test_the_page_links_resolve(page: Path) -> None:
             continue
         path, _, anchor = target.partition("#")
         dest = (page.parent / path).resolve() if path else page
-        if not dest.exists():
-            broken.append(target)
-        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+        if not dest.exists() or (anchor and dest.suffix == ".md" and anchor not in _anchors(dest)):
             broken.append(target)
     assert not broken, f"{page.relative_to(ROOT)}: links that lead nowhere: {broken}"
 
@@ -185,7 +185,9 @@ def _clean_env() -> dict[str, str]:
 
 def _check_output(ex: Example, stdout: str) -> None:
     for want in ex.value("expect"):
-        assert want.encode().decode("unicode_escape") in stdout, f"{ex.where}: no {want!r} in\n{stdout[-3000:]}"
+        assert want.encode().decode("unicode_escape") in stdout, (
+            f"{ex.where}: no {want!r} in\n{stdout[-3000:]}"
+        )
 
 
 @pytest.mark.parametrize("ex", SHELL, ids=lambda e: e.where)
