@@ -1,6 +1,6 @@
 //! The Thaw client: metadata calls to the master, locality-ordered block reads with
 //! fail-over and short-circuit, and writes by write type. Every read and write
-//! carries the client's job id. See ARCHITECTURE.md, "client".
+//! carries the client's job id. See docs/architecture.md, "The parts".
 
 mod config;
 pub mod copy;

@@ -1,6 +1,6 @@
 //! The Thaw master: namespace (paths, immutable file ids, blocks) over the mounted
 //! under-store, block locations per (worker, tier), the worker registry and
-//! liveness, and the journal. See ARCHITECTURE.md, "master".
+//! liveness, and the journal. See docs/architecture.md, "The parts".
 
 pub mod affinity;
 pub mod checkpoint;

@@ -2,7 +2,7 @@
 //! order, to rebuild lost files.
 //!
 //! The workflow manager's DAG has a node per file and an edge from a file to
-//! each file its lineage read (wide: all of them; narrow: the one). From the
+//! each file its lineage read (all of them, narrow or wide alike). From the
 //! files to rebuild (every lost permanent file, proactively, and lost
 //! temporary ones someone asked for) a breadth-first search follows those
 //! edges and stops at files that are available; every lost file it visits must

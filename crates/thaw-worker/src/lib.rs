@@ -1,6 +1,6 @@
 //! A Thaw worker: MEM and DISK tiers of block files, the data service (reads,
 //! writes, read-through from the under-store, short-circuit opens), and the link to
-//! the master. See ARCHITECTURE.md, "worker".
+//! the master. See docs/architecture.md, "The parts".
 
 pub mod affinity;
 pub mod authorize;
