@@ -388,7 +388,7 @@ async fn chromium_renders_the_pages() {
 /// Writes docs/figures/dashboard-*.png from a cluster with a migration still
 /// running: `cargo test -p thaw-cli --test dashboard -- --ignored screenshots`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "writes the README's screenshots"]
+#[ignore = "writes the dashboard screenshots of docs/operations.md"]
 async fn screenshots() {
     let bin = chromium().expect("chromium for the screenshots");
     let (c, web) = cluster_with_state(Some("ufs=2MiB/s,disk=8MiB/s")).await;
