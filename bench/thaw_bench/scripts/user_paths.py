@@ -13,7 +13,7 @@ every round) after one warm-up of each side, in one process:
 - ``put``: ``Client.put(write_type="must-cache")`` of the tmpfs file (into the
   worker's memory) vs ``shutil.copyfile`` to a new tmpfs file.
 
-    python python/bench/user_paths.py --size 1GiB --repeats 5 --out bench-out/python-user-paths.json
+    python -m thaw_bench.scripts.user_paths --size 1GiB --repeats 5 --out bench-out/python-user-paths.json
 """
 
 from __future__ import annotations

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..client import Client
-from ..dask.placement import Delays
+from thaw.client import Client
+from thaw.dask.placement import Delays
+
 from . import tasks
 from .cluster import EmulatedCluster
 from .workloads import JobSpec

@@ -1,4 +1,4 @@
-"""The SQL workload (thaw.bench.sql) on a small emulated cluster: three nodes
+"""The SQL workload (thaw_bench.sql) on a small emulated cluster: three nodes
 with fast emulated disks, TPC-H at scale factor 0.01 in 256 KiB blocks (the big
 tables span several part files), three queries under the cold and DYRS
 configurations, one second of queue ahead of them."""
@@ -11,9 +11,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from thaw.bench import sql
-from thaw.bench.cluster import ClusterSpec, EmulatedCluster
-from thaw.bench.runner import CONFIGS, SCENARIOS
+from thaw_bench import sql
+from thaw_bench.cluster import ClusterSpec, EmulatedCluster
+from thaw_bench.runner import CONFIGS, SCENARIOS
 
 QUERIES = [3, 6, 14]
 # The tables each query reads, by the TPC-H specification (the hook must find

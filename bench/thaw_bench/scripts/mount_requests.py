@@ -4,7 +4,7 @@ file before its reads), a 1 MiB ``pread`` and a 64 KiB ``pread``, each averaged.
 The files are 64 MiB of random bytes, in worker MEM with ``--block-size`` blocks
 (16 MiB: the demo's, so each file is several blocks and no open is passthrough).
 
-    python python/bench/mount_requests.py [--block-size 16MiB] [--mount-arg=--no-splice]
+    python -m thaw_bench.scripts.mount_requests [--block-size 16MiB] [--mount-arg=--no-splice]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The papers' experiments, each a function that sets up the emulated cluster,
 places the inputs once, runs every configuration of its table in one
-invocation, and returns a results document (see :mod:`thaw.bench.report`).
+invocation, and returns a results document (see :mod:`thaw_bench.report`).
 
 - :func:`swim`: the first 200 SWIM jobs (Ignem, Tables I-II and Fig. 5,
   DYRS, Table I and Figs. 5-7), homogeneous and with one slow node.
@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..dask.placement import Delays
+from thaw.dask.placement import Delays
+
 from .cluster import ClusterSpec, EmulatedCluster
 from .runner import (
     CONFIGS,
@@ -110,7 +111,7 @@ def _document(experiment: str, title: str, bench: Bench, params: dict[str, Any])
         "title": title,
         "date": datetime.date.today().isoformat(),
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
-        "command": "python -m thaw.bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "command": "python -m thaw_bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         "params": {**bench.params(), **params},
         "runs": [],
     }

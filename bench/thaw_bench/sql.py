@@ -4,9 +4,9 @@ that tells Thaw each query's inputs right after the query is compiled
 TPC-DS on Hive, this runs TPC-H on DuckDB, whose TPC-H extension works offline).
 
 Data: DuckDB's ``dbgen`` at a scale factor, each table written as parquet part
-files of about :data:`~thaw.bench.workloads.PART_BLOCKS` blocks into Thaw under
+files of about :data:`~thaw_bench.workloads.PART_BLOCKS` blocks into Thaw under
 ``/tpch/<table>/part-N.parquet``, 3 replicas on DISK tiers, the writer's node
-rotating (as :func:`~thaw.bench.workloads.place_inputs`); a local copy of the
+rotating (as :func:`~thaw_bench.workloads.place_inputs`); a local copy of the
 same files is the correctness reference. Tables are views over
 ``read_parquet('thaw:///tpch/<table>/*.parquet')``, as a metastore's tables are
 directories of files.
@@ -40,9 +40,10 @@ from typing import Any
 
 import duckdb
 
-from ..client import Client, ThawFile
-from ..errors import NotFound
-from ..fs import ThawFileSystem
+from thaw.client import Client, ThawFile
+from thaw.errors import NotFound
+from thaw.fs import ThawFileSystem
+
 from .cluster import EmulatedCluster
 from .runner import (
     Config,
@@ -461,7 +462,7 @@ def run_config(
     together to a one-slot queue behind a job holding it ``ahead`` seconds.
     ``eviction``: the hook's mode ("implicit" as in the papers' Hive hook; the
     hook evicts every query's blocks at its end either way).
-    Returns the run dict of :meth:`thaw.bench.runner.Runner.run` (kind "sql",
+    Returns the run dict of :meth:`thaw_bench.runner.Runner.run` (kind "sql",
     per query also ``start``, ``run_s``, ``in_memory_at_start``, the bytes
     read by source and by the job on the workers, ``correct``)."""
     say = progress or (lambda _m: None)

@@ -23,7 +23,7 @@ model (e.g. ``100MiB/s``): the pacing applies to an object store too.
 (``through``), its DataNode's block files dropped from the page cache before
 each cold read. No direct read: pyarrow's HDFS client needs libhdfs and a JVM.
 
-    python python/bench/ufs_s3.py --size 1GiB --repeats 3 --hdfs --out bench-out/ufs-s3.json
+    python -m thaw_bench.scripts.ufs_s3 --size 1GiB --repeats 3 --hdfs --out bench-out/ufs-s3.json
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ the rerun started and ended, and when the waiting job ended, all from submission
 Without the secession, the two waiting tasks would hold both threads while the
 rerun they wait for could never run (``test_dask.py`` checks this on one thread).
 
-    python python/bench/recompute_priority.py --out bench-out/recompute-priority.json
+    python -m thaw_bench.scripts.recompute_priority --out bench-out/recompute-priority.json
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from typing import Any
 
 import thaw
 import thaw.dask
-from thaw.bench.cluster import ClusterSpec, EmulatedCluster
-from thaw.bench.pipeline import generate_log, grep_step, run_task
-from thaw.bench.runner import start_dask
+from thaw_bench.cluster import ClusterSpec, EmulatedCluster
+from thaw_bench.pipeline import generate_log, grep_step, run_task
+from thaw_bench.runner import start_dask
 
 
 def read_task(master: str, path: str) -> tuple[float, float]:

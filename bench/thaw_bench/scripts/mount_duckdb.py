@@ -13,7 +13,7 @@ a fresh default mount each time (nothing seen, nothing cached). For comparison
 in the same run: the same copy through ``thaw://`` (DuckDB's Python filesystem
 bridge, what ``make demo`` measures).
 
-    python python/bench/mount_duckdb.py --size 512MiB --repeats 5
+    python -m thaw_bench.scripts.mount_duckdb --size 512MiB --repeats 5
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ worker, no device model), through the ``thaw`` CLI.
    and how many failed, and why (the migration buffer is 80% of MEM by
    default), then the same with ``--migration-buffer`` = MEM.
 
-    python python/bench/full_tier.py --out bench-out/full-tier.json
+    python -m thaw_bench.scripts.full_tier --out bench-out/full-tier.json
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ upper bound").
 :func:`check_accounting` says whether a run's numbers can be trusted at all:
 every input block read by exactly one map task of its job, bytes as expected.
 
-The figures are drawn by :mod:`thaw.bench.figures`.
-``python -m thaw.bench.report RESULTS.json [--out DIR] [--paper PAPER.json]``
+The figures are drawn by :mod:`thaw_bench.figures`.
+``python -m thaw_bench.report RESULTS.json [--out DIR] [--paper PAPER.json]``
 re-renders a report from a saved results file.
 """
 
@@ -730,9 +730,9 @@ def write_report(results: Results, out_dir: str | Path, paper: Paper | None = No
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m thaw.bench.report", description="Re-render a report from a saved results file."
+        prog="python -m thaw_bench.report", description="Re-render a report from a saved results file."
     )
-    ap.add_argument("results", type=Path, help="results JSON written by python -m thaw.bench")
+    ap.add_argument("results", type=Path, help="results JSON written by python -m thaw_bench")
     ap.add_argument(
         "--out", type=Path, default=None, help="output directory (default: beside the results file)"
     )

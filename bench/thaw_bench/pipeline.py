@@ -42,8 +42,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import lineage
-from ..client import Client
+from thaw import lineage
+from thaw.client import Client
+
 from .cluster import ClusterSpec, EmulatedCluster
 from .runner import start_dask
 

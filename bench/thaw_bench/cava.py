@@ -1,5 +1,5 @@
 """CAVA, section V on this machine: cache-affinity-aware replacement against LRU, LFU
-and No-Cache, on a small emulated cluster (``python -m thaw.bench cava``).
+and No-Cache, on a small emulated cluster (``python -m thaw_bench cava``).
 
 The cluster is a :class:`thaw.LocalCluster` (2 workers by default) with a small
 MEM tier, blocks of a few MiB and an emulated under-store (``device_model``, e.g.
@@ -85,9 +85,9 @@ from typing import Any
 import numpy as np
 
 import thaw.dask as td
+from thaw.client import Client
+from thaw.cluster import LocalCluster
 
-from ..client import Client
-from ..cluster import LocalCluster
 from .runner import stop_dask
 
 MiB = 1 << 20
@@ -1318,7 +1318,7 @@ def cava(
         "title": "CAVA cache management (CAVA, section V) on an emulated cluster",
         "date": datetime.date.today().isoformat(),
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
-        "command": command or "python -m thaw.bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "command": command or "python -m thaw_bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         "params": {
             **{k: v for k, v in asdict(scale).items() if k != "workloads"},
             "workloads": list(scale.workloads),
@@ -1433,7 +1433,7 @@ def print_summary(doc: dict[str, Any], say: Callable[[str], None] = print) -> No
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``cava`` subcommand of ``python -m thaw.bench``."""
+    """The ``cava`` subcommand of ``python -m thaw_bench``."""
     c = sub.add_parser(
         "cava",
         help="CAVA, section V: No-Cache, LRU, LFU, CA-Only, Static-CA, CAVA over W1-W6-like workloads, "
@@ -1510,10 +1510,10 @@ def scale_from_args(a: argparse.Namespace) -> Scale:
 
 
 def main_args(a: argparse.Namespace, argv: list[str] | None = None) -> int:
-    """Runs ``python -m thaw.bench cava`` as parsed into ``a`` (``argv``: the
+    """Runs ``python -m thaw_bench cava`` as parsed into ``a`` (``argv``: the
     arguments, for the command recorded in the results; default sys.argv)."""
     scale = scale_from_args(a)
-    command = "python -m thaw.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "python -m thaw_bench " + shlex.join(sys.argv[1:] if argv is None else argv)
     t0 = time.time()
 
     def say(msg: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..client import Client
+from thaw.client import Client
 
 _log_lock = threading.Lock()
 _FILLER = bytes(range(256)) * 4096  # 1 MiB of synthetic shuffle/output bytes

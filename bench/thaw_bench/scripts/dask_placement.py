@@ -2,7 +2,7 @@
 (CAVA, Algorithm 1) against Dask's own placement, when the blocks are in
 memory before their tasks run.
 
-An emulated cluster (``thaw.bench.cluster``: 7 nodes on 2 racks, one Thaw worker
+An emulated cluster (``thaw_bench.cluster``: 7 nodes on 2 racks, one Thaw worker
 and one Dask worker process of ``--slots`` threads per node). Input files are
 written with 3 replicas on the nodes' disks, then one job migrates and holds
 them all, so each block sits in one node's memory. Two workloads, each a plain
@@ -20,7 +20,7 @@ memory on their own host (memory-local, from each task's own read statistics),
 the delay each task paid for locality (plugin's log: median, p99, max; bound
 ``--max-wait``), and the wall time from submission to the last result.
 
-    python python/bench/dask_placement.py --out bench-out/dask-placement.json
+    python -m thaw_bench.scripts.dask_placement --out bench-out/dask-placement.json
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ import dask
 
 import thaw
 import thaw.dask
-from thaw.bench.cluster import ClusterSpec, EmulatedCluster
-from thaw.bench.runner import start_dask
 from thaw.dask import placement as pl
+from thaw_bench.cluster import ClusterSpec, EmulatedCluster
+from thaw_bench.runner import start_dask
 
 
 def map_task(master: str, path: str, offset: int, length: int) -> dict[str, Any]:

@@ -1,10 +1,10 @@
-"""``python -m thaw.bench EXPERIMENT [options]``: runs one of the papers'
+"""``python -m thaw_bench EXPERIMENT [options]``: runs one of the papers'
 experiments on an emulated cluster on this machine and writes
 ``OUT/EXPERIMENT/results.json`` and ``report.md`` with figures.
 
 Experiments: ``swim``, ``sort``, ``wordcount``, ``interference``, ``sql``,
 ``pipeline`` (Tachyon, section 3), ``cava`` (CAVA, section V's cache policies, with
-options and ``--out`` of its own: :mod:`thaw.bench.cava`), and ``paper`` (a
+options and ``--out`` of its own: :mod:`thaw_bench.cava`), and ``paper`` (a
 reduced set of all of them but the pipeline, under 30 minutes here). Every
 configuration of a table runs in one invocation, on the same placed data.
 """
@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..dask.placement import Delays
+from thaw.dask.placement import Delays
+
 from . import cava as cava_mod
 from . import experiments as ex
 from . import pipeline as pipeline_mod
@@ -43,7 +44,7 @@ def _sizes(s: str) -> list[int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m thaw.bench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m thaw_bench", description=__doc__.split("\n\n")[0])
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("emulated cluster (defaults: the scaling in BENCHMARKS.md)")
     d = ClusterSpec()

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..client import Client
-from ..cluster import find_binary
-from ..errors import ThawError
+from thaw.client import Client
+from thaw.cluster import find_binary
+from thaw.errors import ThawError
 
 _PR_SET_PDEATHSIG = 1
 

@@ -16,7 +16,7 @@ Runs, each the median of ``--repeats`` alternating rounds, in one process:
 - ``cat-only`` / ``direct-read``: just the bytes: ``fs.cat`` vs reading the tmpfs
   file into one bytes object.
 
-    python python/bench/read_parquet.py --size 1GiB --repeats 5 --out bench-out/python-parquet.json
+    python -m thaw_bench.scripts.read_parquet --size 1GiB --repeats 5 --out bench-out/python-parquet.json
 """
 
 from __future__ import annotations

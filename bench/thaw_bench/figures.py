@@ -1,7 +1,7 @@
 """The harness's figures, drawn from one results document (matplotlib, no
 display): reads per node by source, the migration estimate against what
 happened, the last reads of each run, memory use over time, job-duration CDFs.
-:func:`thaw.bench.report.write_report` writes them beside the report."""
+:func:`thaw_bench.report.write_report` writes them beside the report."""
 
 from __future__ import annotations
 

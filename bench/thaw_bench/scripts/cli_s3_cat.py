@@ -2,7 +2,7 @@
 path a user types), cold, beside pyarrow's own S3 client reading the same object;
 SeaweedFS (``thaw.seaweed``) on this machine, its pages dropped before each cold read.
 
-    python python/bench/cli_s3_cat.py [--size-mib 512]
+    python -m thaw_bench.scripts.cli_s3_cat [--size-mib 512]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The evaluation harness, small: a 3-node emulated cluster (separate Thaw
 processes, one Dask worker per node), a few SWIM jobs and a sort job, run
 under the cold baseline, inputs-in-RAM and DYRS through ``python -m
-thaw.bench``'s own functions. Checks the harness's accounting and the
+thaw_bench``'s own functions. Checks the harness's accounting and the
 decisions each configuration makes, not timings."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from thaw.bench import experiments as ex
-from thaw.bench.__main__ import main as bench_main
-from thaw.bench.cluster import ClusterSpec
-from thaw.bench.report import check_accounting
+from thaw_bench import experiments as ex
+from thaw_bench.__main__ import main as bench_main
+from thaw_bench.cluster import ClusterSpec
+from thaw_bench.report import check_accounting
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -147,7 +147,7 @@ def test_swim_with_startup_gives_every_job_its_lead_time(tmp_path: Path) -> None
 
 
 def test_the_pipeline_gives_the_same_results_by_every_write_type_and_after_a_kill(tmp_path: Path) -> None:
-    from thaw.bench.pipeline import CONFIGS, pipeline
+    from thaw_bench.pipeline import CONFIGS, pipeline
 
     path = pipeline(
         tmp_path / "out", parts=3, part_size=256 << 10, nodes=2, slots=2, ufs="64MiB/s", repeats=1,

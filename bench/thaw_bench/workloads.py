@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..client import Client
+from thaw.client import Client
 
 #: The papers' trace (repository-relative default).
 DEFAULT_TRACE = "FB-2009_samples_24_times_1hr_0.tsv"

@@ -1,4 +1,4 @@
-"""The CAVA evaluation harness (``python -m thaw.bench cava``): its workloads
+"""The CAVA evaluation harness (``python -m thaw_bench cava``): its workloads
 have the shapes of CAVA, Table III, its applications' work writes what it
 says, its ``--tiny`` version runs end to end (a real LocalCluster under each
 policy, Dask; the affinity and workload experiments) and writes well-formed
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from thaw.bench import cava
-from thaw.bench.__main__ import main as bench_main
+from thaw_bench import cava
+from thaw_bench.__main__ import main as bench_main
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -87,7 +87,7 @@ def test_tiny_cava_runs_end_to_end(tmp_path: Path) -> None:
     assert bench_main(["cava", "--tiny", "--out", str(out), *args]) == 0
     doc = json.loads((out / "results.json").read_text())
     assert (out / "report.md").read_text().startswith("# CAVA")
-    assert doc["command"].startswith("python -m thaw.bench cava")
+    assert doc["command"].startswith("python -m thaw_bench cava")
 
     # Workloads: every one ran under every policy asked for.
     wl = doc["workloads"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from thaw.bench import figures, report
+from thaw_bench import figures, report
 
 BS = 1 << 20
 INTERFERENCE = [{"t": 1.0, "node": "node0", "on": True}, {"t": 3.0, "node": "node0", "on": False}]
@@ -89,7 +89,7 @@ def _run(
 def _results(runs: list[dict[str, Any]], experiment: str = "swim") -> dict[str, Any]:
     return {
         "experiment": experiment, "title": "SWIM replay", "date": "2026-11-23",
-        "command": "python -m thaw.bench swim --jobs 3", "params": {"block_size": BS, "nodes": 3},
+        "command": "python -m thaw_bench swim --jobs 3", "params": {"block_size": BS, "nodes": 3},
         "runs": runs,
     }  # fmt: skip
 
@@ -268,7 +268,7 @@ def test_write_report(swim: dict[str, Any], tmp_path: Path) -> None:
     assert "| 20.9 | 34% |" in slow and "ignem Table I" not in slow
     # The interference table comes before the scenarios; the paper's column is keyed by scenario.
     assert "DYRS, Table II" in home and "| slow-node label | slow-node | - | - | 9.33 | 137 |" in home
-    assert "python -m thaw.bench swim --jobs 3" in home and "2026-11-23" in home
+    assert "python -m thaw_bench swim --jobs 3" in home and "2026-11-23" in home
     assert "**homogeneous-cold**: 2 problem(s)" in home and "was read by 2 map tasks" in home
     for name in figures.FIGURES.values():
         assert (tmp_path / "out" / name).stat().st_size > 1000, name
@@ -307,10 +307,10 @@ def test_cli_rerenders(
     paper.write_text(json.dumps({"Table I": {"cold": 14.4, "ignem": 12.7}}))
     assert report.main([str(src), "--paper", str(paper)]) == 0  # beside the results by default
     assert "| Paper Table I (s) |" in (tmp_path / "report.md").read_text()
-    # `python -m thaw.bench.report` reaches main (in-process, --help: no second render).
+    # `python -m thaw_bench.report` reaches main (in-process, --help: no second render).
     monkeypatch.setattr(sys, "argv", ["report", "--help"])
-    monkeypatch.delitem(sys.modules, "thaw.bench.report")  # as `-m` finds it: not imported yet
+    monkeypatch.delitem(sys.modules, "thaw_bench.report")  # as `-m` finds it: not imported yet
     with pytest.raises(SystemExit) as exit_:
-        runpy.run_module("thaw.bench.report", run_name="__main__")
+        runpy.run_module("thaw_bench.report", run_name="__main__")
     assert exit_.value.code == 0
     assert "--out" in capsys.readouterr().out

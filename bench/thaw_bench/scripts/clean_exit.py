@@ -4,7 +4,7 @@
 local file through a plain Python file object (pyarrow's own exit-time bug,
 apache/arrow#34314), and counts runs that abort, fail or hang (20 s).
 
-    python python/bench/clean_exit.py [--runs 100]
+    python -m thaw_bench.scripts.clean_exit [--runs 100]
 """
 
 from __future__ import annotations
