@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from thaw.dask.placement import Delays
+from thaw.sizes import parse_size
 
 from . import cava as cava_mod
 from . import experiments as ex
@@ -40,7 +41,7 @@ def _list(kind: type, choices: dict[str, object] | None = None):  # type: ignore
 
 
 def _sizes(s: str) -> list[int]:
-    return [ex.parse_size(x) for x in s.split(",") if x.strip()]
+    return [parse_size(x) for x in s.split(",") if x.strip()]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -119,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser(
         "interference", parents=[common], help="sort under DYRS, interference patterns (dyrs Table II)"
     )
-    i.add_argument("--size", type=ex.parse_size, default=ex.parse_size("256MiB"))
+    i.add_argument("--size", type=parse_size, default=parse_size("256MiB"))
     i.add_argument("--lead", type=float, default=5.0, help="added lead-time, s")
     i.add_argument(
         "--period-scale", type=float, default=0.2, help="the paper's 10 s / 20 s periods times this"
@@ -144,7 +145,7 @@ def _parser() -> argparse.ArgumentParser:
         help="Tachyon, section 3's log pipeline by write type, and with a worker killed",
     )
     pp.add_argument("--parts", type=int, default=8, help="log partitions (one task per step each)")
-    pp.add_argument("--part-size", type=ex.parse_size, default=ex.parse_size("16MiB"))
+    pp.add_argument("--part-size", type=parse_size, default=parse_size("16MiB"))
     pp.add_argument("--ufs", default="40MiB/s", help="each node's emulated under-store bandwidth")
     pp.add_argument("--pipeline-configs", type=_list(str), default=list(pipeline_mod.CONFIGS))
 

@@ -87,6 +87,7 @@ import numpy as np
 import thaw.dask as td
 from thaw.client import Client
 from thaw.cluster import LocalCluster
+from thaw.sizes import parse_size
 
 from .runner import stop_dask
 
@@ -221,8 +222,6 @@ class Scale:
 
     @property
     def startup_s(self) -> float:
-        from .experiments import parse_size
-
         bandwidth = parse_size(self.ufs.removesuffix("/s"))
         return round(self.startup * self.block_size / bandwidth, 4) if bandwidth > 0 else 0.0
 
@@ -1493,8 +1492,6 @@ def _items(s: str, known: Any, what: str) -> list[str]:
 
 
 def scale_from_args(a: argparse.Namespace) -> Scale:
-    from .experiments import parse_size
-
     scale = replace(PRESETS["tiny" if a.tiny else "quick" if a.quick else "full"])
     overrides = {
         "apps": a.apps, "concurrency": a.concurrency, "workers": a.workers, "mem_blocks": a.mem_blocks,

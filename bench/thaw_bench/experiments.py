@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from thaw.dask.placement import Delays
+from thaw.sizes import parse_size
 
 from .cluster import ClusterSpec, EmulatedCluster
 from .runner import (
@@ -49,18 +50,6 @@ from .runner import (
 from .workloads import JobSpec, place_inputs, single_job, swim_jobs
 
 MiB = 1 << 20
-
-
-def parse_size(s: str | int) -> int:
-    """ "512MiB", "1GiB", "4096" -> bytes."""
-    if isinstance(s, int):
-        return s
-    t = s.strip().lower().replace(" ", "")
-    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
-    for u, m in units.items():
-        if t.endswith(u):
-            return int(float(t[: -len(u)]) * m)
-    return int(t)
 
 
 def size_label(n: int) -> str:

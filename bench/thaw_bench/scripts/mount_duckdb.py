@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 import thaw
-from thaw.demo import MIB, QUERY, connect, make_data, parse_size
+from thaw.demo import MIB, QUERY, connect, make_data
+from thaw.sizes import parse_size
 
 
 def main() -> None:

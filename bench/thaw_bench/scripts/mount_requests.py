@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 import thaw
-from thaw.demo import MIB, parse_size
+from thaw.demo import MIB
+from thaw.sizes import parse_size
 
 FILE = 64 * MIB
 

@@ -37,15 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import thaw
-
-UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-
-
-def parse_size(s: str) -> int:
-    for u, m in UNITS.items():
-        if s.endswith(u):
-            return int(float(s[: -len(u)]) * m)
-    return int(s)
+from thaw.sizes import parse_size
 
 
 def make_table(size: int) -> pa.Table:

@@ -43,17 +43,10 @@ import thaw
 from thaw.demo import drop_pages
 from thaw.minihdfs import MiniHdfs
 from thaw.seaweed import SeaweedS3
+from thaw.sizes import parse_size
 
 BUF = 8 << 20
-UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 BUCKET = "bench"
-
-
-def parse_size(s: str) -> int:
-    for u, m in UNITS.items():
-        if s.endswith(u):
-            return int(float(s[: -len(u)]) * m)
-    return int(s)
 
 
 def read_thaw(client: thaw.Client, path: str, buf: bytearray) -> tuple[float, int]:

@@ -29,17 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import thaw
+from thaw.sizes import parse_size
 
 BUF = 4 << 20
-UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 TARGET = 0.8
-
-
-def parse_size(s: str) -> int:
-    for u, m in UNITS.items():
-        if s.endswith(u):
-            return int(float(s[: -len(u)]) * m)
-    return int(s)
 
 
 def readinto_all(f: object, buf: bytearray) -> int:
