@@ -10,17 +10,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from .report import (
-    MIGRATED,
-    Results,
-    Run,
-    _label,
-    _maps,
-    _MiB,
-    _natural,
-    block_size,
-    group_runs,
-)
+from .results import MIGRATED, MiB, Results, Run, block_size, first_label, group_runs, map_tasks, natural
 
 #: Figure files (stable names: reports and notebooks link to them).
 FIGURES: dict[str, str] = {
@@ -93,7 +83,9 @@ def _fig_reads(results: Results, path: Path) -> None:
     groups = group_runs(results)
     fig, axes = _panels(2 * len(groups), 2, width=6.0)
     for k, (scen, by_cfg) in enumerate(groups.items()):
-        reads = {c: Counter(str(t.get("node")) for r in runs for t in _maps(r)) for c, runs in by_cfg.items()}
+        reads = {
+            c: Counter(str(t.get("node")) for r in runs for t in map_tasks(r)) for c, runs in by_cfg.items()
+        }
         migr = {
             c: Counter(
                 str(m.get("node"))
@@ -111,7 +103,7 @@ def _fig_reads(results: Results, path: Path) -> None:
             (axes[2 * k], reads, "map reads"),
             (axes[2 * k + 1], migr, "blocks migrated"),
         ):
-            nodes = sorted({n for c in counts.values() for n in c}, key=_natural)
+            nodes = sorted({n for c in counts.values() for n in c}, key=natural)
             if nodes:
                 _bars(ax, nodes, counts, what)
             else:
@@ -148,7 +140,7 @@ def _fig_estimate(results: Results, path: Path) -> None:
     fig, axes = _panels(len(runs), 2, width=6.0, sharey=True)
     for ax, run in zip(axes, runs, strict=False):
         samples = run.get("samples") or []
-        nodes = sorted({str(s["node"]) for s in samples}, key=_natural)
+        nodes = sorted({str(s["node"]) for s in samples}, key=natural)
         colors = {n: f"C{i % 10}" for i, n in enumerate(nodes)}
         end = max([float(s["t"]) for s in samples] + [float(run.get("wall_s") or 0.0)])
         for node, spans in _intervals(run.get("interference") or [], end).items():
@@ -183,7 +175,9 @@ def _fig_last_reads(results: Results, path: Path) -> None:
     panels = _runs_by_panel(results)
     fig, axes = _panels(len(panels), ncols, width=4.5, height=4.0)
     for ax, (_, _, run) in zip(axes, panels, strict=False):
-        reads = sorted((t for t in _maps(run) if t.get("read_end") is not None), key=lambda t: t["read_end"])
+        reads = sorted(
+            (t for t in map_tasks(run) if t.get("read_end") is not None), key=lambda t: t["read_end"]
+        )
         last = reads[-_LAST_READS:]
         ax.set_title(_title(run), fontsize=9)
         if not last:
@@ -208,7 +202,7 @@ def _fig_last_reads(results: Results, path: Path) -> None:
 
 def _fig_memory(results: Results, path: Path) -> None:
     panels = [
-        (r, [s["mem_used"] / _MiB for s in r.get("samples") or [] if s.get("mem_used")])
+        (r, [s["mem_used"] / MiB for s in r.get("samples") or [] if s.get("mem_used")])
         for _, _, r in _runs_by_panel(results)
     ]
     panels = [(r, v) for r, v in panels if v]
@@ -243,7 +237,11 @@ def _fig_cdf(results: Results, path: Path) -> None:
             durations += ds
             ys = [0.0] + [(k + 1) / len(ds) for k in range(len(ds))]
             ax.step(
-                [ds[0], *ds], ys, where="post", label=_label(runs, "config_label", cfg), color=_color(cfg, i)
+                [ds[0], *ds],
+                ys,
+                where="post",
+                label=first_label(runs, "config_label", cfg),
+                color=_color(cfg, i),
             )
         label = next(
             (r.get("scenario_label") for rs in by_cfg.values() for r in rs if r.get("scenario_label")), scen

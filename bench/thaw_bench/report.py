@@ -29,19 +29,25 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-Run = dict[str, Any]
-Results = dict[str, Any]
+from .figures import write_figures
+from .results import (
+    CONFIG_ORDER,
+    MIGRATED,
+    MiB,
+    Results,
+    Run,
+    block_size,
+    first_label,
+    group_runs,
+    map_tasks,
+    natural,
+)
+
 Paper = dict[str, dict[str, float]]
 
 BASELINE = "cold"
 UPPER_BOUND = "ram"
-#: Row order of the tables: baseline, upper bound, then the schemes.
-CONFIG_ORDER = ("cold", "ram", "ignem", "dyrs", "dyrs-sjf")
 MEM_SOURCES = frozenset({"mem", "mem-remote"})
-#: Migration outcomes that left the block in memory. The workers report
-#: "done" (also when the block was there already); "read-first", "evicted",
-#: "failed: ..." and "given up: ..." did not migrate it.
-MIGRATED = frozenset({"done", "ok"})
 #: Job-size bins in blocks (Ignem, section IV-C2: <= 64 MB, 64-512 MB, > 512 MB
 #: with 64 MB blocks).
 BINS: tuple[tuple[str, str], ...] = (
@@ -49,7 +55,6 @@ BINS: tuple[tuple[str, str], ...] = (
     ("medium", "medium (2-8 blocks)"),
     ("large", "large (> 8 blocks)"),
 )
-_MiB = 1 << 20
 
 
 # ---------------------------------------------------------------- helpers
@@ -73,32 +78,6 @@ def _share(speedup: float | None, upper: float | None) -> float | None:
     return speedup / upper
 
 
-def _natural(s: str) -> list[Any]:
-    """node2 before node10."""
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
-
-
-def _config_rank(name: str, seen: list[str]) -> tuple[int, int]:
-    if name in CONFIG_ORDER:
-        return (0, CONFIG_ORDER.index(name))
-    return (1, seen.index(name))
-
-
-def block_size(results: Results) -> int | None:
-    """The block size of the run: from the parameters, else the largest map
-    split (a full block)."""
-    bs = (results.get("params") or {}).get("block_size")
-    if isinstance(bs, int | float) and bs > 0:
-        return int(bs)
-    expected = [
-        int(t.get("expected") or 0)
-        for run in results.get("runs", [])
-        for t in run.get("tasks") or []
-        if t.get("kind") == "map"
-    ]
-    return max(expected) if expected and max(expected) > 0 else None
-
-
 def job_blocks(job: dict[str, Any], bs: int | None) -> int:
     """A job's input size in blocks (what the size bins are made of)."""
     if bs:
@@ -111,36 +90,12 @@ def size_bin(job: dict[str, Any], bs: int | None) -> str:
     return "small" if n <= 1 else "medium" if n <= 8 else "large"
 
 
-def _maps(run: Run) -> list[dict[str, Any]]:
-    return [t for t in run.get("tasks") or [] if t.get("kind") == "map"]
-
-
-def group_runs(results: Results) -> dict[str, dict[str, list[Run]]]:
-    """Runs by scenario (first-seen order) then config (:data:`CONFIG_ORDER`
-    first). Several runs of one pair (one per variant) are pooled."""
-    groups: dict[str, dict[str, list[Run]]] = {}
-    seen: list[str] = []
-    for run in results.get("runs", []):
-        cfg = run.get("config", "?")
-        if cfg not in seen:
-            seen.append(cfg)
-        groups.setdefault(run.get("scenario", "?"), {}).setdefault(cfg, []).append(run)
-    return {
-        s: {c: by_cfg[c] for c in sorted(by_cfg, key=lambda c: _config_rank(c, seen))}
-        for s, by_cfg in groups.items()
-    }
-
-
-def _label(runs: list[Run], key: str, default: str) -> str:
-    return next((r[key] for r in runs if r.get(key)), default)
-
-
 # ---------------------------------------------------------------- summary
 
 
 def _config_stats(runs: list[Run], bs: int | None) -> dict[str, Any]:
     jobs = [j for r in runs for j in r.get("jobs", [])]
-    maps = [t for r in runs for t in _maps(r)]
+    maps = [t for r in runs for t in map_tasks(r)]
     reads = [t for t in maps if t.get("read_end") is not None]
     sources = Counter(str(t.get("source", "?")) for t in maps)
     outcomes = Counter(
@@ -152,7 +107,7 @@ def _config_stats(runs: list[Run], bs: int | None) -> dict[str, Any]:
         bins[name] = {"jobs": len(members), "mean_s": _mean(members)}
     preloads = [float(r["preload"]["seconds"]) for r in runs if r.get("preload")]
     return {
-        "config_label": _label(runs, "config_label", runs[0].get("config", "?")),
+        "config_label": first_label(runs, "config_label", runs[0].get("config", "?")),
         "runs": [r.get("run") for r in runs],
         "jobs": len(jobs),
         "failed_tasks": sum(int(j.get("failed_tasks") or 0) for j in jobs),
@@ -202,7 +157,7 @@ def _relative(st: dict[str, Any], base: dict[str, Any] | None, ub: dict[str, Any
 
 def _map_phase(run: Run, job: str) -> float | None:
     """First map start to last map end (DYRS, Fig 11a's map-phase duration)."""
-    maps = [t for t in _maps(run) if t.get("job") == job]
+    maps = [t for t in map_tasks(run) if t.get("job") == job]
     return max(t["end"] for t in maps) - min(t["start"] for t in maps) if maps else None
 
 
@@ -257,7 +212,7 @@ def _variants(by_config: dict[str, list[Run]]) -> list[dict[str, Any]]:
     out.sort(
         key=lambda r: (
             r["input_bytes"],
-            _natural(r["variant"]),
+            natural(r["variant"]),
             order.index(r["config"]),
             r["lead_time_added"],
         )
@@ -283,7 +238,7 @@ def _queries(by_config: dict[str, list[Run]]) -> list[dict[str, Any]]:
         cold = means.get(BASELINE)
         row["configs"] = {c: {"mean_s": m, "speedup": _speedup(m, cold)} for c, m in means.items()}
         rows.append(row)
-    return sorted(rows, key=lambda r: (r["input_bytes"], _natural(r["job"])))
+    return sorted(rows, key=lambda r: (r["input_bytes"], natural(r["job"])))
 
 
 def summarize(results: Results) -> dict[str, Any]:
@@ -299,7 +254,7 @@ def summarize(results: Results) -> dict[str, Any]:
             _relative(st, stats.get(BASELINE), stats.get(UPPER_BOUND))
         runs = [r for rs in by_config.values() for r in rs]
         scenarios[scen] = {
-            "label": _label(runs, "scenario_label", scen),
+            "label": first_label(runs, "scenario_label", scen),
             "configs": stats,
             "variants": _variants(by_config),
             "queries": _queries(by_config),
@@ -325,7 +280,7 @@ def check_accounting(run: Run) -> list[str]:
     failed or wrong query is reported."""
     problems: list[str] = []
     maps_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for t in _maps(run):
+    for t in map_tasks(run):
         maps_of[str(t.get("job"))].append(t)
     names = set()
     for job in run.get("jobs", []):
@@ -392,7 +347,7 @@ def _rel(cfg: str, x: float | None) -> str:
 
 
 def _mib(n: float | None) -> str:
-    return "-" if n is None else f"{n / _MiB:.3g}"
+    return "-" if n is None else f"{n / MiB:.3g}"
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -718,8 +673,6 @@ def write_report(results: Results, out_dir: str | Path, paper: Paper | None = No
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(results)
-    from .figures import write_figures  # (it draws from this module's summaries)
-
     problems = {str(run.get("run")): check_accounting(run) for run in results.get("runs", [])}
     figures = write_figures(results, out)
     report = out / "report.md"
