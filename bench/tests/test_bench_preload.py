@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import thaw
-from thaw_bench.runner import InputsExceedMemory, preload_inputs
+from thaw_bench.record import InputsExceedMemory, preload_inputs
 
 from tests.conftest import BLOCK
 from tests.test_migration import cold, wait_for

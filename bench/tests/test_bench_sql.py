@@ -13,7 +13,7 @@ import pytest
 
 from thaw_bench import sql
 from thaw_bench.cluster import ClusterSpec, EmulatedCluster
-from thaw_bench.runner import CONFIGS, SCENARIOS
+from thaw_bench.configs import CONFIGS, SCENARIOS
 
 QUERIES = [3, 6, 14]
 # The tables each query reads, by the TPC-H specification (the hook must find

@@ -23,7 +23,7 @@ from . import cava as cava_mod
 from . import experiments as ex
 from . import pipeline as pipeline_mod
 from .cluster import ClusterSpec
-from .runner import CONFIGS, SCENARIOS
+from .configs import CONFIGS, SCENARIOS
 
 
 def _list(kind: type, choices: dict[str, object] | None = None):  # type: ignore[no-untyped-def]

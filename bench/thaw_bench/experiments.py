@@ -37,16 +37,9 @@ from thaw.dask.placement import Delays
 from thaw.sizes import parse_size
 
 from .cluster import ClusterSpec, EmulatedCluster
-from .runner import (
-    CONFIGS,
-    SCENARIOS,
-    InputsExceedMemory,
-    Runner,
-    Scenario,
-    start_dask,
-    stop_dask,
-    write_json,
-)
+from .configs import CONFIGS, SCENARIOS, Scenario
+from .record import InputsExceedMemory, write_json
+from .runner import Runner, start_dask, stop_dask
 from .workloads import JobSpec, place_inputs, single_job, swim_jobs
 
 MiB = 1 << 20

@@ -1,12 +1,9 @@
 """Runs a workload under each configuration, on one emulated (or real) cluster,
 and records what happened.
 
-A configuration is a migration setting (:data:`CONFIGS`): the cold baseline
-(policy none, pages dropped), inputs-in-RAM (every input migrated and held in
-memory before the run: the upper bound), ignem, dyrs, dyrs with
-smallest-job-first priority, and dyrs with memory-locality placement. A scenario
-(:data:`SCENARIOS`) is the devices' condition: homogeneous, one slow node
-(persistent interference), or interference switching on and off.
+A configuration (:data:`~thaw_bench.configs.CONFIGS`) is a migration setting,
+a scenario (:data:`~thaw_bench.configs.SCENARIOS`) the devices' condition; the
+run's observers and record are :mod:`thaw_bench.record`'s.
 
 Each job is a plain Dask graph (a map task per input block, annotated with the
 block's byte range and the job's name; reducers if it shuffles) submitted at the
@@ -40,83 +37,9 @@ from thaw.dask.placement import Delays
 
 from . import tasks
 from .cluster import EmulatedCluster
+from .configs import Config, Scenario
+from .record import migration_events, observe, preload_inputs, run_record
 from .workloads import JobSpec
-
-
-@dataclass(frozen=True)
-class Config:
-    name: str
-    policy: str
-    priority: str | None = None
-    preload: bool = False  # inputs-in-RAM: all inputs migrated before the run
-    label: str = ""
-    #: The Thaw scheduler plugin: "off", "migrate" (Dask places), "place".
-    plugin: str = "off"
-
-
-class InputsExceedMemory(ValueError):
-    """The inputs-in-RAM configuration cannot be reached: the inputs are larger
-    than the memory the cluster's workers give migrated blocks."""
-
-
-def preload_inputs(
-    client: Any, paths: list[str], timeout: float, say: Callable[[str], None]
-) -> dict[str, Any]:
-    """Moves ``paths`` into memory before a run (the inputs-in-RAM bound) and
-    waits for them. Inputs larger than the sum of the live workers' migration
-    buffers raise :class:`InputsExceedMemory` at once, instead of waiting for a
-    bound that cannot be reached. Blocks that still fail to move (no room on the
-    workers holding them) end the wait too: the result says how many made it
-    (``complete`` is False then) and why the rest did not."""
-    t = time.time()
-    job = "inputs-in-ram"
-    info = client.migrate(paths, job=job, eviction="explicit", lease=timeout + 600)
-    buffers = [
-        w["migration"]["buffer_limit"]
-        for w in client.status()["workers"]
-        if w["alive"] and w.get("migration")
-    ]
-    if buffers and info["bytes"] > sum(buffers):
-        client.evict(job)
-        raise InputsExceedMemory(
-            f"inputs-in-RAM cannot be reached: the inputs are {info['bytes'] / 2**20:.0f} MiB, "
-            f"the {len(buffers)} workers' migration buffers hold {sum(buffers) / 2**20:.0f} MiB "
-            "(give the nodes more memory, a smaller byte scale, or fewer jobs)"
-        )
-    info = client.wait_migrated(job, timeout=timeout)
-    preload = {
-        "seconds": round(time.time() - t, 3),
-        "job": info,
-        "complete": info["blocks_in_memory"] == info["blocks"],
-    }
-    if preload["complete"]:
-        say(f"  inputs in RAM: {info['blocks_in_memory']} blocks in {preload['seconds']:.1f}s")
-    else:
-        say(
-            f"  inputs in RAM: only {info['blocks_in_memory']} of {info['blocks']} blocks "
-            f"in {preload['seconds']:.1f}s ({info.get('failure') or 'no reason given'})"
-        )
-    return preload
-
-
-CONFIGS: dict[str, Config] = {
-    c.name: c
-    for c in [
-        Config("cold", "none", label="cold (policy none)"),
-        Config("ram", "dyrs", preload=True, label="inputs-in-RAM"),
-        Config(
-            "ram-place",
-            "dyrs",
-            preload=True,
-            label="inputs-in-RAM + memory-locality placement",
-            plugin="place",
-        ),
-        Config("ignem", "ignem", label="Ignem", plugin="migrate"),
-        Config("dyrs", "dyrs", label="DYRS", plugin="migrate"),
-        Config("dyrs-sjf", "dyrs", "smallest-job-first", label="DYRS + smallest-job-first", plugin="migrate"),
-        Config("dyrs-place", "dyrs", label="DYRS + memory-locality placement", plugin="place"),
-    ]
-}
 
 
 class CpuMeter:
@@ -167,33 +90,6 @@ class CpuMeter:
         return out
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """Interference on the DISK tiers of some nodes: ``nodes`` (indices),
-    ``period`` seconds on and off (0: always on), ``alternate``: when several
-    nodes, one is on while the next is off (DYRS, Table II)."""
-
-    name: str
-    nodes: tuple[int, ...] = ()
-    period: float = 0.0
-    alternate: bool = False
-    streams: int = 2  # the paper's two dd readers
-    label: str = ""
-
-
-SCENARIOS: dict[str, Scenario] = {
-    s.name: s
-    for s in [
-        Scenario("homogeneous", label="homogeneous"),
-        Scenario("slow-node", (0,), label="node 1: persistently active"),
-        Scenario("alt10", (0,), 10.0, label="node 1: alternates every 10 s"),
-        Scenario("alt20", (0,), 20.0, label="node 1: alternates every 20 s"),
-        Scenario("alt10x2", (0, 1), 10.0, True, label="nodes 1 and 2: alternate every 10 s"),
-        Scenario("alt20x2", (0, 1), 20.0, True, label="nodes 1 and 2: alternate every 20 s"),
-    ]
-}
-
-
 @dataclass
 class Split:
     """One map task's input: a block of a part file and its DISK replica holders."""
@@ -212,85 +108,6 @@ def splits_of(client: Client, job: JobSpec) -> list[Split]:
             holders = sorted({r["host"] for r in b["replicas"] if r["tier"] == "DISK"})
             out.append(Split(path, b["offset"], b["length"], b["block_id"], holders))
     return out
-
-
-class Sampler(threading.Thread):
-    """Samples every node's state (memory used, migration buffer, the migration
-    estimate of its disk, queue) every ``interval`` seconds."""
-
-    def __init__(self, client: Client, t0: float, interval: float = 0.25):
-        super().__init__(daemon=True, name="thaw-bench-sampler")
-        self.client, self.t0, self.interval = client, t0, interval
-        self.samples: list[dict[str, Any]] = []
-        self._stop_evt = threading.Event()
-
-    def run(self) -> None:
-        while not self._stop_evt.wait(self.interval):
-            with contextlib.suppress(Exception):
-                now = time.time() - self.t0
-                for w in self.client.status()["workers"]:
-                    mem = next((t for t in w["tiers"] if t["tier"] == "MEM"), {})
-                    m = w.get("migration") or {}
-                    disk = next((d for d in m.get("devices", []) if d["device"] == "disk"), {})
-                    dev = next((d for d in w.get("devices", []) if d["device"] == "disk"), {})
-                    self.samples.append(
-                        {
-                            "t": round(now, 3),
-                            "node": w["host"],
-                            "alive": w["alive"],
-                            "mem_used": mem.get("used", 0),
-                            "buffer_used": m.get("buffer_used", 0),
-                            "estimate_ns_per_byte": disk.get("ns_per_byte", 0.0),
-                            "estimate_ns_per_migration": disk.get("ns_per_migration", 0.0),
-                            "queued": disk.get("queued", 0),
-                            "active": disk.get("active", 0),
-                            "interference": dev.get("interference_streams", 0),
-                        }
-                    )
-
-    def stop(self) -> None:
-        self._stop_evt.set()
-        self.join(5)
-
-
-class Interference(threading.Thread):
-    """Drives a :class:`Scenario`'s interference through ``Client.interfere``."""
-
-    def __init__(self, cluster: EmulatedCluster, scenario: Scenario, t0: float):
-        super().__init__(daemon=True, name="thaw-bench-interference")
-        self.cluster, self.scenario, self.t0 = cluster, scenario, t0
-        self.log: list[dict[str, Any]] = []
-        self._stop_evt = threading.Event()
-        self._on: dict[int, bool] = {}
-
-    def _set(self, ids: dict[str, int], node: int, on: bool) -> None:
-        if self._on.get(node) == on:
-            return
-        name = self.cluster.nodes[node].name
-        self.cluster.client().interfere(ids[name], "disk", on, self.scenario.streams)
-        self._on[node] = on
-        self.log.append({"t": round(time.time() - self.t0, 3), "node": name, "on": on})
-
-    def run(self) -> None:
-        s = self.scenario
-        if not s.nodes:
-            return
-        ids = self.cluster.worker_ids()
-        while not self._stop_evt.is_set():
-            phase = 0 if s.period <= 0 else int((time.time() - self.t0) // s.period)
-            for k, node in enumerate(s.nodes):
-                on = True if s.period <= 0 else (phase + (k if s.alternate else 0)) % 2 == 0
-                with contextlib.suppress(Exception):
-                    self._set(ids, node, on)
-            self._stop_evt.wait(0.05)
-
-    def stop(self) -> None:
-        self._stop_evt.set()
-        self.join(5)
-        ids = self.cluster.worker_ids()
-        for node in list(self._on):
-            with contextlib.suppress(Exception):
-                self._set(ids, node, False)
 
 
 class _JobRun:
@@ -353,51 +170,44 @@ class Runner:
                 "scheduler_and_harness": [os.getpid(), self.dask.run_on_scheduler(os.getpid)],
             }
         )
-        t0 = time.time()
-        sampler = Sampler(client, t0)
-        sampler.start()
-        interference = Interference(self.cluster, scenario, t0)
-        interference.start()
-        evictor = threading.Thread(target=self._evict_loop, args=(client, done_q, config), daemon=True)
-        evictor.start()
-        try:
-            for jr in sorted(runs.values(), key=lambda r: r.spec.submit_at):
-                delay = t0 + jr.spec.submit_at - time.time()
-                if delay > 0:
-                    time.sleep(delay)
-                self._submit(jr, client, config, run_name, str(log_dir), lock, done_q)
-            deadline = time.time() + timeout
-            while any(r.end == 0.0 for r in runs.values()):
-                if time.time() > deadline:
-                    raise TimeoutError(f"{run_name}: jobs still running after {timeout:.0f}s")
-                time.sleep(0.05)
-            wall = time.time() - t0
-            cpu_use = cpu.stop()
-        finally:
-            done_q.put(None)  # type: ignore[arg-type]
-            evictor.join(30)
-            interference.stop()
-            sampler.stop()
+        with observe(self.cluster, client, scenario) as seen:
+            t0 = seen.t0
+            evictor = threading.Thread(target=self._evict_loop, args=(client, done_q, config), daemon=True)
+            evictor.start()
+            try:
+                for jr in sorted(runs.values(), key=lambda r: r.spec.submit_at):
+                    delay = t0 + jr.spec.submit_at - time.time()
+                    if delay > 0:
+                        time.sleep(delay)
+                    self._submit(jr, client, config, run_name, str(log_dir), lock, done_q)
+                deadline = time.time() + timeout
+                while any(r.end == 0.0 for r in runs.values()):
+                    if time.time() > deadline:
+                        raise TimeoutError(f"{run_name}: jobs still running after {timeout:.0f}s")
+                    time.sleep(0.05)
+                wall = time.time() - t0
+                cpu_use = cpu.stop()
+            finally:
+                done_q.put(None)  # type: ignore[arg-type]
+                evictor.join(30)
         events = migration_events(client)
         placed = self._placements(config, {j.name for j in jobs})
         task_log = _read_task_log(log_dir)
         shutil.rmtree(log_dir, ignore_errors=True)
         with contextlib.suppress(Exception):
             client.rm(f"/out/{run_name}", recursive=True)
-        ids = {v: k for k, v in self.cluster.worker_ids().items()}
-        return {
-            "run": run_name,
-            "config": config.name,
-            "config_label": config.label,
-            "scenario": scenario.name,
-            "scenario_label": scenario.label,
-            "policy": config.policy,
-            "priority": config.priority,
-            "wall_s": round(wall, 3),
-            "cpu": cpu_use,
-            "pages_dropped": dropped,
-            "preload": preload,
-            "jobs": [
+        return run_record(
+            run_name,
+            config,
+            scenario,
+            self.cluster,
+            seen,
+            events,
+            wall=wall,
+            dropped=dropped,
+            preload=preload,
+            cpu=cpu_use,
+            jobs=[
                 {
                     "job": r.spec.name,
                     "kind": r.spec.kind,
@@ -419,7 +229,7 @@ class Runner:
                 }
                 for r in runs.values()
             ],
-            "tasks": [
+            tasks=[
                 dict(
                     t,
                     start=round(t["start"] - t0, 4),
@@ -428,19 +238,8 @@ class Runner:
                 )
                 for t in task_log
             ],
-            "placements": [dict(e, at=round(e["at"] - t0, 4)) for e in placed],
-            "samples": sampler.samples,
-            "interference": interference.log,
-            "migrations": [
-                dict(
-                    e,
-                    node=ids.get(e.get("worker_id"), str(e.get("worker_id"))),
-                    start=round(e["start_ms"] / 1000 - t0, 4),
-                    end=round(e["end_ms"] / 1000 - t0, 4),
-                )
-                for e in events
-            ],
-        }
+            placements=[dict(e, at=round(e["at"] - t0, 4)) for e in placed],
+        )
 
     def _plugin(self, config: Config) -> None:
         """Installs the Thaw scheduler plugin as ``config`` says (it replaces the
@@ -607,18 +406,6 @@ class Runner:
                 jr.migration = client.job(jr.spec.name)
 
 
-def migration_events(client: Client) -> list[dict[str, Any]]:
-    """Every migration event the master still holds, read page by page."""
-    events: list[dict[str, Any]] = []
-    since = 0
-    while True:
-        page = client.migration_events(since, 10_000)
-        events += page["events"]
-        if not page["events"] or page["next"] == since:
-            return events
-        since = page["next"]
-
-
 _block_sizes: dict[str, int] = {}
 
 
@@ -719,9 +506,3 @@ def _scheduler_process() -> Any:
             )
 
     return SchedulerProcess
-
-
-def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)

@@ -45,15 +45,8 @@ from thaw.errors import NotFound
 from thaw.fs import ThawFileSystem
 
 from .cluster import EmulatedCluster
-from .runner import (
-    Config,
-    Interference,
-    Sampler,
-    Scenario,
-    migration_events,
-    preload_inputs,
-    write_json,
-)
+from .configs import Config, Scenario
+from .record import migration_events, observe, preload_inputs, run_record, write_json
 from .workloads import PART_BLOCKS
 
 TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
@@ -462,7 +455,7 @@ def run_config(
     together to a one-slot queue behind a job holding it ``ahead`` seconds.
     ``eviction``: the hook's mode ("implicit" as in the papers' Hive hook; the
     hook evicts every query's blocks at its end either way).
-    Returns the run dict of :meth:`thaw_bench.runner.Runner.run` (kind "sql",
+    Returns the run record of :meth:`thaw_bench.runner.Runner.run` (kind "sql",
     per query also ``start``, ``run_s``, ``in_memory_at_start``, the bytes
     read by source and by the job on the workers, ``correct``)."""
     say = progress or (lambda _m: None)
@@ -504,36 +497,31 @@ def run_config(
                 q.at_end = client.job(q.name)
                 client.evict(q.name)
 
-    t0 = time.time()
-    sampler = Sampler(client, t0)
-    sampler.start()
-    interference = Interference(cluster, scenario, t0)
-    interference.start()
     futures: list[Future[None]] = []
     try:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sql-queue") as slot:
-            if ahead > 0:
-                # The job ahead holds the only slot; its own work runs elsewhere on
-                # the cluster, so it leaves this machine's cores to Thaw.
-                slot.submit(time.sleep, ahead)
-            for q in runs:
-                # The hook, right after compilation: the files the plan reads.
-                q.submit = time.time()
-                q.files = compiler.inputs(q.sql)
-                q.compiled = time.time()
-                for path in q.files:
-                    for b in client.stat(path, blocks=True).get("blocks", []):
-                        q.blocks.append(int(b["block_id"]))
-                        q.block_bytes += int(b["length"])
-                if not config.preload:
-                    q.at_submit = client.migrate(q.files, job=q.name, eviction=eviction, lease=lease)
-                futures.append(slot.submit(execute, q))
-            for f in futures:
-                f.result(timeout=max(1.0, t0 + timeout - time.time()))
-        wall = time.time() - t0
+        with observe(cluster, client, scenario) as seen:
+            t0 = seen.t0
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sql-queue") as slot:
+                if ahead > 0:
+                    # The job ahead holds the only slot; its own work runs elsewhere on
+                    # the cluster, so it leaves this machine's cores to Thaw.
+                    slot.submit(time.sleep, ahead)
+                for q in runs:
+                    # The hook, right after compilation: the files the plan reads.
+                    q.submit = time.time()
+                    q.files = compiler.inputs(q.sql)
+                    q.compiled = time.time()
+                    for path in q.files:
+                        for b in client.stat(path, blocks=True).get("blocks", []):
+                            q.blocks.append(int(b["block_id"]))
+                            q.block_bytes += int(b["length"])
+                    if not config.preload:
+                        q.at_submit = client.migrate(q.files, job=q.name, eviction=eviction, lease=lease)
+                    futures.append(slot.submit(execute, q))
+                for f in futures:
+                    f.result(timeout=max(1.0, t0 + timeout - time.time()))
+            wall = time.time() - t0
     finally:
-        interference.stop()
-        sampler.stop()
         compiler.close()
         for q in runs:
             if not config.preload and not q.end:
@@ -553,35 +541,22 @@ def run_config(
             + (f" (query {r.seconds:.2f}s)" if r else "")
         )
     events = migration_events(client)
-    ids = {v: k for k, v in cluster.worker_ids().items()}
-    return {
-        "run": run_name,
-        "config": config.name,
-        "config_label": config.label,
-        "scenario": scenario.name,
-        "scenario_label": scenario.label,
-        "policy": config.policy,
-        "priority": config.priority,
-        "wall_s": round(wall, 3),
-        "pages_dropped": dropped,
-        "preload": preload,
-        "ahead_s": ahead,
-        "eviction": None if config.preload else eviction,
-        "sf": data.sf,
-        "jobs": [_job_record(q, data, t0) for q in runs],
-        "tasks": [],
-        "samples": sampler.samples,
-        "interference": interference.log,
-        "migrations": [
-            dict(
-                e,
-                node=ids.get(e.get("worker_id"), str(e.get("worker_id"))),
-                start=round(e["start_ms"] / 1000 - t0, 4),
-                end=round(e["end_ms"] / 1000 - t0, 4),
-            )
-            for e in events
-        ],
-    }
+    return run_record(
+        run_name,
+        config,
+        scenario,
+        cluster,
+        seen,
+        events,
+        wall=wall,
+        dropped=dropped,
+        preload=preload,
+        ahead_s=ahead,
+        eviction=None if config.preload else eviction,
+        sf=data.sf,
+        jobs=[_job_record(q, data, t0) for q in runs],
+        tasks=[],
+    )
 
 
 def _job_record(q: _Query, data: TpchData, t0: float) -> dict[str, Any]:
