@@ -15,18 +15,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from thaw_bench import cava
 from thaw_bench.__main__ import main as bench_main
+from thaw_bench.cava import policies, report, runner, tasks, workloads
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.mark.parametrize("preset", ["full", "quick", "tiny"])
 def test_workloads_have_the_shapes_of_table_iii(preset: str) -> None:
-    scale = cava.PRESETS[preset]
+    scale = workloads.PRESETS[preset]
     for name in scale.workloads:
-        shape = cava.SHAPES[name]
-        wl = cava.generate_workload(shape, scale, seed=3)
+        shape = workloads.SHAPES[name]
+        wl = workloads.generate_workload(shape, scale, seed=3)
         d = wl.describe(scale)
         assert d["apps"] == scale.apps == len(wl.apps)
         # The distinct input does not fit in the cluster's memory.
@@ -41,26 +41,26 @@ def test_workloads_have_the_shapes_of_table_iii(preset: str) -> None:
         for f in wl.files.values():
             assert f.size == f.blocks * scale.block_size and f.reads >= 1
             if not shape.cross and f.hot:
-                assert len({cava.APPS[k].affinity for k in f.readers}) == 1
+                assert len({workloads.APPS[k].affinity for k in f.readers}) == 1
         # Seeded: the same arguments give the same workload.
-        again = cava.generate_workload(shape, scale, seed=3)
+        again = workloads.generate_workload(shape, scale, seed=3)
         assert [(a.name, a.path) for a in again.apps] == [(a.name, a.path) for a in wl.apps]
-    tw = cava.trace_workload(scale, seed=3)
+    tw = workloads.trace_workload(scale, seed=3)
     assert len(tw.apps) == scale.trace_jobs
     assert any(f.hot for f in tw.files.values())
 
 
 def test_the_work_writes_in_pieces_what_each_kind_says() -> None:
     data = random.Random(1).randbytes(64 * 1024)
-    assert list(cava._grep(data, 10)) == []
-    runs = list(cava._sort(data, 10))
-    assert len(runs) == cava.PIECES and sum(map(len, runs)) == len(data)
+    assert list(tasks._grep(data, 10)) == []
+    runs = list(tasks._sort(data, 10))
+    assert len(runs) == tasks.PIECES and sum(map(len, runs)) == len(data)
     for run in runs:
         keys = np.frombuffer(run, dtype=np.uint64)
         assert (keys[1:] >= keys[:-1]).all()
-    ranks = list(cava._pagerank(data, 8))
-    assert len(ranks) == cava.PIECES
-    assert sum(map(len, ranks)) == pytest.approx(len(data) * cava.APPS["pagerank"].write_ratio, rel=0.01)
+    ranks = list(tasks._pagerank(data, 8))
+    assert len(ranks) == tasks.PIECES
+    assert sum(map(len, ranks)) == pytest.approx(len(data) * workloads.APPS["pagerank"].write_ratio, rel=0.01)
 
 
 def _check_run(run: dict[str, Any], files: dict[str, int]) -> None:
@@ -72,7 +72,7 @@ def _check_run(run: dict[str, Any], files: dict[str, int]) -> None:
         assert app["bytes"] == files[app["path"]], (run["run"], app)
         assert app["bytes_mem"] + app["bytes_ufs"] == app["bytes"]
         assert app["runtime"] > 0 and app["error"] is None
-        assert (app["written"] > 0) == (cava.APPS[app["kind"]].write_ratio > 0), app
+        assert (app["written"] > 0) == (workloads.APPS[app["kind"]].write_ratio > 0), app
         # The master saw the application (the Dask plugins' reports).
         assert app["master"] is not None and app["master"]["tasks"] >= 1, app
     share = run["cache"]["hot_cached_share"]
@@ -97,18 +97,18 @@ def test_tiny_cava_runs_end_to_end(tmp_path: Path) -> None:
     for w in ("W1", "W5"):
         for pol in ("no-cache", "lru", "cava"):
             _check_run(runs[(w, pol)], sizes)
-            policies = {x["policy"] for x in runs[(w, pol)]["cache"]["workers"]}
-            assert policies == {cava.POLICIES[pol].cache_policy}, policies
+            used = {x["policy"] for x in runs[(w, pol)]["cache"]["workers"]}
+            assert used == {policies.POLICIES[pol].cache_policy}, used
         # The decisions: No-Cache reads leave nothing in memory; LRU caches
         # what it reads; the master classifies the applications it measured.
         nc = runs[(w, "no-cache")]
         assert nc["hit_ratio"] == 0.0 and nc["cache"]["hot_cached_bytes"] == 0
         assert runs[(w, "lru")]["cache"]["hot_cached_bytes"] > 0
         classes = {a["class"] for a in runs[(w, "cava")]["apps"]}
-        assert classes & set(cava.CLASSES), classes
+        assert classes & set(workloads.CLASSES), classes
         cell = wl["summary"]["table"][w]
         assert cell["no-cache"]["normalized"] == 1.0 and cell["lru"]["normalized"] > 0
-        assert set(cell["cava"]["kind_normalized"]) <= set(cava.APPS)
+        assert set(cell["cava"]["kind_normalized"]) <= set(workloads.APPS)
     assert wl["summary"]["means"]["cava"]["workloads"] == 2
     assert doc["timeline"]["workload"] == "W5" and "cava" in doc["timeline"]["runs"]
     assert doc["figure"] and (out / doc["figure"]).is_file()
@@ -125,7 +125,7 @@ def test_tiny_cava_runs_end_to_end(tmp_path: Path) -> None:
         cold = next(r for r in k["runs"] if "-cold-" in r["run"])["apps"][0]["master"]
         assert cold["source"] == "measured", (kind, cold)
         above = (cold["cpu_util"] > cold["cpu_threshold"]) + (cold["write_rate"] > cold["write_threshold"])
-        assert cold["class"] == cava.CLASSES[above], (kind, cold)
+        assert cold["class"] == workloads.CLASSES[above], (kind, cold)
     # Grep neither computes nor writes much: high affinity.
     assert doc["affinity"]["kinds"]["grep"]["class_cold"] == ["high"]
 
@@ -135,9 +135,9 @@ def test_a_run_that_fails_is_recorded_with_its_error(tmp_path: Path) -> None:
         def register_plugin(self, *_: Any, **__: Any) -> None:
             raise RuntimeError("no scheduler here")
 
-    ctx = cava.Context(cava.PRESETS["tiny"], NoDask(), tmp_path)
-    wl = cava.Workload("W0", [], {})
-    run = cava.run_on_fresh_cluster(ctx, wl, cava.POLICIES["lru"], "wl-W0-lru-r0")
+    ctx = runner.Context(workloads.PRESETS["tiny"], NoDask(), tmp_path)
+    wl = workloads.Workload("W0", [], {})
+    run = runner.run_on_fresh_cluster(ctx, wl, policies.POLICIES["lru"], "wl-W0-lru-r0")
     assert "no scheduler here" in run["failed"]
-    summary = cava.summarize([run], [cava.POLICIES["no-cache"], cava.POLICIES["lru"]])
+    summary = report.summarize([run], [policies.POLICIES["no-cache"], policies.POLICIES["lru"]])
     assert "failed" in summary["table"]["W0"]["lru"] and summary["means"]["lru"]["workloads"] == 0

@@ -19,9 +19,9 @@ from pathlib import Path
 from thaw.dask.placement import Delays
 from thaw.sizes import parse_size
 
-from . import cava as cava_mod
 from . import experiments as ex
 from . import pipeline as pipeline_mod
+from .cava import cli as cava_cli
 from .cluster import ClusterSpec
 from .configs import CONFIGS, SCENARIOS
 
@@ -149,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
     pp.add_argument("--ufs", default="40MiB/s", help="each node's emulated under-store bandwidth")
     pp.add_argument("--pipeline-configs", type=_list(str), default=list(pipeline_mod.CONFIGS))
 
-    cava_mod.add_parser(sub)
+    cava_cli.add_parser(sub)
 
     sub.add_parser("paper", parents=[common], help="the reduced set of every experiment (under 30 min)")
     return p
@@ -158,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     if a.experiment == "cava":
-        return cava_mod.main_args(a, argv)
+        return cava_cli.main_args(a, argv)
     spec = ClusterSpec(
         nodes=a.nodes, racks=a.racks, slots=a.slots, disk=a.disk, penalty=a.penalty,
         block_size=a.block_size, mem_capacity=a.mem, heartbeat_ms=a.heartbeat_ms, migration_io=a.migration_io,

@@ -25,8 +25,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import shlex
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -39,6 +37,7 @@ from thaw.sizes import parse_size
 from .cluster import ClusterSpec, EmulatedCluster
 from .configs import CONFIGS, SCENARIOS, Scenario
 from .record import InputsExceedMemory, write_json
+from .results import new_document
 from .runner import Runner, start_dask, stop_dask
 from .workloads import JobSpec, place_inputs, single_job, swim_jobs
 
@@ -88,15 +87,7 @@ def emulated(bench: Bench, results_dir: Path) -> Iterator[tuple[EmulatedCluster,
 
 
 def _document(experiment: str, title: str, bench: Bench, params: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "experiment": experiment,
-        "title": title,
-        "date": datetime.date.today().isoformat(),
-        "started": datetime.datetime.now().isoformat(timespec="seconds"),
-        "command": "python -m thaw_bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-        "params": {**bench.params(), **params},
-        "runs": [],
-    }
+    return {**new_document(experiment, title, {**bench.params(), **params}), "runs": []}
 
 
 def _place(cluster: EmulatedCluster, jobs: list[JobSpec], bench: Bench) -> dict[str, Any]:

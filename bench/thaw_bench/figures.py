@@ -31,7 +31,7 @@ _SOURCE_COLORS = {"mem": "#1f77b4", "mem-remote": "#9ecae1", "disk": "#d62728", 
 _LAST_READS = 30
 
 
-def _panels(n: int, ncols: int, width: float = 5.0, height: float = 3.2, **kw: Any) -> tuple[Any, list[Any]]:
+def panels(n: int, ncols: int, width: float = 5.0, height: float = 3.2, **kw: Any) -> tuple[Any, list[Any]]:
     """A figure of ``n`` panels (no pyplot: no global state, no backend switch;
     ``Figure.savefig`` renders with Agg)."""
     from matplotlib.figure import Figure
@@ -81,7 +81,7 @@ def _bars(ax: Any, nodes: list[str], counts: dict[str, Counter[str]], ylabel: st
 
 def _fig_reads(results: Results, path: Path) -> None:
     groups = group_runs(results)
-    fig, axes = _panels(2 * len(groups), 2, width=6.0)
+    fig, axes = panels(2 * len(groups), 2, width=6.0)
     for k, (scen, by_cfg) in enumerate(groups.items()):
         reads = {
             c: Counter(str(t.get("node")) for r in runs for t in map_tasks(r)) for c, runs in by_cfg.items()
@@ -137,7 +137,7 @@ def _fig_estimate(results: Results, path: Path) -> None:
         if not r.get("preload")
         and (r.get("policy") in ("dyrs", "ignem") or cfg in ("ignem", "dyrs", "dyrs-sjf"))
     ]
-    fig, axes = _panels(len(runs), 2, width=6.0, sharey=True)
+    fig, axes = panels(len(runs), 2, width=6.0, sharey=True)
     for ax, run in zip(axes, runs, strict=False):
         samples = run.get("samples") or []
         nodes = sorted({str(s["node"]) for s in samples}, key=natural)
@@ -172,9 +172,9 @@ def _fig_last_reads(results: Results, path: Path) -> None:
 
     groups = group_runs(results)
     ncols = max((len(c) for c in groups.values()), default=1)
-    panels = _runs_by_panel(results)
-    fig, axes = _panels(len(panels), ncols, width=4.5, height=4.0)
-    for ax, (_, _, run) in zip(axes, panels, strict=False):
+    shown = _runs_by_panel(results)
+    fig, axes = panels(len(shown), ncols, width=4.5, height=4.0)
+    for ax, (_, _, run) in zip(axes, shown, strict=False):
         reads = sorted(
             (t for t in map_tasks(run) if t.get("read_end") is not None), key=lambda t: t["read_end"]
         )
@@ -195,20 +195,20 @@ def _fig_last_reads(results: Results, path: Path) -> None:
         ax.set_xlabel("Time relative to the last read (s)")
         used = sorted({str(t.get("source")) for t in last})
         ax.legend(handles=[Patch(color=_SOURCE_COLORS.get(s, "#444444"), label=s) for s in used], fontsize=7)
-    if not panels:
+    if not shown:
         _empty(axes[0], "runs")
     fig.savefig(path, dpi=100)
 
 
 def _fig_memory(results: Results, path: Path) -> None:
-    panels = [
+    shown = [
         (r, [s["mem_used"] / MiB for s in r.get("samples") or [] if s.get("mem_used")])
         for _, _, r in _runs_by_panel(results)
     ]
-    panels = [(r, v) for r, v in panels if v]
-    fig, axes = _panels(len(panels), 3, width=4.5)
-    top = max((max(v) for _, v in panels), default=1.0)
-    for ax, (run, vals) in zip(axes, panels, strict=False):
+    shown = [(r, v) for r, v in shown if v]
+    fig, axes = panels(len(shown), 3, width=4.5)
+    top = max((max(v) for _, v in shown), default=1.0)
+    for ax, (run, vals) in zip(axes, shown, strict=False):
         ax.hist(
             vals,
             bins=30,
@@ -220,14 +220,14 @@ def _fig_memory(results: Results, path: Path) -> None:
         ax.set_title(_title(run), fontsize=9)
         ax.set_xlabel("Memory used per worker (MiB)")
         ax.set_ylabel("Relative frequency")
-    if not panels:
+    if not shown:
         _empty(axes[0], "non-zero memory samples")
     fig.savefig(path, dpi=100)
 
 
 def _fig_cdf(results: Results, path: Path) -> None:
     groups = group_runs(results)
-    fig, axes = _panels(len(groups), 2, width=5.5)
+    fig, axes = panels(len(groups), 2, width=5.5)
     for ax, (scen, by_cfg) in zip(axes, groups.items(), strict=False):
         durations: list[float] = []
         for i, (cfg, runs) in enumerate(by_cfg.items()):

@@ -1,11 +1,15 @@
-"""Reading a results document (``results.json`` of :mod:`thaw_bench.experiments`):
-its runs grouped by scenario and configuration, its map tasks, its block size.
-What the report (:mod:`thaw_bench.report`) and the figures
-(:mod:`thaw_bench.figures`) both read it with."""
+"""The results document (``results.json``): the header every experiment starts
+it with (:func:`new_document`: what ran, when, with which command and
+parameters), and how the report (:mod:`thaw_bench.report`) and the figures
+(:mod:`thaw_bench.figures`) both read it: runs grouped by scenario and
+configuration, map tasks, the block size."""
 
 from __future__ import annotations
 
+import datetime
 import re
+import shlex
+import sys
 from typing import Any
 
 Run = dict[str, Any]
@@ -20,6 +24,25 @@ CONFIG_ORDER = ("cold", "ram", "ignem", "dyrs", "dyrs-sjf")
 #: "done" (also when the block was there already); "read-first", "evicted",
 #: "failed: ..." and "given up: ..." did not migrate it.
 MIGRATED = frozenset({"done", "ok"})
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that ran, as results record it: ``python -m thaw_bench`` and
+    ``argv`` (default: this process's arguments)."""
+    return "python -m thaw_bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+
+
+def new_document(experiment: str, title: str, params: dict[str, Any], command: str | None = None) -> Results:
+    """A results document's header: the experiment, its title, the date and time
+    it started, the command (default: :func:`command_line`'s), its parameters."""
+    return {
+        "experiment": experiment,
+        "title": title,
+        "date": datetime.date.today().isoformat(),
+        "started": datetime.datetime.now().isoformat(timespec="seconds"),
+        "command": command or command_line(),
+        "params": params,
+    }
 
 
 def natural(s: str) -> list[Any]:
