@@ -2,7 +2,8 @@
 the SQL queue (:mod:`thaw_bench.sql`): the inputs-in-RAM preload, the observers
 that run beside a run (every node's state sampled; the scenario's interference
 driven), and the run record they leave (what ran, how long, what the observers
-saw, the master's migration events), which the report reads.
+saw, the master's migration events), which the report reads; and
+:func:`write_json`, which writes records and results.
 """
 
 from __future__ import annotations
@@ -160,6 +161,8 @@ def migration_events(client: Client) -> list[dict[str, Any]]:
 
 
 def write_json(path: Path, data: Any) -> None:
+    """Writes ``data`` to ``path`` as JSON, whole or not at all (a temporary file
+    renamed over it)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
