@@ -22,13 +22,13 @@ bench: build
 
 bench-python:
 	./scripts/python-env.sh release
-	.venv/bin/python python/bench/read_parquet.py --size 1GiB --repeats 5 --out bench-out/python-parquet.json | tee bench-out/python-parquet.txt
-	.venv/bin/python python/bench/full_tier.py --out bench-out/full-tier.json | tee bench-out/full-tier.txt
-	.venv/bin/python python/bench/user_paths.py --size 1GiB --repeats 5 --out bench-out/python-user-paths.json | tee bench-out/python-user-paths.txt
+	.venv/bin/python -m thaw_bench.scripts.read_parquet --size 1GiB --repeats 5 --out bench-out/python-parquet.json | tee bench-out/python-parquet.txt
+	.venv/bin/python -m thaw_bench.scripts.full_tier --out bench-out/full-tier.json | tee bench-out/full-tier.txt
+	.venv/bin/python -m thaw_bench.scripts.user_paths --size 1GiB --repeats 5 --out bench-out/python-user-paths.json | tee bench-out/python-user-paths.txt
 
 # The papers' experiments, reduced (under 30 minutes here): SWIM, sort, wordcount,
 # interference patterns and TPC-H on an emulated 7-node cluster, every
 # configuration side by side; reports and figures under bench-out/paper/.
 bench-paper:
 	./scripts/python-env.sh release
-	.venv/bin/python -m thaw.bench paper --out bench-out/paper
+	.venv/bin/python -m thaw_bench paper --out bench-out/paper

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Makes the Python environment in .venv: the pinned requirements (again only when
 # python/requirements-dev.txt changes), the `thaw` package built by maturin from
-# crates/thaw-py (editable: python/thaw is used in place), and the `thaw` binary
-# beside the venv's python, where thaw.LocalCluster finds it.
+# crates/thaw-py (editable: python/thaw is used in place), the evaluation harness
+# `thaw_bench` (editable: bench/thaw_bench is used in place), and the `thaw`
+# binary beside the venv's python, where thaw.LocalCluster finds it.
 #   scripts/python-env.sh [debug|release]     (default debug)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,3 +26,11 @@ flags=()
 cargo build --locked -p thaw-cli "${flags[@]}"
 (cd python && VIRTUAL_ENV="$PWD/../.venv" PATH="$PWD/../.venv/bin:$PATH" maturin develop --quiet "${flags[@]}")
 install -m 755 "target/$profile/thaw" .venv/bin/thaw
+# The harness: its dependencies are among the pinned requirements above (--no-deps
+# keeps those pins the only versions); again only when bench/pyproject.toml changes
+# or the package is missing.
+want="$(sha256sum bench/pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat .venv/.bench.sha256 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import thaw_bench' 2>/dev/null; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e bench
+  echo "$want" > .venv/.bench.sha256
+fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # All tests: formatting, lints, unit tests, the multi-process cluster tests, and
-# the Python package's tests (fsspec's suite, pandas/pyarrow/DuckDB/Dask, clusters),
+# the Python package's tests (fsspec's suite, pandas/pyarrow/DuckDB/Dask, clusters)
+# and the evaluation harness's (bench/: its experiments' smoke runs, reports),
 # under-store tests against a real SeaweedFS (S3) and a real MiniDFSCluster (HDFS),
 # and the web dashboard in headless Chromium.
 set -euo pipefail
@@ -16,6 +17,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # Headless Chromium for the dashboard's browser test.
 ./scripts/ensure-chromium.sh
 cargo test --workspace --locked
-.venv/bin/ruff check python
-.venv/bin/ruff format --check python
+.venv/bin/ruff check python bench
+.venv/bin/ruff format --check python bench
+# Two sessions: each package's tests under its own pyproject.toml's settings.
 .venv/bin/python -m pytest python/tests -q
+.venv/bin/python -m pytest bench/tests -q

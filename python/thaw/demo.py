@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 import thaw
+from thaw.sizes import parse_size
 
 MIB = 1 << 20
 QUERY = (
@@ -56,15 +57,6 @@ QUERY = (
 # The job ahead in the queue: CPU-bound work of a fixed size, on one thread
 # (the other core is left to the cluster).
 AHEAD_QUERY = "SELECT sum(hash(i) % 1000) FROM range({}) t(i)"
-
-
-def parse_size(text: str) -> int:
-    """Bytes from "512MiB", "1GiB", "100KiB" or a plain number."""
-    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-    for unit, mult in units.items():
-        if text.endswith(unit):
-            return int(float(text[: -len(unit)]) * mult)
-    return int(text)
 
 
 def sales(rng: np.random.Generator, rows: int) -> pd.DataFrame:

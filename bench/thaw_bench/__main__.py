@@ -1,0 +1,202 @@
+"""``python -m thaw_bench EXPERIMENT [options]``: runs one of the papers'
+experiments on an emulated cluster on this machine and writes
+``OUT/EXPERIMENT/results.json`` and ``report.md`` with figures.
+
+Experiments: ``swim``, ``sort``, ``wordcount``, ``interference``, ``sql``,
+``pipeline`` (Tachyon, section 3), ``cava`` (CAVA, section V's cache policies, with
+options and ``--out`` of its own: :mod:`thaw_bench.cava`), and ``paper`` (a
+reduced set of all of them but the pipeline, under 30 minutes here). Every
+configuration of a table runs in one invocation, on the same placed data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from thaw.dask.placement import Delays
+from thaw.sizes import parse_size
+
+from . import experiments as ex
+from . import pipeline as pipeline_mod
+from .cava import cli as cava_cli
+from .cluster import ClusterSpec
+from .configs import CONFIGS, SCENARIOS
+
+
+def _list(kind: type, choices: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
+    def parse(s: str) -> list[object]:
+        items = [x.strip() for x in s.split(",") if x.strip()]
+        if choices is not None:
+            bad = [x for x in items if x not in choices]
+            if bad:
+                raise argparse.ArgumentTypeError(
+                    f"unknown {', '.join(bad)}: expected some of {', '.join(choices)}"
+                )
+        return [kind(x) for x in items]
+
+    return parse
+
+
+def _sizes(s: str) -> list[int]:
+    return [parse_size(x) for x in s.split(",") if x.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m thaw_bench", description=__doc__.split("\n\n")[0])
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("emulated cluster (defaults: the scaling in BENCHMARKS.md)")
+    d = ClusterSpec()
+    g.add_argument(
+        "--nodes", type=int, default=d.nodes, help="Thaw workers and Dask workers (default %(default)s)"
+    )
+    g.add_argument("--racks", type=int, default=d.racks)
+    g.add_argument("--slots", type=int, default=d.slots, help="task slots per node (default %(default)s)")
+    g.add_argument("--disk", default=d.disk, help="each node's disk bandwidth (default %(default)s)")
+    g.add_argument("--penalty", type=float, default=d.penalty, help="throughput lost per extra stream")
+    g.add_argument("--block-size", default=d.block_size)
+    g.add_argument("--mem", default=d.mem_capacity, help="MEM tier per node (default %(default)s)")
+    g.add_argument("--heartbeat-ms", type=int, default=d.heartbeat_ms)
+    g.add_argument(
+        "--migration-io",
+        choices=["idle", "normal"],
+        default=d.migration_io,
+        help="migrations read disks only while no job does (idle, default) or as one more stream (normal)",
+    )
+    g.add_argument(
+        "--out", type=Path, default=Path("bench-out"), help="results directory (default %(default)s)"
+    )
+    g.add_argument("--root", help="where the cluster's disks live (default: a temporary directory)")
+    g.add_argument("--repeats", type=int, default=1, help="runs of every configuration (default %(default)s)")
+    d = Delays()
+    g.add_argument(
+        "--locality-wait",
+        type=float,
+        default=d.memory,
+        help="placed configurations: the wait before each step down a locality level, s (CAVA "
+        "Algorithm 1; memory steps scale with the job's cached fraction; default %(default)s)",
+    )
+    g.add_argument(
+        "--max-locality-wait",
+        type=float,
+        default=d.max_wait,
+        help="placed configurations: no task waits longer for a better level, s (default %(default)s)",
+    )
+    g.add_argument(
+        "--locality-wait-runs",
+        type=float,
+        default=d.task_runs,
+        help="placed configurations: no step down waits longer than this many of the tasks' measured "
+        "run times (default %(default)s)",
+    )
+    sub = p.add_subparsers(dest="experiment", required=True)
+    configs = _list(str, CONFIGS)  # type: ignore[arg-type]
+    scenarios = _list(str, SCENARIOS)  # type: ignore[arg-type]
+
+    s = sub.add_parser("swim", parents=[common], help="SWIM trace replay (ignem Tables I-II, dyrs Table I)")
+    s.add_argument("--jobs", type=int, default=200)
+    s.add_argument("--byte-scale", type=float, default=1 / 256)
+    s.add_argument("--time-scale", type=float, default=1 / 800)
+    s.add_argument("--write-scale", type=float, default=0.25, help="shuffle and output bytes, scaled further")
+    s.add_argument("--trace", default="FB-2009_samples_24_times_1hr_0.tsv")
+    s.add_argument("--configs", type=configs, default=["cold", "ram", "ignem", "dyrs", "dyrs-place"])
+    s.add_argument("--scenarios", type=scenarios, default=["homogeneous", "slow-node"])
+    s.add_argument(
+        "--startup",
+        type=float,
+        default=0.0,
+        help="every job's start-up delay after submission, s (a Tez AM launch; default: none, queueing only)",
+    )
+
+    for kind, sizes in (("sort", "256MiB"), ("wordcount", "64MiB,128MiB,256MiB")):
+        k = sub.add_parser(kind, parents=[common], help=f"{kind} over input sizes and added lead-times")
+        k.add_argument("--sizes", type=_sizes, default=_sizes(sizes))
+        k.add_argument("--leads", type=_list(float), default=[0.0], help="added lead-times, s (e.g. 0,5)")
+        k.add_argument("--configs", type=configs, default=["cold", "ram", "ignem", "dyrs"])
+        k.add_argument("--scenario", choices=list(SCENARIOS), default="homogeneous")
+
+    i = sub.add_parser(
+        "interference", parents=[common], help="sort under DYRS, interference patterns (dyrs Table II)"
+    )
+    i.add_argument("--size", type=parse_size, default=parse_size("256MiB"))
+    i.add_argument("--lead", type=float, default=5.0, help="added lead-time, s")
+    i.add_argument(
+        "--period-scale", type=float, default=0.2, help="the paper's 10 s / 20 s periods times this"
+    )
+    i.add_argument(
+        "--scenarios", type=scenarios, default=["slow-node", "alt10", "alt20", "alt10x2", "alt20x2"]
+    )
+    i.add_argument("--config", choices=list(CONFIGS), default="dyrs")
+
+    q = sub.add_parser("sql", parents=[common], help="TPC-H on DuckDB, migrate after planning")
+    q.add_argument("--sf", type=float, default=0.1)
+    q.add_argument("--queries", type=_list(int), default=None)
+    q.add_argument("--configs", type=configs, default=["cold", "ram", "ignem", "dyrs"])
+    q.add_argument("--scenario", choices=list(SCENARIOS), default="slow-node")
+    q.add_argument(
+        "--ahead", type=float, default=2.0, help="seconds the queue is busy before the first query"
+    )
+
+    pp = sub.add_parser(
+        "pipeline",
+        parents=[common],
+        help="Tachyon, section 3's log pipeline by write type, and with a worker killed",
+    )
+    pp.add_argument("--parts", type=int, default=8, help="log partitions (one task per step each)")
+    pp.add_argument("--part-size", type=parse_size, default=parse_size("16MiB"))
+    pp.add_argument("--ufs", default="40MiB/s", help="each node's emulated under-store bandwidth")
+    pp.add_argument("--pipeline-configs", type=_list(str), default=list(pipeline_mod.CONFIGS))
+
+    cava_cli.add_parser(sub)
+
+    sub.add_parser("paper", parents=[common], help="the reduced set of every experiment (under 30 min)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    if a.experiment == "cava":
+        return cava_cli.main_args(a, argv)
+    spec = ClusterSpec(
+        nodes=a.nodes, racks=a.racks, slots=a.slots, disk=a.disk, penalty=a.penalty,
+        block_size=a.block_size, mem_capacity=a.mem, heartbeat_ms=a.heartbeat_ms, migration_io=a.migration_io,
+    )  # fmt: skip
+    t0 = time.time()
+
+    def say(msg: str) -> None:
+        print(f"[{time.time() - t0:7.1f}s] {msg}", flush=True)
+
+    delays = Delays(
+        memory=a.locality_wait,
+        disk=a.locality_wait,
+        max_wait=a.max_locality_wait,
+        task_runs=a.locality_wait_runs,
+    )
+    bench = ex.Bench(spec=spec, out=a.out, say=say, root=a.root, delays=delays)
+    r = a.repeats
+    if a.experiment == "swim":
+        ex.swim(
+            bench, a.jobs, a.byte_scale, a.time_scale, a.write_scale, a.configs, a.scenarios, a.trace,
+            repeats=r, startup=a.startup,
+        )  # fmt: skip
+    elif a.experiment in ("sort", "wordcount"):
+        ex.single(bench, a.experiment, a.sizes, a.leads, a.configs, a.scenario, r)
+    elif a.experiment == "interference":
+        ex.interference(bench, a.size, a.lead, a.period_scale, a.scenarios, a.config, r)
+    elif a.experiment == "sql":
+        ex.sql(bench, a.sf, a.queries, a.configs, a.scenario, a.ahead)
+    elif a.experiment == "pipeline":
+        pipeline_mod.pipeline(
+            a.out, parts=a.parts, part_size=a.part_size, nodes=a.nodes, slots=a.slots, ufs=a.ufs,
+            repeats=r, configs=tuple(a.pipeline_configs), say=say,
+        )  # fmt: skip
+    else:
+        ex.paper(bench)
+    say("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

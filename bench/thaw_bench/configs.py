@@ -1,0 +1,75 @@
+"""What a run of the harness varies: the configuration (:data:`CONFIGS`: the
+migration policy, inputs-in-RAM, the Thaw scheduler plugin) and the scenario
+(:data:`SCENARIOS`: interference on the nodes' disks).
+
+The configurations: the cold baseline (policy none, pages dropped),
+inputs-in-RAM (every input migrated and held in memory before the run: the
+upper bound), Ignem, DYRS, DYRS with smallest-job-first priority, and DYRS with
+memory-locality placement. The scenarios: homogeneous, one slow node
+(persistent interference), or interference switching on and off (DYRS, Table II).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Config:
+    """A migration configuration: the master's policy and priority, the inputs
+    moved into memory before the run or not, and the Thaw scheduler plugin."""
+
+    name: str
+    policy: str
+    priority: str | None = None
+    preload: bool = False  # inputs-in-RAM: all inputs migrated before the run
+    label: str = ""
+    #: The Thaw scheduler plugin: "off", "migrate" (Dask places), "place".
+    plugin: str = "off"
+
+
+CONFIGS: dict[str, Config] = {
+    c.name: c
+    for c in [
+        Config("cold", "none", label="cold (policy none)"),
+        Config("ram", "dyrs", preload=True, label="inputs-in-RAM"),
+        Config(
+            "ram-place",
+            "dyrs",
+            preload=True,
+            label="inputs-in-RAM + memory-locality placement",
+            plugin="place",
+        ),
+        Config("ignem", "ignem", label="Ignem", plugin="migrate"),
+        Config("dyrs", "dyrs", label="DYRS", plugin="migrate"),
+        Config("dyrs-sjf", "dyrs", "smallest-job-first", label="DYRS + smallest-job-first", plugin="migrate"),
+        Config("dyrs-place", "dyrs", label="DYRS + memory-locality placement", plugin="place"),
+    ]
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Interference on the DISK tiers of some nodes: ``nodes`` (indices),
+    ``period`` seconds on and off (0: always on), ``alternate``: when several
+    nodes, one is on while the next is off (DYRS, Table II)."""
+
+    name: str
+    nodes: tuple[int, ...] = ()
+    period: float = 0.0
+    alternate: bool = False
+    streams: int = 2  # the paper's two dd readers
+    label: str = ""
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in [
+        Scenario("homogeneous", label="homogeneous"),
+        Scenario("slow-node", (0,), label="node 1: persistently active"),
+        Scenario("alt10", (0,), 10.0, label="node 1: alternates every 10 s"),
+        Scenario("alt20", (0,), 20.0, label="node 1: alternates every 20 s"),
+        Scenario("alt10x2", (0, 1), 10.0, True, label="nodes 1 and 2: alternate every 10 s"),
+        Scenario("alt20x2", (0, 1), 20.0, True, label="nodes 1 and 2: alternate every 20 s"),
+    ]
+}

@@ -1,3 +1,0 @@
-"""The evaluation harness: an emulated cluster on one machine (or a real one),
-jobs on Dask and DuckDB, and the papers' experiments replayed side by side.
-``python -m thaw.bench --help`` lists the experiments."""
