@@ -18,4 +18,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
 .venv/bin/ruff check python
 .venv/bin/ruff format --check python
+# No source file over 800 lines, no import circle between modules (its rules
+# and reasoned exceptions are in the script).
+.venv/bin/python scripts/check_layout.py
 .venv/bin/python -m pytest python/tests -q
