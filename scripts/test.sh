@@ -19,6 +19,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
 .venv/bin/ruff check python bench
 .venv/bin/ruff format --check python bench
+# No source file over 800 lines, no import circle between modules (its rules
+# and reasoned exceptions are in the script).
+.venv/bin/python scripts/check_layout.py
 # Two sessions: each package's tests under its own pyproject.toml's settings.
 .venv/bin/python -m pytest python/tests -q
 .venv/bin/python -m pytest bench/tests -q

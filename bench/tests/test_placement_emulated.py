@@ -97,7 +97,7 @@ def test_tasks_run_where_their_blocks_are_in_memory(emulated: EmulatedCluster) -
         log = thaw.dask.placements(c)
         assert len(log) == len(files) and all(e["level"] == "worker-memory" for e in log), log
         # The reading tasks' run time was measured (it caps the waits).
-        took = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins["thaw"]._task_time)
+        took = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins["thaw"].placer.task_time)
         assert took is not None and 0 < took < 5, took
     finally:
         c.close()

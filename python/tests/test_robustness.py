@@ -79,7 +79,7 @@ def test_inherited_objects_refuse_io_in_a_forked_child_and_the_parent_is_unharme
         import gc
 
         del f, w, remote
-        thaw.client._natives.clear()
+        thaw._connect._natives.clear()
         gc.collect()
         os.write(wfd, ",".join(out).encode())
         os.close(wfd)

@@ -10,7 +10,8 @@ error is replaced by the server's (:class:`thaw.errors.NotFound`, errno ENOENT),
 chained to pyarrow's; every other filesystem's error is left as it is.
 
 Installed once pyarrow is imported and a :class:`~thaw.ThawFileSystem` is made
-(so ``import thaw`` never imports pyarrow). It wraps a private pyarrow
+(so ``import thaw`` never imports pyarrow); the filesystem hands its class in,
+so this module imports nothing of :mod:`thaw.fs`. It wraps a private pyarrow
 function: ``python/tests/test_polars_and_errors.py`` fails if a pyarrow release
 moves it.
 """
@@ -24,15 +25,15 @@ from typing import Any
 _installed = False
 
 
-def _thaw_fs(filesystem: Any) -> Any:
-    """The ThawFileSystem behind ``filesystem`` (itself, or inside pyarrow's wrapper), or None."""
-    from .fs import ThawFileSystem
-
+def _thaw_fs(filesystem: Any, thaw_fs: type) -> Any:
+    """The ``thaw_fs`` behind ``filesystem`` (itself, or inside pyarrow's wrapper), or None."""
     inner = getattr(getattr(filesystem, "handler", None), "fs", filesystem)
-    return inner if isinstance(inner, ThawFileSystem) else None
+    return inner if isinstance(inner, thaw_fs) else None
 
 
-def install() -> None:
+def install(thaw_fs: type) -> None:
+    """Replaces pyarrow's error for a missing file of a ``thaw_fs`` filesystem
+    (:class:`~thaw.ThawFileSystem`), once, if pyarrow is loaded."""
     global _installed
     if _installed or "pyarrow" not in sys.modules:
         return
@@ -50,7 +51,7 @@ def install() -> None:
         try:
             return original(path, filesystem)
         except FileNotFoundError as bare:
-            fs = _thaw_fs(filesystem)
+            fs = _thaw_fs(filesystem, thaw_fs)
             if fs is None or not isinstance(path, str):
                 raise
             try:

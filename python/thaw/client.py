@@ -1,98 +1,37 @@
-"""The Python client: metadata calls, file objects, put/get, cluster status.
+"""The Python client: metadata calls, security, jobs and migration, lineage,
+file objects, put/get, cluster status.
 
-All I/O runs in the Rust client with the GIL released. A file object reads at
-its own position through one native reader; ``read_buffer`` returns a read-only
-buffer over a block file on this host without copying it (pyarrow uses it when
-it reads through :class:`ThawFile`).
+All I/O runs in the Rust client with the GIL released. Where a ``Client()``
+with no address connects and which job a call carries are in
+:mod:`thaw._context`; the shared native clients in :mod:`thaw._connect`; the
+file objects (:class:`ThawFile`, :class:`ThawWriter`) in :mod:`thaw.files`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import io
 import os
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from types import TracebackType
 from typing import Any
 
-from . import _native, errors, jobs
+from . import _native, errors
+from ._connect import _SETTINGS, _native_client
+from ._context import DEFAULT_MASTER, current_job_id, current_step_master, default_master
 from ._progress import Progress
 from .errors import InvalidArgument
+from .files import ThawFile, ThawWriter
 
-DEFAULT_MASTER: str = _native.DEFAULT_MASTER
-
-# Reads smaller than this are served from a read-ahead buffer (lines, headers,
-# footers); larger ones go straight to the native reader.
-_SMALL_READ = 64 << 10
-_READ_AHEAD = 1 << 20
-
-_clusters: list[Any] = []  # LocalClusters running in this process, latest last
-_natives: dict[tuple[Any, ...], _native.NativeClient] = {}
-_natives_lock = threading.Lock()
-
-
-#: The master of the :func:`thaw.lineage.step` running now, if any: its body's
-#: ``Client()`` and ``thaw://`` paths reach the cluster the step records on.
-current_step_master: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "thaw_step_master", default=None
-)
-
-
-def default_master() -> str:
-    """Where ``Client()`` connects when given no address: the cluster of the
-    :func:`thaw.lineage.step` running now, else the latest
-    :class:`~thaw.LocalCluster` running in this process, else ``THAW_MASTER``,
-    else 127.0.0.1:19998."""
-    step = current_step_master.get()
-    if step:
-        return step
-    if _clusters:
-        return str(_clusters[-1].master)
-    return os.environ.get("THAW_MASTER") or DEFAULT_MASTER
-
-
-#: A client's keyword settings, in the order of ``Client._settings``.
-_SETTINGS = ("host", "rack", "worker", "short_circuit", "read_cache", "token", "secret_file", "tls_ca")
-
-_CREDENTIAL_VARS = ("THAW_TOKEN", "THAW_TOKEN_FILE", "THAW_SECRET_FILE", "THAW_USER", "THAW_TLS_CA")
-
-
-def _credentials(master: str, token: str | None, secret_file: str | None) -> tuple[str | None, str | None]:
-    """What a client proves itself with: its own ``token`` or ``secret_file``,
-    else the secret of the :class:`~thaw.LocalCluster` at ``master`` started in
-    this process with one (if the environment names no credentials), else
-    the environment's (``THAW_TOKEN``, ``THAW_TOKEN_FILE``, ``THAW_SECRET_FILE``)."""
-    if token is not None or secret_file is not None:
-        return token, secret_file
-    if not any(os.environ.get(k) for k in _CREDENTIAL_VARS[:3]):
-        for c in reversed(_clusters):
-            if c.master == master and getattr(c, "secret_file", None):
-                return None, c.secret_file
-    return None, None
-
-
-def _native_client(master: str, settings: tuple[Any, ...]) -> _native.NativeClient:
-    """One native client per (process, master, settings, credentials): clients
-    made for the same cluster share connections; a forked child makes its own."""
-    host, rack, worker, short_circuit, read_cache, token, secret_file, tls_ca = settings
-    token, secret_file = _credentials(master, token, secret_file)
-    if tls_ca is None and not os.environ.get("THAW_TLS_CA"):
-        # The CA of a LocalCluster this process started with TLS.
-        tls_ca = next((c.tls_ca for c in reversed(_clusters) if c.master == master and c.tls_ca), None)
-    env = tuple(os.environ.get(k) for k in _CREDENTIAL_VARS)
-    key = (os.getpid(), master, settings, token, secret_file, tls_ca, env)
-    with _natives_lock:
-        c = _natives.get(key)
-        if c is None:
-            c = _native.NativeClient(
-                master, None, host, rack, worker, short_circuit, read_cache, token, secret_file, tls_ca
-            )
-            _natives[key] = c
-        return c
+# Importable from here, where they were first defined.
+__all__ = [
+    "DEFAULT_MASTER",
+    "Client",
+    "ThawFile",
+    "ThawWriter",
+    "current_step_master",
+    "default_master",
+]
 
 
 class Client:
@@ -148,7 +87,7 @@ class Client:
     def job_id(self) -> str:
         """The job id a call made now carries: the client's own if it was given
         one, else the enclosing :func:`thaw.job`'s, else ``THAW_JOB_ID``."""
-        return self._job_id or jobs.current_job_id() or self._native_base().job_id
+        return self._job_id or current_job_id() or self._native_base().job_id
 
     def native(self, job_id: str | None = None) -> _native.NativeClient:
         """The native client carrying ``job_id`` (default: :attr:`job_id`): a
@@ -664,221 +603,3 @@ def _local_tree(local: str, path: str) -> list[tuple[str, str]]:
         base = path.rstrip("/") if rel == "." else f"{path.rstrip('/')}/{rel}"
         pairs.extend((os.path.join(root, f), f"{base}/{f}") for f in sorted(files))
     return pairs
-
-
-class ThawFile(io.RawIOBase):
-    """A Thaw file open for reading: seekable, with ``read``, ``readinto``,
-    ``readline`` and ``read_buffer`` (zero-copy for local blocks)."""
-
-    mode = "rb"
-
-    def __init__(self, reader: _native.NativeReader) -> None:
-        super().__init__()
-        self._r = reader
-        self.path: str = reader.path
-        self.size: int = reader.length
-        self._pos = 0
-        self._buf = b""
-        self._buf_at = 0  # file offset of _buf[0]
-        self._last_end = 0  # where the last read ended (sequential reads start there)
-
-    @property
-    def name(self) -> str:
-        return self.path
-
-    def __repr__(self) -> str:
-        return f"<ThawFile {self.path!r} size={self.size} pos={self._pos}>"
-
-    def info(self) -> dict[str, Any]:
-        """The file's status when opened, with blocks and replicas."""
-        return self._r.info()
-
-    def stats(self) -> dict[str, int]:
-        """Bytes read so far by source (short_circuit, zero_copy, remote_mem,
-        remote_disk, under_store) and fail-overs."""
-        return self._r.stats()
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        self._check()
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self._check()
-        if whence == io.SEEK_SET:
-            pos = offset
-        elif whence == io.SEEK_CUR:
-            pos = self._pos + offset
-        elif whence == io.SEEK_END:
-            pos = self.size + offset
-        else:
-            raise ValueError(f"invalid whence {whence}")
-        if pos < 0:
-            raise OSError(22, f"negative seek position {pos}")
-        self._pos = pos
-        return pos
-
-    def _check(self) -> None:
-        if self.closed:
-            raise ValueError(f"I/O operation on closed file {self.path}")
-
-    def _buffered(self, n: int) -> bytes | None:
-        """Up to ``n`` bytes at the position from the read-ahead buffer."""
-        i = self._pos - self._buf_at
-        if 0 <= i < len(self._buf):
-            return self._buf[i : i + n]
-        return None
-
-    def _fill(self) -> bytes:
-        """Reads ahead from the position into the buffer; returns the buffer."""
-        self._buf_at = self._pos
-        self._buf = self._r.read_at(self._pos, _READ_AHEAD)
-        return self._buf
-
-    def read(self, size: int | None = -1) -> bytes:
-        self._check()
-        rest = max(self.size - self._pos, 0)
-        n = rest if size is None or size < 0 else min(size, rest)
-        if n == 0:
-            return b""
-        got = self._buffered(n)
-        if got is None and n < _SMALL_READ and self._pos == self._last_end:
-            # Small reads in sequence (a parser's): read ahead. A small read
-            # elsewhere (a footer, an index) reads just what it asks for.
-            got = self._fill()[:n]
-        if got is not None and len(got) < n:
-            got += self._r.read_at(self._pos + len(got), n - len(got))
-        if got is None:
-            got = self._r.read_at(self._pos, n)
-        self._pos += len(got)
-        self._last_end = self._pos
-        return got
-
-    def readall(self) -> bytes:
-        return self.read(-1)
-
-    def read1(self, size: int = -1) -> bytes:
-        return self.read(size)
-
-    def readinto(self, buffer: Any) -> int:
-        self._check()
-        n = self._r.readinto_at(self._pos, buffer)
-        self._pos += n
-        return n
-
-    def read_buffer(self, size: int = -1) -> Any:
-        """``size`` bytes as a buffer-protocol object: over the mapped block files
-        when every block of the range is on this host (no copy), else bytes."""
-        self._check()
-        rest = max(self.size - self._pos, 0)
-        n = rest if size is None or size < 0 else min(size, rest)
-        buf = self._r.read_buffer_at(self._pos, n) if n > 0 else None
-        if buf is None:
-            return self.read(n)
-        self._pos += n
-        return buf
-
-    def readline(self, size: int | None = -1) -> bytes:
-        self._check()
-        limit = None if size is None or size < 0 else size
-        parts = []
-        got = 0
-        while self._pos < self.size and (limit is None or got < limit):
-            chunk = self._buffered(_READ_AHEAD)
-            if chunk is None:
-                chunk = self._fill()
-            if limit is not None:
-                chunk = chunk[: limit - got]
-            nl = chunk.find(b"\n")
-            if nl >= 0:
-                chunk = chunk[: nl + 1]
-            parts.append(chunk)
-            got += len(chunk)
-            self._pos += len(chunk)
-            if nl >= 0:
-                break
-        return b"".join(parts)
-
-    def close(self) -> None:
-        if not self.closed:
-            self._r.close()
-            self._buf = b""
-        super().close()
-
-
-class ThawWriter(io.RawIOBase):
-    """A Thaw file being written. Bytes stream to the workers as they come;
-    ``close`` completes the file. Leaving a ``with`` block on an exception, or
-    dropping the object unclosed, deletes the partial file instead."""
-
-    mode = "wb"
-
-    def __init__(self, writer: _native.NativeWriter) -> None:
-        super().__init__()
-        self._w = writer
-        self.path: str = writer.path
-        self.info: dict[str, Any] | None = None
-        # The exception being handled when the file was opened (if any): one
-        # raised since, still propagating at close, means the write failed.
-        self._exc_at_open = sys.exc_info()[1]
-
-    @property
-    def name(self) -> str:
-        return self.path
-
-    def __repr__(self) -> str:
-        return f"<ThawWriter {self.path!r} written={self._w.written}>"
-
-    def writable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._w.written
-
-    def write(self, data: Any) -> int:
-        if self.closed:
-            raise ValueError(f"I/O operation on closed file {self.path}")
-        return self._w.write(data)
-
-    def flush(self) -> None:
-        """Bytes are already on their way to the workers; durability comes with
-        ``close``."""
-
-    def close(self) -> None:
-        """Completes the file. Called while an exception raised after the file was
-        opened propagates (a wrapper's ``__exit__``: fsspec's ``OpenFile``, text
-        mode, pandas' handles), it deletes the partial file instead."""
-        if self.closed:
-            return
-        failing = sys.exc_info()[1]
-        if failing is not None and failing is not self._exc_at_open:
-            self.discard()
-            return
-        try:
-            self.info = self._w.close()
-        finally:
-            super().close()
-
-    def discard(self) -> None:
-        """Gives the write up: the partial file is deleted."""
-        if not self.closed:
-            self._w.abort()
-            super().close()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is not None:
-            self.discard()
-        else:
-            self.close()
-
-    def __del__(self) -> None:
-        # io.IOBase.__del__ would close (complete) a half-written file.
-        if not self.closed:
-            self._w.abort()

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
+from . import _context
 from . import client as _client
 from .errors import ThawError
 
@@ -268,7 +269,7 @@ class LocalCluster:
             # order; the child does not race it.
             start_new_session=True,
         )
-        _client._clusters.append(self)
+        _context.clusters.append(self)
         _running.add(self)
         deadline = time.monotonic() + timeout
         while not self.master:
@@ -336,8 +337,8 @@ class LocalCluster:
         """Stops the cluster (SIGTERM, then SIGKILL after ``timeout``) and removes
         its state, and the under-store if it made one. Idempotent. In a process
         forked from the one that started it, only forgets it."""
-        if self in _client._clusters:
-            _client._clusters.remove(self)
+        if self in _context.clusters:
+            _context.clusters.remove(self)
         _running.discard(self)
         if os.getpid() != self._owner:
             return

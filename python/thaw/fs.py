@@ -132,7 +132,7 @@ class ThawFileSystem(AbstractFileSystem):
         self.write_type = write_type
         self.default_block_size = int(block_size or 0)
         # pyarrow, if loaded, reports a missing file with the server's message.
-        _arrow_errors.install()
+        _arrow_errors.install(ThawFileSystem)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled into other processes (Dask workers) with the resolved master.
@@ -393,7 +393,7 @@ def arrow_filesystem(fs: ThawFileSystem | None = None) -> Any:
     from pyarrow.fs import FSSpecHandler, PyFileSystem
 
     fs = fs or ThawFileSystem()
-    _arrow_errors.install()
+    _arrow_errors.install(ThawFileSystem)
     return PyFileSystem(FSSpecHandler(fs))
 
 

@@ -28,49 +28,14 @@ import threading
 import time
 import uuid
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .client import Client
+from ._context import current_job_id, enter_job, leave_job
+from .client import Client
+
+__all__ = ["Job", "current_job_id", "job"]
 
 _log = logging.getLogger("thaw.jobs")
-
-_current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("thaw_job", default=None)
-_active: list[Job] = []
-_active_lock = threading.Lock()
-
-
-def current_job_id() -> str | None:
-    """The job id that a read or write started now would carry, if a job is set."""
-    job = _current.get()
-    if job is not None:
-        return job.id
-    dask_job = _dask_task_job()
-    if dask_job is not None:
-        return dask_job
-    with _active_lock:
-        # Nested blocks of one thread: the innermost. Jobs of several threads at
-        # once: a context-less thread belongs to none of them.
-        if _active and len({j._thread for j in _active}) == 1:
-            return _active[-1].id
-    return None
-
-
-def _dask_task_job() -> str | None:
-    """Inside a Dask task: the Thaw job the scheduler plugin gave it (the
-    ``thaw_job`` annotation, see :mod:`thaw.dask`)."""
-    worker_mod = sys.modules.get("distributed.worker")
-    if worker_mod is None:
-        return None
-    key = getattr(worker_mod.thread_state, "key", None)
-    if key is None:
-        return None
-    try:
-        ts = worker_mod.get_worker().state.tasks.get(key)
-    except ValueError:  # not in a worker
-        return None
-    job = (ts.annotations or {}).get("thaw_job") if ts is not None else None
-    return job if isinstance(job, str) else None
 
 
 class Job:
@@ -114,8 +79,7 @@ class Job:
         self.lease = lease
         self._wait = wait
         self._client = client
-        self._token: contextvars.Token[Job | None] | None = None
-        self._thread = 0
+        self._token: contextvars.Token[str | None] | None = None
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self.remigrations = 0
@@ -127,8 +91,6 @@ class Job:
         return f"Job({self.id!r})"
 
     def client(self) -> Client:
-        from .client import Client
-
         return self._client or Client()
 
     def __enter__(self) -> Job:
@@ -136,10 +98,7 @@ class Job:
             raise RuntimeError(f"{self!r} is already entered")
         if self.inputs:
             self.migrate()
-        self._token = _current.set(self)
-        self._thread = threading.get_ident()
-        with _active_lock:
-            _active.append(self)
+        self._token = enter_job(self, self.id)
         if self._measure or self.cache_affinity is not None:
             from .usage import JobReporter
 
@@ -172,12 +131,8 @@ class Job:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._token is not None:
-            _current.reset(self._token)
-            self._token = None
-        with _active_lock:
-            if self in _active:
-                _active.remove(self)
+        leave_job(self, self._token)
+        self._token = None
         if self._usage is not None:
             self._usage.stop()
             self._usage = None

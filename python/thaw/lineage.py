@@ -37,7 +37,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from .client import Client, current_step_master
+from ._context import current_step_master
+from .client import Client
 
 __all__ = ["get", "ls", "rerun", "step", "submit"]
 

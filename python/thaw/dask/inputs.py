@@ -1,7 +1,8 @@
 """Finding the Thaw files a Dask task reads, from its task spec alone, so a
 user names nothing: fsspec ``OpenFile``s (``read_csv``, ``read_text``), a reader
 holding a Thaw filesystem as ``fs`` (``read_parquet``), zarr arrays on a Thaw
-store (``from_zarr``: the chunk files of the task's region)."""
+store (``from_zarr``: the chunk files of the task's region); or from the
+``thaw_inputs`` annotation (:func:`graph_reads`, for a submitted graph)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..fs import ThawFileSystem
+from .annotations import INPUTS_ANNOTATION
 
 # How deep a task spec is searched for inputs: read tasks hold their paths a
 # few levels down (Task -> args -> dict -> tuple -> str).
@@ -133,3 +135,69 @@ def _zarr_inputs(x: Any) -> set[tuple[str, str]]:
     """A zarr array met outside a getter: its directory (every chunk file)."""
     z = zarr_array(x)
     return {(z[0], z[1])} if z else set()
+
+
+def graph_reads(
+    scheduler: Any, tasks: Iterable[Any], annotations: dict[str, Any], master: str
+) -> tuple[dict[Any, set[tuple[str, str]]], dict[Any, list[tuple[str, int, int]]]]:
+    """What the ``tasks`` of a graph just submitted to ``scheduler`` read: per
+    task key, its Thaw files as (master, path), and the byte ranges of those
+    annotated with ranges. ``annotations``: the graph's, by name then key;
+    ``master``: the one for annotated paths that name none."""
+    named = annotations.get(INPUTS_ANNOTATION, {})
+    reads: dict[Any, set[tuple[str, str]]] = {}
+    ranges: dict[Any, list[tuple[str, int, int]]] = {}
+    for key in tasks:
+        ts = scheduler.tasks.get(key)
+        if ts is None or ts.run_spec is None:
+            continue
+        found: set[tuple[str, str]] = set()
+        given = named.get(key) or (ts.annotations or {}).get(INPUTS_ANNOTATION)
+        if given:
+            for item in [given] if isinstance(given, (str, dict)) else given:
+                path, span = _annotated_input(item)
+                url = path if path.startswith("thaw://") else f"thaw://{path}"
+                here = find_inputs(url, master)
+                found |= here
+                if span is not None:
+                    ranges.setdefault(key, []).extend((p, *span) for _, p in here)
+        elif not ts.dependencies:
+            value = getattr(ts.run_spec, "value", ts.run_spec)
+            # A from_zarr array node: its getters read the chunks.
+            found = set() if zarr_array(value) else find_inputs(ts.run_spec)
+        else:
+            found = _zarr_getter_inputs(ts)
+        if found:
+            reads[key] = found
+    return reads, ranges
+
+
+def _annotated_input(item: Any) -> tuple[str, tuple[int, int] | None]:
+    """One ``thaw_inputs`` item: a path or URL, ``(path, offset, length)``, or
+    ``{"path": ..., "offset": ..., "length": ...}``."""
+    if isinstance(item, dict):
+        return str(item["path"]), (
+            int(item.get("offset", 0)),
+            int(item["length"]),
+        ) if "length" in item else None
+    if isinstance(item, (tuple, list)):
+        if len(item) != 3:
+            raise ValueError(f"a thaw_inputs range is (path, offset, length), not {item!r}")
+        return str(item[0]), (int(item[1]), int(item[2]))
+    return str(item), None
+
+
+def _zarr_getter_inputs(ts: Any) -> set[tuple[str, str]]:
+    """A from_zarr getter reading from an array node (the default,
+    ``inline_array=False``): the chunk files of its region."""
+    from dask._task_spec import DataNode, Task
+
+    if len(ts.dependencies) != 1 or not isinstance(ts.run_spec, Task):
+        return set()
+    (dep,) = ts.dependencies
+    spec = dep.run_spec
+    z = zarr_array(spec.value if isinstance(spec, DataNode) else spec)
+    region = region_of(ts.run_spec.args) if z else None
+    if z is None or region is None:
+        return set()
+    return {(z[0], f) for f in zarr_chunk_files(z[1], z[2], region)}

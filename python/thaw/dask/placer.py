@@ -2,7 +2,8 @@
 Dask): reading tasks held in state no-worker, rounds of offers of the free slots,
 each job's launches, and where the blocks are (asked of the master on a thread
 of its own). What to launch on an offered slot is decided by the pure
-:mod:`thaw.dask.placement`."""
+:mod:`thaw.dask.placement`; the plugin (:mod:`thaw.dask.plugin`) owns a
+:class:`Placer` and calls it, and the placer calls nothing of the plugin's."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from . import placement as pl
+from .contact import ThawContact
 from .job import DaskJob, Held
 
 #: The worker restriction that holds a task back until the plugin places it: no
@@ -45,7 +47,7 @@ class _Levels:
 
 @dataclass
 class _Round:
-    """One round of offers (:meth:`Placement._place`): its time, and
+    """One round of offers (:meth:`Placer._place`): its time, and
     per job its running tasks, its held tasks ready now, its cached fraction."""
 
     now: float
@@ -58,20 +60,26 @@ class _Round:
 SETTLED_REFRESH = 1.0
 
 
-class Placement:
-    """The placement half of :class:`thaw.dask.ThawSchedulerPlugin` (a mixin:
-    the plugin calls :meth:`_init_placement`, starts the threads and calls
-    these; these use its settings and jobs below, and call its ``_client``,
-    ``_warn`` and ``_unhold``)."""
+class Placer:
+    """Places the held reading tasks of the scheduler plugin's jobs.
 
-    # The plugin's.
-    scheduler: Any
-    jobs: dict[str, DaskJob]
-    placement: bool
-    delays: pl.Delays
-    _stop: threading.Event
+    ``jobs``: the plugin's live jobs (the plugin adds and removes them; the
+    placer reads them and the tasks' launch state). ``contact``: the way to the
+    Thaw masters, for block locations and warnings. ``placement``: False only
+    hands tasks held for a start-up to Dask when they are due. The plugin calls
+    :meth:`start` and :meth:`stop`, :meth:`locate` for each new job,
+    :meth:`wake` when tasks become ready or end, :meth:`place_now` on its tick,
+    :meth:`ran` with each reading task's run time, :meth:`unhold` and
+    :meth:`forget` when a job ends."""
 
-    def _init_placement(self) -> None:
+    def __init__(
+        self, jobs: dict[str, DaskJob], contact: ThawContact, *, placement: bool, delays: pl.Delays
+    ) -> None:
+        self.scheduler: Any = None
+        self.jobs = jobs
+        self.placement = placement
+        self.delays = delays
+        self._contact = contact
         # Block replicas of the files of jobs with tasks to place, by (master,
         # path), refreshed by the locator thread; ``_file_version`` gives a
         # file a new number each time its blocks change, so a held task's levels
@@ -85,27 +93,64 @@ class Placement:
         self._versions = itertools.count(1)
         self._memo: dict[Any, _Levels] = {}
         self._thaw_workers: list[dict[str, Any]] = []
+        self._workers_polled = 0.0
         self._place_soon = False
-        # Run time of every job's reading tasks (s, moving average): the wait
-        # cap of a job none of whose tasks has run yet.
-        self._task_time: float | None = None
+        #: Run time of every job's reading tasks (s, moving average): the wait
+        #: cap of a job none of whose tasks has run yet.
+        self.task_time: float | None = None
         #: Every launch (see :func:`thaw.dask.placements`).
         self.launch_log: list[dict[str, Any]] = []
         # New jobs whose block locations placement needs (see _locate_loop).
         self._to_locate: queue.Queue[DaskJob | None] = queue.Queue()
+        self._stop = threading.Event()
+        self._locator: threading.Thread | None = None
 
-    def _wake(self) -> None:
+    def start(self, scheduler: Any) -> None:
+        """Places on ``scheduler``'s tasks; with placement, starts asking where
+        blocks are."""
+        self.scheduler = scheduler
+        self._stop.clear()
+        if self.placement:
+            self._locator = threading.Thread(target=self._locate_loop, name="thaw-dask-locate", daemon=True)
+            self._locator.start()
+
+    def stop(self) -> None:
+        """Stops the locator thread (:meth:`join` waits for it)."""
+        self._stop.set()
+        self._to_locate.put(None)
+
+    def join(self, timeout: float) -> None:
+        if self._locator is not None:
+            self._locator.join(timeout)
+
+    def locate(self, job: DaskJob) -> None:
+        """A new job: where its blocks are is asked at once (its tasks wait for it)."""
+        if self.placement:
+            self._to_locate.put(job)
+
+    def ran(self, job: DaskJob, took: float) -> None:
+        """One of ``job``'s reading tasks ran for ``took`` seconds: the job's and
+        every job's moving averages (the waits are capped by them)."""
+        job.task_time = _average(job.task_time, took)
+        self.task_time = _average(self.task_time, took)
+
+    def forget(self, job: DaskJob) -> None:
+        """An ended job's tasks need no levels any more."""
+        for k in job.reads:
+            self._memo.pop(k, None)
+
+    def wake(self) -> None:
         """Offers free slots soon (after the current transitions finish)."""
         if not self._place_soon:
             self._place_soon = True
-            asyncio.get_running_loop().call_soon(self._place_now)
+            asyncio.get_running_loop().call_soon(self.place_now)
 
-    def _place_now(self) -> None:
+    def place_now(self) -> None:
         self._place_soon = False
         try:
             self._place()
         except Exception as e:  # a placement bug must not stop the scheduler
-            self._warn(f"placement failed: {e!r}")
+            self._contact.warn(f"placement failed: {e!r}")
 
     def _place(self) -> None:
         from distributed.core import Status
@@ -124,7 +169,7 @@ class Placement:
         jobs = [self.jobs[i] for i in ready if i in self.jobs]
         if not self.placement:
             for job in jobs:  # held only for a start-up: now Dask places them
-                self._unhold(job, due=now)
+                self.unhold(job, due=now)
             return
         for i, due in ready.items():
             ready[i] = [(k, h) for k, h in due if k in tasks and tasks[k].state == "no-worker"]
@@ -138,6 +183,22 @@ class Placement:
             for _ in range(_free_slots(ws, saturation)):
                 if not self._offer(jobs, ws, at, everywhere, round_):
                     break
+
+    def unhold(self, job: DaskJob, due: float | None = None) -> None:
+        """Hands the job's held tasks (those due by ``due``, default all) to Dask."""
+        recommendations = {}
+        for key in list(job.waiting):
+            held, ts = job.held[key], self.scheduler.tasks.get(key)
+            if ts is None or HOLD not in (ts.worker_restrictions or ()):
+                continue
+            if due is not None and (held.start > due or not held.ready):
+                continue
+            ts.worker_restrictions = set()
+            job.set_launched(key, True)
+            if ts.state == "no-worker":
+                recommendations[key] = "processing"
+        if recommendations:
+            self.scheduler.transitions(recommendations, stimulus_id=f"thaw-unhold-{time.time()}")
 
     def _offer(
         self, jobs: list[DaskJob], ws: Any, at: pl.Place, places: frozenset[pl.Place], round_: _Round
@@ -153,7 +214,7 @@ class Placement:
                 continue
             candidates = [self._candidate(job, key, h, at, places, now) for key, h in due]
             waited = 0.0 if job.declined_since is None else now - job.declined_since
-            task_time = job.task_time if job.task_time is not None else self._task_time
+            task_time = job.task_time if job.task_time is not None else self.task_time
             cached = round_.cached.get(job.id)
             if cached is None:
                 cached = round_.cached[job.id] = self._cached(job)
@@ -312,11 +373,11 @@ class Placement:
         fresh: dict[tuple[str, str], list[tuple[int, int, list[pl.Replica]]]] = {}
         for master, path in want - settled:
             try:
-                st = self._client(master).stat(path, blocks=True)
+                st = self._contact.client(master).stat(path, blocks=True)
             except NotFound:
                 continue
             except Exception as e:
-                self._warn(f"block locations of {path} at {master}: {e}")
+                self._contact.warn(f"block locations of {path} at {master}: {e}")
                 continue
             fresh[(master, path)] = [
                 (
@@ -330,13 +391,15 @@ class Placement:
                 for b in st.get("blocks", [])
             ]
             self._polled[(master, path)] = now
-        if time.monotonic() - getattr(self, "_workers_polled", 0.0) > 1.0:
+        if time.monotonic() - self._workers_polled > 1.0:
             self._workers_polled = time.monotonic()
             try:
                 master = next(iter(want))[0]
-                self._thaw_workers = [w for w in self._client(master).status()["workers"] if w["alive"]]
+                self._thaw_workers = [
+                    w for w in self._contact.client(master).status()["workers"] if w["alive"]
+                ]
             except Exception as e:
-                self._warn(f"Thaw workers at {master}: {e}")
+                self._contact.warn(f"Thaw workers at {master}: {e}")
         changed = [k for k, v in fresh.items() if known.get(k) != v]
         if only is None:
             fresh.update((k, known[k]) for k in settled)
@@ -353,6 +416,11 @@ class Placement:
         self._file_version = versions
         for job in asked:
             job.located = True
+
+
+def _average(old: float | None, sample: float) -> float:
+    """A moving average of task run times (weight 0.3 on the new sample)."""
+    return sample if old is None else 0.7 * old + 0.3 * sample
 
 
 def launch_summary(launches: list[tuple[int, float, bool]]) -> dict[str, Any]:
