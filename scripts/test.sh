@@ -40,9 +40,11 @@ setup_pid=$!
 step fmt cargo fmt --all --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step layout python3 scripts/check_layout.py
+# The test build also makes target/debug/thaw, the binary the venv gets.
+step rust-build cargo test --workspace --locked --no-run
 # The venv: the package, and SeaweedFS (`weed`), moto (`moto_server`) and
 # cargo-nextest, which the Rust tests need.
-step python-env ./scripts/python-env.sh debug
+step python-env env THAW_BIN=target/debug/thaw ./scripts/python-env.sh debug
 wait_setup() {
   local rc=0
   wait "$setup_pid" || rc=$?
@@ -51,7 +53,6 @@ wait_setup() {
   return "$rc"
 }
 step system-setup wait_setup
-step rust-build .venv/bin/cargo-nextest nextest run --workspace --locked --no-run
 step rust-tests .venv/bin/cargo-nextest nextest run --workspace --locked
 step ruff .venv/bin/ruff check python bench
 step ruff-format .venv/bin/ruff format --check python bench
