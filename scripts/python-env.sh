@@ -5,6 +5,7 @@
 # `thaw_bench` (editable: bench/thaw_bench is used in place), and the `thaw`
 # binary beside the venv's python, where thaw.LocalCluster finds it.
 #   scripts/python-env.sh [debug|release]     (default debug)
+#   THAW_BIN=target/debug/thaw scripts/python-env.sh debug   (install that binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${1:-debug}"
@@ -23,9 +24,17 @@ if [ "$(cat .venv/.requirements.sha256 2>/dev/null)" != "$want" ]; then
 fi
 flags=()
 [ "$profile" = release ] && flags=(--release)
-cargo build --locked -p thaw-cli "${flags[@]}"
+# THAW_BIN: a `thaw` binary built already (scripts/test.sh passes the one its test
+# build made: building `-p thaw-cli` alone would resolve dependency features
+# differently from the workspace's test build and compile tokio and its
+# dependents a second time).
+bin="${THAW_BIN:-}"
+if [ -z "$bin" ]; then
+  cargo build --locked -p thaw-cli "${flags[@]}"
+  bin="target/$profile/thaw"
+fi
 (cd python && VIRTUAL_ENV="$PWD/../.venv" PATH="$PWD/../.venv/bin:$PATH" maturin develop --quiet "${flags[@]}")
-install -m 755 "target/$profile/thaw" .venv/bin/thaw
+install -m 755 "$bin" .venv/bin/thaw
 # The harness: its dependencies are among the pinned requirements above (--no-deps
 # keeps those pins the only versions); again only when bench/pyproject.toml changes
 # or the package is missing.

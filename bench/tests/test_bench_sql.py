@@ -15,6 +15,10 @@ from thaw_bench import sql
 from thaw_bench.cluster import ClusterSpec, EmulatedCluster
 from thaw_bench.configs import CONFIGS, SCENARIOS
 
+# Its queries' submit and start times are checked against the one-slot queue's
+# pacing: run alone, after the parallel run (scripts/test.sh).
+pytestmark = pytest.mark.serial
+
 QUERIES = [3, 6, 14]
 # The tables each query reads, by the TPC-H specification (the hook must find
 # them in the plan by itself).

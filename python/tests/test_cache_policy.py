@@ -86,6 +86,7 @@ def _burn(seconds: float) -> None:
         x += 1
 
 
+@pytest.mark.serial
 def test_applications_are_classified_from_measured_cpu_and_writes(
     tmp_path: Path,
 ) -> None:
@@ -136,6 +137,7 @@ def test_applications_are_classified_from_measured_cpu_and_writes(
         assert "bad" not in {a["job_id"] for a in client.cache_report()["apps"]}
 
 
+@pytest.mark.serial
 def test_dask_tasks_are_measured_per_job_and_an_annotation_declares_an_affinity(tmp_path: Path) -> None:
     dask = pytest.importorskip("dask")
     distributed = pytest.importorskip("distributed")
