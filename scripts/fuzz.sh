@@ -3,7 +3,7 @@
 # bolero's random engine, stable toolchain) and prints how many inputs each
 # ran; a failing input is printed and kept by bolero under
 # crates/thaw-fuzz/tests/__fuzz__/<target>/crashes (commit it with the fix:
-# every later `cargo test` replays it). RELIABILITY.md has the figures.
+# every later `cargo test` replays it). docs/reliability.md has the figures.
 #   scripts/fuzz.sh [SECONDS] [TARGET]        e.g. scripts/fuzz.sh 600 data_stream
 # Coverage-guided, with libFuzzer (cargo install cargo-bolero first; on this
 # machine the build did not link yet: undefined __sanitizer_cov_* symbols in the

@@ -13,8 +13,9 @@ The rule, so that a writer knows what counts:
   sample output (`--lease` defaults to `10m`, `--timeout` (`5 s`)), so a setting is
   written as code and is never taken for a measurement. HTML comments and link
   targets are skipped too.
-- BENCHMARKS.md and RELIABILITY.md are records of measurements themselves (their
-  tables move into results/); they are not checked here.
+- BENCHMARKS.md is a record of measurements itself (its tables are checked against
+  results/ by test_results_files.py); it is not checked here. docs/reliability.md
+  is checked both ways.
 
 A figure is found when its number, as a value (`0.80` and `0.8` are equal;
 thousands commas ignored; a percentage also as a fraction, `95.8%` as `0.958`),

@@ -1,6 +1,6 @@
-"""BENCHMARKS.md and results/ agree: every results file parses and says how it was
-made (command, commit, date), its commit is in the history, and every number of a
-table in BENCHMARKS.md is in the results file the table links to."""
+"""BENCHMARKS.md, docs/reliability.md and results/ agree: every results file parses
+and says how it was made (command, commit, date), its commit is in the history, and
+every number of a table in those pages is in the results file the table links to."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
+# The pages whose tables are records of measurements, each linking its results files.
+RECORDS = [BENCHMARKS, ROOT / "docs" / "reliability.md"]
 
-RESULTS_LINE = re.compile(r"^Results: \[results/([a-z0-9-]+\.json)\]\(results/\1\)")
-ROW_LINK = re.compile(r"\(results/([a-z0-9-]+\.json)\)")
+RESULTS_LINE = re.compile(r"^Results: \[results/([a-z0-9-]+\.json)\]\((?:\.\./)?results/\1\)")
+ROW_LINK = re.compile(r"\((?:\.\./)?results/([a-z0-9-]+\.json)\)")
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 NOT_A_RESULT = "<!-- not a result"
 
@@ -72,8 +74,8 @@ def test_a_results_file_says_how_it_was_made(path: Path) -> None:
     assert data.get("rows") or data.get("figures"), f"{path.name}: no rows or figures"
     assert re.fullmatch(r"[0-9a-f]{7,40}", data["commit"]), f"{path.name}: commit {data['commit']!r}"
     assert re.match(r"\d{4}-\d{2}-\d{2}", data["date"]), f"{path.name}: date {data['date']!r}"
-    headings = {m.group(1) for m in re.finditer(r"^#{2,4} (.*)$", BENCHMARKS.read_text(), re.M)}
-    assert data["section"] in headings, f"{path.name}: section {data['section']!r} is no heading"
+    headings = {m.group(1) for page in RECORDS for m in re.finditer(r"^#{2,4} (.*)$", page.read_text(), re.M)}
+    assert data["section"] in headings, f"{path.name}: section {data['section']!r} is no heading of {RECORDS}"
 
 
 def _shallow() -> bool:
@@ -95,36 +97,49 @@ def test_a_results_file_names_a_commit_in_the_history(path: Path) -> None:
         assert found.returncode == 0, f"{path.name}: commit {c} is not in the history"
 
 
-def test_every_table_of_benchmarks_links_its_results_and_the_numbers_agree() -> None:
-    lines = BENCHMARKS.read_text().split("\n")
-    linked: set[str] = set()
+def _check_tables(page: Path) -> set[str]:
+    """Checks every table of `page` against the results file it links; returns the
+    names of the results files the page links (after a table, or after prose)."""
+    lines = page.read_text().split("\n")
+    name_of = page.relative_to(ROOT)
+    linked = {m.group(1) for m in map(RESULTS_LINE.match, lines) if m}
     for first, last in _tables(lines):
         after = _next_text(lines, last)
         table = lines[first : last + 1]
         m = RESULTS_LINE.match(after)
         if m:
             name = m.group(1)
-            linked.add(name)
             stored = (RESULTS / name).read_text()
             missing = sorted(n for n in _numbers("\n".join(table)) if n not in stored)
-            assert not missing, f"BENCHMARKS.md line {first + 1}: {missing} not in results/{name}"
+            assert not missing, f"{name_of} line {first + 1}: {missing} not in results/{name}"
             continue
         if any(ROW_LINK.search(row) for row in table[2:]):
             # A summary: each row's figures are in the results files that row links.
             for k, row in enumerate(table[2:], start=first + 3):
                 names = ROW_LINK.findall(row)
-                assert names, f"BENCHMARKS.md line {k}: a summary row without a results file"
+                assert names, f"{name_of} line {k}: a summary row without a results file"
                 stored = "".join((RESULTS / n).read_text() for n in names)
                 figures = " ".join(_cells(row)[1:-1])
                 missing = sorted(n for n in _numbers(figures) if n not in stored)
-                assert not missing, f"BENCHMARKS.md line {k}: {missing} not in {names}"
+                assert not missing, f"{name_of} line {k}: {missing} not in {names}"
                 linked.update(names)
             continue
         assert after.startswith(NOT_A_RESULT), (
-            f"BENCHMARKS.md line {first + 1}: a table with no results file (or {NOT_A_RESULT} ... -->)"
+            f"{name_of} line {first + 1}: a table with no results file (or {NOT_A_RESULT} ... -->)"
         )
+    return linked
+
+
+@pytest.mark.parametrize("page", RECORDS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_table_links_its_results_and_the_numbers_agree(page: Path) -> None:
+    _check_tables(page)
+
+
+def test_every_results_file_is_linked_from_a_page_of_records() -> None:
+    linked = set().union(*(_check_tables(p) for p in RECORDS))
     unlinked = sorted({p.name for p in _files()} - linked)
-    assert not unlinked, f"results files no table of BENCHMARKS.md links: {unlinked}"
+    pages = [str(p.relative_to(ROOT)) for p in RECORDS]
+    assert not unlinked, f"results files no page of {pages} links: {unlinked}"
 
 
 def test_the_links_inside_benchmarks_lead_somewhere() -> None:
@@ -140,3 +155,9 @@ def test_a_wrong_number_is_caught() -> None:
     """The number check fails when a table and its file disagree."""
     assert "0.84" not in "0.83 | 9094"
     assert _numbers("| **0.83** | 9,094 MiB/s | [x](results/a-1.json) |") == {"0.83", "9,094"}
+
+
+def test_a_results_line_links_its_file_from_the_root_or_from_docs() -> None:
+    assert RESULTS_LINE.match("Results: [results/a-1.json](results/a-1.json) · run: `x`")
+    assert RESULTS_LINE.match("Results: [results/a-1.json](../results/a-1.json) · run: `x`")
+    assert not RESULTS_LINE.match("Results: [results/a-1.json](../results/b-2.json)")

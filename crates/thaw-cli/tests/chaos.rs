@@ -1,5 +1,5 @@
 //! A short version of the randomized fault campaign (`thaw_testkit::chaos`;
-//! `thaw-bench chaos --cycles 100` runs the long one, RELIABILITY.md): a few
+//! `thaw-bench chaos --cycles 100` runs the long one, docs/reliability.md): a few
 //! cycles of mixed load from 3 clients at once while a fault goes on (kill -9
 //! or SIGSTOP of a worker or the master, a worker's tier filled), each
 //! followed by the checks. It must find nothing.

@@ -5,7 +5,7 @@
 //! fixed point, a loaded namespace is a tree whose every path leads back to
 //! its inode.
 //!
-//! They run (RELIABILITY.md, "Fuzzing"):
+//! They run (docs/reliability.md, "Damaged input"):
 //! - under `cargo test -p thaw-fuzz` (part of `make test`): bolero feeds each
 //!   target random inputs for a second, after the regression inputs kept in
 //!   `tests/__fuzz__/` (one per bug found);

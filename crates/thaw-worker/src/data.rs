@@ -107,7 +107,7 @@ pub async fn serve(worker: Arc<Worker>, listener: TcpListener, shutdown: Cancell
             // open that evict one another. Waiting in each connection's own
             // task instead let such a flood reconnect unpaced (340,000
             // connections in 15 s) and cut readers beside it to 0.17x.
-            // (RELIABILITY.md, "Load under attack".)
+            // (docs/reliability.md, "Load under attack".)
             let wait = tokio::time::timeout(std::time::Duration::from_secs(1), permits.clone().acquire_owned());
             permit = wait.await.ok().and_then(Result::ok);
             tracing::debug!(%peer, "closed the longest-idle connection to take a new one");
