@@ -1,6 +1,7 @@
 //! The master's side of asynchronous checkpointing (Tachyon, section 2.7): orders
 //! to workers with their heartbeats, the persist call, and moving a finished
-//! checkpoint to its file's path. The order itself is `crate::checkpoint`.
+//! checkpoint to its file's path. The order itself (the decision) is
+//! [`crate::checkpoint_order`].
 
 use std::time::Instant;
 
@@ -9,7 +10,7 @@ use thaw_common::proto::*;
 use thaw_common::{Result, ThawError};
 
 use super::{Master, State};
-use crate::checkpoint::{Checkpoints, Order};
+use crate::checkpoint_order::{Checkpoints, Order};
 use crate::namespace::{Namespace, ROOT_ID};
 
 /// The files waiting for a checkpoint after a (re)start: every complete,
@@ -124,7 +125,7 @@ impl Master {
     }
 
     /// Has a file written now (`thaw fs persist`): in the worker's asked-for
-    /// lane, beside its background checkpoint (see `crate::checkpoint`). A
+    /// lane, beside its background checkpoint (see `crate::checkpoint_order`). A
     /// persisted file answers at once; a directory, an incomplete file or a
     /// lost one is an error.
     pub async fn persist(&self, req: PersistRequest) -> Result<PersistResponse> {

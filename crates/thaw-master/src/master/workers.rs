@@ -394,7 +394,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("ufs")).unwrap();
         let ufs = dir.path().join("ufs").display().to_string();
-        let mut config = crate::MasterConfig::new(dir.path().join("journal"), ufs);
+        let mut config = crate::config::MasterConfig::new(dir.path().join("journal"), ufs);
         config.worker_timeout = timeout;
         config.heartbeat_interval = Duration::from_millis(100);
         (Master::open(config).unwrap(), dir)

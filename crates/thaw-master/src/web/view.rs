@@ -8,7 +8,7 @@ use thaw_common::proto::*;
 use thaw_common::size::format_size;
 
 use super::query::{file_href, files_href};
-use crate::Master;
+use crate::master::Master;
 
 /// The one stylesheet, served at `/style.css`.
 pub const CSS: &str = include_str!("style.css");
