@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use thaw_common::ids::{block_count, block_id, block_length, file_of_block};
 use thaw_common::proto::*;
+use thaw_common::write_type;
 use thaw_common::{Result, ThawError, now_ms, path};
 use thaw_ufs::UnderStore;
 
@@ -114,7 +115,7 @@ impl State {
             .collect();
         let now = Instant::now();
         for (f, _, complete, path) in &gone {
-            if !complete && self.ns.get(*f).is_some_and(|i| is_persisted_write(i.rec.write_type())) {
+            if !complete && self.ns.get(*f).is_some_and(|i| write_type::of(i.rec.write_type()).writes_under_store) {
                 self.deleted_writes.insert(*f, (path.clone(), now));
             }
         }
@@ -145,10 +146,6 @@ pub struct Master {
     ufs_moves: tokio::sync::Mutex<()>,
     /// Wakes the workflow manager before its next tick (a loss, a request, a run's end).
     pub(crate) recompute_soon: tokio::sync::Notify,
-}
-
-fn is_persisted_write(wt: WriteType) -> bool {
-    matches!(wt, WriteType::CacheThrough | WriteType::Through)
 }
 
 impl Master {

@@ -202,12 +202,8 @@ impl Cluster {
         write_type: WriteType,
         replication: u32,
     ) -> Result<Vec<&WorkerEntry>> {
-        let (tier, count) = match write_type {
-            WriteType::MustCache | WriteType::CacheThrough | WriteType::AsyncThrough => (Some(Tier::Mem), 1),
-            WriteType::Through => (None, 1),
-            WriteType::ReplicatedDisk => (Some(Tier::Disk), replication.max(1) as usize),
-            WriteType::Unspecified => return Err(ThawError::invalid("write type is unspecified")),
-        };
+        let meaning = thaw_common::write_type::known(write_type)?;
+        let (tier, count) = (meaning.tier, meaning.copies(replication));
         let mut candidates: Vec<&WorkerEntry> = self
             .nearest_workers(client)
             .into_iter()

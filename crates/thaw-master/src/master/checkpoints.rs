@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use thaw_common::ids::{block_count, block_id};
 use thaw_common::proto::*;
+use thaw_common::write_type;
 use thaw_common::{Result, ThawError};
 
 use super::{Master, State};
@@ -19,7 +20,7 @@ pub(super) fn waiting_from(ns: &Namespace, order: Order) -> Checkpoints {
     let mut cp = Checkpoints::new(order);
     for f in ns.files_under(ROOT_ID) {
         let r = &ns.get(f).expect("listed").rec;
-        if r.complete && !r.persisted && (r.write_type() == WriteType::AsyncThrough || r.persist_requested) {
+        if r.complete && !r.persisted && (write_type::of(r.write_type()).checkpointed || r.persist_requested) {
             cp.add(f, r.mtime_ms, r.temporary, r.persist_requested);
         }
     }

@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use thaw_common::ids::{MAX_BLOCKS_PER_FILE, block_count, block_id, block_length};
 use thaw_common::proto::*;
+use thaw_common::write_type;
 use thaw_common::{MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, Result, ThawError, now_ms, path};
 
-use super::{MAX_WRITER_NAME, Master, is_persisted_write, permissions, take_crcs};
+use super::{MAX_WRITER_NAME, Master, permissions, take_crcs};
 use crate::namespace::NewInode;
 
 impl Master {
@@ -20,11 +21,13 @@ impl Master {
         let Some((name, parent_comps)) = comps.split_last() else {
             return Err(ThawError::is_dir("/ is a directory"));
         };
-        let write_type = WriteType::try_from(req.write_type)
+        let meaning = WriteType::try_from(req.write_type)
             .ok()
-            .filter(|w| *w != WriteType::Unspecified)
+            .map(write_type::of)
+            .filter(|m| m.is_known())
             .ok_or_else(|| ThawError::invalid(format!("unknown write type {}", req.write_type)))?;
-        if req.temporary && write_type != WriteType::AsyncThrough {
+        let write_type = meaning.write_type;
+        if req.temporary && !meaning.checkpointed {
             return Err(ThawError::invalid(
                 "temporary applies to async-through writes (the only ones checkpointed in the background)",
             ));
@@ -146,12 +149,13 @@ impl Master {
             }
             (st.ns.path_of(req.file_id), ino.rec.write_type(), ino.rec.block_size)
         };
+        let meaning = write_type::of(write_type);
         let blocks = block_count(req.length, block_size);
         if blocks > MAX_BLOCKS_PER_FILE {
             return Err(ThawError::invalid(format!("{} blocks is more than a file may have", blocks)));
         }
         let mut ufs_mtime = 0;
-        if is_persisted_write(write_type) {
+        if meaning.writes_under_store {
             let st = self.ufs.stat(&p).await?.ok_or_else(|| {
                 ThawError::precondition(format!("{p}: the under-store copy is missing; the write did not finish"))
             })?;
@@ -167,7 +171,7 @@ impl Master {
         if st.ns.get(req.file_id).is_none_or(|i| i.rec.complete) {
             return Err(ThawError::precondition(format!("{p} changed while completing")));
         }
-        if write_type != WriteType::Through {
+        if meaning.tier.is_some() {
             for index in 0..blocks {
                 let want = block_length(req.length, block_size, index);
                 let have = st.cluster.block(block_id(req.file_id, index));
@@ -182,7 +186,7 @@ impl Master {
                     // A cache-through file's blocks are cache: one evicted
                     // already (by the write's own later blocks, memory being
                     // full) is read from the under-store copy, checked above.
-                    None if is_persisted_write(write_type) => {}
+                    None if meaning.writes_under_store => {}
                     None => {
                         return Err(ThawError::precondition(format!(
                             "{p}: block {index} was never stored (truncated write or its worker died)"
@@ -205,17 +209,17 @@ impl Master {
         let op = st.ns.update(req.file_id, |r| {
             r.complete = true;
             r.length = req.length;
-            r.persisted = is_persisted_write(write_type);
+            r.persisted = meaning.writes_under_store;
             r.ufs_mtime_ms = ufs_mtime;
             r.block_crc32 = if crcs.len() as u64 == blocks { crcs } else { Vec::new() };
             r.writer.clear();
         })?;
         self.commit(&st, &[op])?;
         st.leases.release(req.file_id);
-        if !is_persisted_write(write_type) {
+        if !meaning.writes_under_store {
             st.unpersisted.insert(req.file_id);
         }
-        if write_type == WriteType::AsyncThrough {
+        if meaning.checkpointed {
             let rec = &st.ns.get(req.file_id).expect("just completed").rec;
             let (written, temporary) = (rec.mtime_ms, rec.temporary);
             st.checkpoints.add(req.file_id, written, temporary, false);

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use thaw_common::now_ms;
 use thaw_common::proto::*;
 use thaw_common::size::format_size;
+use thaw_common::write_type;
 
 use super::query::{file_href, files_href};
 use crate::master::Master;
@@ -63,14 +64,7 @@ fn persistence_name(p: i32) -> &'static str {
 }
 
 fn write_type_name(w: i32) -> &'static str {
-    match WriteType::try_from(w) {
-        Ok(WriteType::MustCache) => "must-cache",
-        Ok(WriteType::CacheThrough) => "cache-through",
-        Ok(WriteType::Through) => "through",
-        Ok(WriteType::ReplicatedDisk) => "replicated-disk",
-        Ok(WriteType::AsyncThrough) => "async-through",
-        _ => "-",
-    }
+    WriteType::try_from(w).ok().map(write_type::of).filter(|m| m.is_known()).map_or("-", |m| m.label)
 }
 
 // ---- overview ----
