@@ -1,6 +1,6 @@
-//! The master: its state (here: [`State`] under one lock, and how a
+//! The master: its state (here: `State` under one lock, and how a
 //! [`Master`] opens on its journal) and its operations, one file per
-//! responsibility: the namespace calls (`paths.rs`), a file's write
+//! responsibility: the namespace calls (`paths.rs`, `renames.rs`), a file's write
 //! (`create.rs`, `placement.rs`, `writers.rs`), the worker protocol and
 //! liveness (`workers.rs`), jobs and migrations (`jobs.rs`), checkpoints
 //! (`checkpoints.rs`), lineage (`lineage.rs`) and its rebuilds
