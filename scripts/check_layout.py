@@ -61,14 +61,8 @@ LONG_FILES: dict[str, str] = {}
 #: their files. The lead deletes each entry as its fix merges.
 BEING_FIXED_FILES: dict[str, str] = {
     "crates/thaw-worker/src/tier.rs": "split into index/accounting and files on disk (issue 29, item 2)",
-    "crates/thaw-master/src/master.rs": (
-        "configuration, serving and background tasks apart from the state (issue 29, item 2)"
-    ),
 }
 BEING_FIXED_CIRCLES: dict[frozenset[str], str] = {
-    frozenset({"crates/thaw-master/src/ha.rs", "crates/thaw-master/src/master.rs"}): (
-        "GroupConfig moves out of the master's configuration (issue 29, item 2)"
-    ),
     frozenset({"crates/thaw-worker/src/data.rs", "crates/thaw-worker/src/local_write.rs"}): (
         "the worker's data service and local writes untangled (issue 29, item 2)"
     ),

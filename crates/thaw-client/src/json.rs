@@ -19,7 +19,7 @@ pub fn locality_name(l: i32) -> String {
 }
 
 pub fn write_type_name(w: WriteType) -> String {
-    w.as_str_name().trim_start_matches("WRITE_TYPE_").to_lowercase().replace('_', "-")
+    thaw_common::write_type::of(w).label.to_string()
 }
 
 /// `not-persisted`, `persisting`, `persisted` or `lost`.

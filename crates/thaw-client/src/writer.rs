@@ -27,6 +27,7 @@ use futures::future::try_join_all;
 use thaw_common::frame;
 use thaw_common::proto::*;
 use thaw_common::tls::DataStream;
+use thaw_common::write_type;
 use thaw_common::{Result, ThawError};
 
 use thaw_proto::DATA_PROTOCOL_SEGMENTS;
@@ -83,17 +84,14 @@ impl WriteOptions {
 /// A write type by its name (`must-cache`, `async-through`, `cache-through`,
 /// `through`, `replicated:N`) and the copies it asks for.
 pub fn parse_write_type(s: &str) -> Result<(WriteType, u32)> {
-    match s {
-        "must-cache" => Ok((WriteType::MustCache, 1)),
-        "async-through" => Ok((WriteType::AsyncThrough, 1)),
-        "cache-through" => Ok((WriteType::CacheThrough, 1)),
-        "through" => Ok((WriteType::Through, 1)),
-        _ => match s.strip_prefix("replicated:").map(str::parse::<u32>) {
-            Some(Ok(n)) if n >= 1 => Ok((WriteType::ReplicatedDisk, n)),
-            _ => Err(ThawError::invalid(format!(
-                "unknown write type {s:?}: expected must-cache, async-through, cache-through, through or replicated:N"
-            ))),
-        },
+    if let Some(m) = write_type::WRITE_TYPES.iter().find(|m| !m.replicated && m.label == s) {
+        return Ok((m.write_type, 1));
+    }
+    match s.strip_prefix("replicated:").map(str::parse::<u32>) {
+        Some(Ok(n)) if n >= 1 => Ok((WriteType::ReplicatedDisk, n)),
+        _ => Err(ThawError::invalid(format!(
+            "unknown write type {s:?}: expected must-cache, async-through, cache-through, through or replicated:N"
+        ))),
     }
 }
 
@@ -225,15 +223,13 @@ impl FileWriter {
         let access = resp.access.clone();
         let lease = (resp.writer_lease_ms > 0)
             .then(|| LeaseRenewer::start(client.clone(), info.file_id, Duration::from_millis(resp.writer_lease_ms)));
-        // A rebuild is written as the file was first written.
-        let write_type = if recovery { info.write_type() } else { opts.write_type };
-        let (tier, ufs_path) = match write_type {
-            WriteType::MustCache | WriteType::AsyncThrough => (Tier::Mem, String::new()),
-            WriteType::CacheThrough => (Tier::Mem, info.path.clone()),
-            WriteType::Through => (Tier::Unspecified, info.path.clone()),
-            WriteType::ReplicatedDisk => (Tier::Disk, String::new()),
-            WriteType::Unspecified => return Err(ThawError::invalid("write type is unspecified")),
-        };
+        // The write type the master recorded for the file (the one asked
+        // for, or, for a rebuild, the one it was first written with), and
+        // the tier and under-store copy it means: the same table row the
+        // master placed the workers by (its answer names no tier).
+        let meaning = write_type::known(info.write_type())?;
+        let tier = meaning.tier.unwrap_or(Tier::Unspecified);
+        let ufs_path = if meaning.writes_under_store { info.path.clone() } else { String::new() };
         let mut writer = FileWriter {
             client,
             info,
@@ -257,7 +253,7 @@ impl FileWriter {
         // A master that places memory writes in segments says how many blocks
         // the first worker takes; an older one gives it the whole file.
         let segmented = resp.segment_blocks > 0 && resp.workers.len() == 1;
-        let cache_through = write_type == WriteType::CacheThrough;
+        let cache_through = meaning.in_memory() && meaning.writes_under_store;
         if segmented {
             writer.plan = Some(Plan {
                 req: WriteFileRequest { ufs_path: String::new(), cached: cache_through, ..req.clone() },
@@ -707,6 +703,27 @@ async fn finish_sink(sink: Sink, length: u64) -> Result<()> {
                 Ok(())
             });
             try_join_all(ends).await.map(|_| ())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_types_are_parsed_by_their_names() {
+        for (s, want) in [
+            ("must-cache", (WriteType::MustCache, 1)),
+            ("async-through", (WriteType::AsyncThrough, 1)),
+            ("cache-through", (WriteType::CacheThrough, 1)),
+            ("through", (WriteType::Through, 1)),
+            ("replicated:3", (WriteType::ReplicatedDisk, 3)),
+        ] {
+            assert_eq!(parse_write_type(s).unwrap(), want, "{s}");
+        }
+        for s in ["replicated-disk", "replicated:0", "unspecified", "memory"] {
+            assert!(parse_write_type(s).is_err(), "{s}");
         }
     }
 }

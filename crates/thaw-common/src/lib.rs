@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod path;
 pub mod size;
 pub mod tls;
+pub mod write_type;
 
 pub use error::{ErrorKind, Result, ThawError};
 pub use thaw_proto::v1 as proto;

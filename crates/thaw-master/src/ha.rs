@@ -34,8 +34,10 @@ use thaw_common::proto::RaftMessage;
 use thaw_common::{Result, ThawError};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::config::GroupConfig;
+use crate::config::MasterConfig;
 use crate::journal::{Commit, Journal, JournalOp};
-use crate::master::{Master, MasterConfig};
+use crate::master::Master;
 
 openraft::declare_raft_types!(
     /// Raft's types for a group of masters: a log entry carries one journal
@@ -71,39 +73,6 @@ impl<'de> serde::Deserialize<'de> for Batch {
 impl std::fmt::Display for Batch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "journal batch ({} bytes)", self.0.len())
-    }
-}
-
-/// This master's place in its group.
-#[derive(Debug, Clone)]
-pub struct GroupConfig {
-    /// 1-based: this master is `peers[id - 1]`.
-    pub id: u64,
-    /// Every master's gRPC address, in id order (the same list on each).
-    pub peers: Vec<String>,
-}
-
-impl GroupConfig {
-    pub fn new(id: u64, peers: Vec<String>) -> Result<Self> {
-        if peers.len() < 2 {
-            return Err(ThawError::invalid("a group of masters needs at least 2 peers (3 to survive a failure)"));
-        }
-        if id == 0 || id as usize > peers.len() {
-            return Err(ThawError::invalid(format!("--id {id} is not a position in --peers (1 to {})", peers.len())));
-        }
-        let mut seen = std::collections::HashSet::new();
-        if let Some(dup) = peers.iter().find(|p| !seen.insert(p.as_str())) {
-            return Err(ThawError::invalid(format!("--peers names {dup} twice")));
-        }
-        Ok(GroupConfig { id, peers })
-    }
-
-    pub fn address(&self) -> &str {
-        &self.peers[self.id as usize - 1]
-    }
-
-    fn address_of(&self, id: u64) -> Option<&str> {
-        self.peers.get((id as usize).checked_sub(1)?).map(String::as_str)
     }
 }
 
@@ -246,7 +215,7 @@ impl Group {
     pub async fn start(
         group: GroupConfig,
         master_config: MasterConfig,
-        http: crate::HttpListeners,
+        http: crate::tasks::HttpListeners,
         rpc: thaw_common::metrics::Latencies,
         shutdown: CancellationToken,
     ) -> Result<Arc<Group>> {
@@ -459,7 +428,7 @@ impl Group {
     /// Runs a [`Master`] while this one leads, until `shutdown`.
     async fn follow_leadership(
         self: Arc<Self>,
-        http: crate::HttpListeners,
+        http: crate::tasks::HttpListeners,
         rpc: thaw_common::metrics::Latencies,
         shutdown: CancellationToken,
     ) {
@@ -482,7 +451,7 @@ impl Group {
                 let copy = |l: &Option<std::net::TcpListener>| {
                     l.as_ref().and_then(|l| l.try_clone().ok()).and_then(|l| tokio::net::TcpListener::from_std(l).ok())
                 };
-                let http = crate::HttpListeners { web: copy(&web), metrics: copy(&metrics) };
+                let http = crate::tasks::HttpListeners { web: copy(&web), metrics: copy(&metrics) };
                 // A restarted leader believes it leads until a peer answers
                 // (ensure_linearizable fails then): it waits for the group.
                 if let Err(e) = self.lead(http, rpc.clone(), &shutdown).await {
@@ -515,7 +484,7 @@ impl Group {
     /// committed entry, then builds a [`Master`] on its journal.
     async fn lead(
         self: &Arc<Self>,
-        http: crate::HttpListeners,
+        http: crate::tasks::HttpListeners,
         rpc: thaw_common::metrics::Latencies,
         shutdown: &CancellationToken,
     ) -> Result<()> {
@@ -540,7 +509,7 @@ impl Group {
         let master = Arc::new(Master::open_with(self.master_config.clone(), loaded, commit)?);
         master.check_under_store().await?;
         let stop = shutdown.child_token();
-        crate::spawn_background(&master, http, &rpc, &stop);
+        crate::tasks::spawn_background(&master, http, &rpc, &stop);
         tracing::info!(
             id = self.config.id,
             address = self.config.address(),

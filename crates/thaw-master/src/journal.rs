@@ -21,7 +21,7 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// transaction as the records they describe.
 const RAFT_META: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_meta");
 /// The Raft log and its own state (vote, committed, purged), in the same
-/// redb file (see [`crate::ha::store`]).
+/// redb file (the group of masters keeps its Raft log here).
 pub(crate) const RAFT_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
 pub(crate) const RAFT_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_state");
 /// Keys of [`RAFT_META`].

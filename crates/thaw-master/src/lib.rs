@@ -1,25 +1,55 @@
 //! The Thaw master: namespace (paths, immutable file ids, blocks) over the mounted
 //! under-store, block locations per (worker, tier), the worker registry and
 //! liveness, and the journal. See docs/architecture.md, "The parts".
+//!
+//! The crate reads top-down, in floors; a module uses only its own floor's
+//! neighbours and the floors below it, never one above:
+//!
+//! 1. Records: [`journal`], the durable record format and its redb file.
+//! 2. State and decisions, each alone (no locks, no I/O, no RPC):
+//!    [`namespace`], [`lineage`], [`leases`], [`cluster`] (membership and
+//!    block locations), [`migration`] (planning), [`affinity`] (CAVA),
+//!    [`checkpoint_order`] (which file is checkpointed next) and
+//!    [`recompute_plan`] (which lineages rebuild the lost files, in what
+//!    order). Their services are `master/checkpoints.rs` and
+//!    `master/recompute.rs`.
+//! 3. Settings: [`config`], which names the decisions' own settings.
+//! 4. The master: [`master`], all state under one lock, every operation,
+//!    each asking the decisions and committing to the journal.
+//! 5. Serving: [`metrics`] and [`web`] read the master; [`tasks`] runs its
+//!    loops and HTTP servers; [`ha`] runs a master while it leads a group;
+//!    [`service`] answers gRPC for one master or a group; this file starts
+//!    them ([`serve`]).
+
+pub mod journal;
 
 pub mod affinity;
-pub mod checkpoint;
+pub mod checkpoint_order;
 pub mod cluster;
-pub mod ha;
-pub mod journal;
 pub mod leases;
 pub mod lineage;
-pub mod master;
-pub mod metrics;
 pub mod migration;
 pub mod namespace;
-pub mod recompute;
+pub mod recompute_plan;
+
+pub mod config;
+
+pub mod master;
+
+pub mod ha;
+pub mod metrics;
 pub mod service;
+pub mod tasks;
 pub mod web;
 
 use std::sync::Arc;
 
-pub use master::{Master, MasterConfig};
+/// The checkpoint order's old path, for callers outside the crate.
+pub use checkpoint_order as checkpoint;
+pub use config::MasterConfig;
+pub use master::Master;
+pub use tasks::HttpListeners;
+use tasks::spawn_background;
 use thaw_common::proto::master_raft_server::MasterRaftServer;
 use thaw_common::proto::master_service_server::MasterServiceServer;
 use thaw_common::{Result, ThawError};
@@ -51,15 +81,6 @@ pub async fn serve_with_metrics(
     shutdown: CancellationToken,
 ) -> Result<()> {
     serve_with_http(config, listener, HttpListeners { metrics, web: None }, shutdown).await
-}
-
-/// The master's HTTP servers beside its gRPC port, each optional.
-#[derive(Debug, Default)]
-pub struct HttpListeners {
-    /// Prometheus metrics at `/metrics`.
-    pub metrics: Option<TcpListener>,
-    /// The web dashboard ([`web`]).
-    pub web: Option<TcpListener>,
 }
 
 /// [`serve`], and the HTTP servers of `http`; they stop with it. With
@@ -119,85 +140,4 @@ pub async fn serve_with_http(
         let _ = t.await;
     }
     result.map_err(|e| ThawError::internal(format!("master server: {e}")))
-}
-
-/// The serving master's background tasks, all stopping with `stop`: the
-/// liveness checker, the migration planner, the workflow manager (lineage
-/// reruns), and the HTTP servers of `http`.
-pub(crate) fn spawn_background(
-    master: &Arc<Master>,
-    http: HttpListeners,
-    rpc: &thaw_common::metrics::Latencies,
-    stop: &CancellationToken,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut tasks = Vec::new();
-    let interval = master.config().heartbeat_interval;
-    tasks.push({
-        let master = master.clone();
-        let shutdown = stop.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = tick.tick() => {
-                        master.expire_workers();
-                        let copies = master.expire_writer_leases();
-                        master.drop_ufs_copies(copies).await;
-                    }
-                }
-            }
-        })
-    });
-    // The planner: retargets pending migrations off the heartbeat path.
-    tasks.push({
-        let master = master.clone();
-        let shutdown = stop.clone();
-        let every = master.config().plan_interval.max(std::time::Duration::from_millis(1));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = tick.tick() => master.plan(),
-                    _ = master.plan_soon.notified() => master.plan(),
-                }
-            }
-        })
-    });
-    // The workflow manager: rebuilds lost files from lineage (Tachyon, section 2.6).
-    tasks.push({
-        let master = master.clone();
-        let shutdown = stop.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = tick.tick() => master.recompute_tick().await,
-                    _ = master.recompute_soon.notified() => master.recompute_tick().await,
-                }
-            }
-        })
-    });
-    if let Some(l) = http.web {
-        let (master, stop) = (master.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = web::serve(l, master, stop.cancelled_owned()).await {
-                tracing::warn!(error = %e, "web dashboard stopped");
-            }
-        }));
-    }
-    if let Some(l) = http.metrics {
-        let registry = Arc::new(metrics::registry(master, rpc));
-        let stop = stop.clone();
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = thaw_common::metrics::serve(l, registry, stop.cancelled_owned()).await {
-                tracing::warn!(error = %e, "metrics server stopped");
-            }
-        }));
-    }
-    tasks
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use thaw_common::metrics::{Collector, DescriptorEncoder, Labels, Latencies, Registry, Scrape, Unit, label};
 
-use crate::Master;
+use crate::master::Master;
 
 /// The gRPC service whose methods are timed; other paths count as "other", so
 /// a client cannot grow the label set.

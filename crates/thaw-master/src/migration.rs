@@ -30,7 +30,7 @@
 //!   SWIM's workers asked ~17 times a second each, every answer carrying the
 //!   whole job list.
 //! - An idle worker holds a light ask open at the master until its next full
-//!   heartbeat ([`crate::master::Master::ask`]); a migrate call plans at once
+//!   heartbeat (the master's `ask`); a migrate call plans at once
 //!   and answers it. The papers' slaves learn of new work at their next
 //!   heartbeat: on a 1 s heartbeat that was 350-840 ms of a 2 s load of 1 GiB,
 //!   now the first copy starts 4-8 ms after the call.

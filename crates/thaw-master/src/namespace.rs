@@ -38,7 +38,7 @@ pub struct NewInode {
     pub lineage_id: u64,
     /// An unfinished file's writer (see `crate::leases`).
     pub writer: String,
-    /// Permissions (`crate::master::permissions`); "" and `None`: the defaults.
+    /// Permissions (checked by the master); "" and `None`: the defaults.
     pub owner: String,
     pub group: String,
     pub mode: Option<u32>,
@@ -69,7 +69,7 @@ impl Namespace {
     /// tree under the root, and says what it dropped and why. A crash cannot
     /// leave such records (every change is one transaction); a bug, a disk
     /// error or a hand edit can, and the master refuses to start on them
-    /// unless told to salvage ([`crate::master::MasterConfig::salvage_journal`]):
+    /// unless told to salvage (`--salvage-journal`):
     /// - a record with the root's id, or an id given twice;
     /// - a name that is not a namespace entry ("", ".", "..", with a '/', a NUL
     ///   or a backslash, or too long);

@@ -36,7 +36,7 @@ impl MasterRpc {
         }
     }
 
-    fn config(&self) -> &crate::MasterConfig {
+    fn config(&self) -> &crate::config::MasterConfig {
         match &self.serving {
             Serving::One(m) => m.config(),
             Serving::Group(g) => g.master_config(),
@@ -51,7 +51,7 @@ impl MasterRpc {
 }
 
 /// [`MasterRpc::authenticate`], for any service of the master.
-fn authenticate<T>(config: &crate::MasterConfig, r: &Request<T>) -> Result<Caller, Status> {
+fn authenticate<T>(config: &crate::config::MasterConfig, r: &Request<T>) -> Result<Caller, Status> {
     {
         let Some(secret) = config.secret.as_ref() else {
             let said = r.metadata().get(auth::USER_HEADER).and_then(|v| v.to_str().ok());

@@ -26,7 +26,7 @@ use thaw_common::proto::{GetStatusRequest, ListJobsRequest, ListStatusRequest};
 use thaw_common::{ErrorKind, ThawError};
 use tokio::net::TcpListener;
 
-use crate::Master;
+use crate::master::Master;
 use query::{file_href, files_href};
 
 /// Migration events the events page shows, newest first.

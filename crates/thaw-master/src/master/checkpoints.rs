@@ -1,15 +1,17 @@
 //! The master's side of asynchronous checkpointing (Tachyon, section 2.7): orders
 //! to workers with their heartbeats, the persist call, and moving a finished
-//! checkpoint to its file's path. The order itself is `crate::checkpoint`.
+//! checkpoint to its file's path. The order itself (the decision) is
+//! [`crate::checkpoint_order`].
 
 use std::time::Instant;
 
 use thaw_common::ids::{block_count, block_id};
 use thaw_common::proto::*;
+use thaw_common::write_type;
 use thaw_common::{Result, ThawError};
 
 use super::{Master, State};
-use crate::checkpoint::{Checkpoints, Order};
+use crate::checkpoint_order::{Checkpoints, Order};
 use crate::namespace::{Namespace, ROOT_ID};
 
 /// The files waiting for a checkpoint after a (re)start: every complete,
@@ -18,7 +20,7 @@ pub(super) fn waiting_from(ns: &Namespace, order: Order) -> Checkpoints {
     let mut cp = Checkpoints::new(order);
     for f in ns.files_under(ROOT_ID) {
         let r = &ns.get(f).expect("listed").rec;
-        if r.complete && !r.persisted && (r.write_type() == WriteType::AsyncThrough || r.persist_requested) {
+        if r.complete && !r.persisted && (write_type::of(r.write_type()).checkpointed || r.persist_requested) {
             cp.add(f, r.mtime_ms, r.temporary, r.persist_requested);
         }
     }
@@ -124,7 +126,7 @@ impl Master {
     }
 
     /// Has a file written now (`thaw fs persist`): in the worker's asked-for
-    /// lane, beside its background checkpoint (see `crate::checkpoint`). A
+    /// lane, beside its background checkpoint (see `crate::checkpoint_order`). A
     /// persisted file answers at once; a directory, an incomplete file or a
     /// lost one is an error.
     pub async fn persist(&self, req: PersistRequest) -> Result<PersistResponse> {

@@ -16,7 +16,7 @@
 //! authentication) and recorded as owners, but nothing is refused.
 //!
 //! The caller is set for the duration of each RPC ([`CALLER`], by
-//! `crate::service`); work the master does on its own (rebuilds, checkpoints,
+//! the gRPC service); work the master does on its own (rebuilds, checkpoints,
 //! background tasks) runs outside any call, as [`Caller::internal`].
 
 use std::sync::Arc;

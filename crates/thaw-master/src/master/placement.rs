@@ -19,13 +19,10 @@
 //! other write, and a client that does not write in segments (an older one),
 //! is placed as before ([`crate::cluster::Cluster::choose_writers`]).
 
+use thaw_common::write_type;
+
 use super::*;
 use crate::cluster::Segment;
-
-/// Whether a write type puts its blocks in worker memory.
-pub(super) fn is_memory_write(wt: WriteType) -> bool {
-    matches!(wt, WriteType::MustCache | WriteType::CacheThrough | WriteType::AsyncThrough)
-}
 
 impl State {
     /// The workers of a new write (or a rebuild) of a file of `block_size`,
@@ -48,8 +45,9 @@ impl State {
         length: u64,
         now: Instant,
     ) -> Result<(Vec<WorkerInfo>, Vec<Segment>)> {
-        if segments && is_memory_write(wt) {
-            let plan = if length > 0 && wt != WriteType::CacheThrough {
+        let meaning = write_type::of(wt);
+        if segments && meaning.in_memory() {
+            let plan = if length > 0 && meaning.memory_only_copy() {
                 let blocks = thaw_common::ids::block_count(length, block_size);
                 if blocks > thaw_common::ids::MAX_BLOCKS_PER_FILE {
                     return Err(ThawError::invalid(format!(
@@ -114,7 +112,7 @@ impl Master {
             }
         }
         let wt = rec.write_type();
-        if !is_memory_write(wt) {
+        if !write_type::of(wt).in_memory() {
             return Err(ThawError::invalid(format!("{path} is not a memory write: it has no segments")));
         }
         if next.first_block >= thaw_common::ids::MAX_BLOCKS_PER_FILE {

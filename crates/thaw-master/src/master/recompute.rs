@@ -1,5 +1,5 @@
 //! The workflow manager (Tachyon, section 2.6): finds lost files, plans their
-//! rebuild ([`crate::recompute::plan`]), reruns lineages through the executor,
+//! rebuild ([`crate::recompute_plan::plan`]), reruns lineages through the executor,
 //! and takes the rebuilt bytes back into the same files.
 //!
 //! - Proactive mode rebuilds every lost permanent (non-temporary) file as soon
@@ -29,49 +29,8 @@ use thaw_common::proto::*;
 use thaw_common::{Result, ThawError};
 
 use super::{Master, State};
-use crate::recompute::{FileState, LineageView, plan};
-
-/// When lost files are rebuilt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    /// As soon as a loss is seen (permanent files), or when asked (temporary).
-    #[default]
-    Proactive,
-    /// Only when asked for (a reader, `thaw fs recompute`).
-    Reactive,
-    Off,
-}
-
-impl Mode {
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "proactive" => Ok(Mode::Proactive),
-            "reactive" => Ok(Mode::Reactive),
-            "off" => Ok(Mode::Off),
-            _ => Err(ThawError::invalid(format!("recompute mode {s:?}: proactive, reactive or off"))),
-        }
-    }
-}
-
-/// Who runs lineage reruns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Executor {
-    /// Processes the master starts on its own host.
-    #[default]
-    Local,
-    /// An outside executor claims them (the Dask integration: `thaw.dask.install(..., recompute=True)`).
-    External,
-}
-
-impl Executor {
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "local" => Ok(Executor::Local),
-            "external" | "dask" => Ok(Executor::External),
-            _ => Err(ThawError::invalid(format!("recompute executor {s:?}: local or external"))),
-        }
-    }
-}
+use crate::config::{RecomputeExecutor as Executor, RecomputeMode as Mode};
+use crate::recompute_plan::{FileState, LineageView, plan};
 
 /// A failed attempt is tried again after this times its number.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use thaw_common::proto::*;
+use thaw_common::write_type;
 use thaw_common::{Result, ThawError};
 
 use thaw_common::ids::{block_count, block_length, file_of_block, index_of_block};
@@ -291,9 +292,10 @@ impl Master {
         if tier == Tier::Mem {
             // Cache the worker may evict: a read's fill, a block of a file
             // the under-store has (a cache-through write's); not a migration's.
-            let persisted = st.ns.get(file_of_block(req.block_id)).is_some_and(|i| {
-                i.rec.persisted || matches!(i.rec.write_type(), WriteType::CacheThrough | WriteType::Through)
-            });
+            let persisted = st
+                .ns
+                .get(file_of_block(req.block_id))
+                .is_some_and(|i| i.rec.persisted || write_type::of(i.rec.write_type()).writes_under_store);
             let evictable = req.read_fill || (req.filled_from.is_none() && persisted);
             st.cluster.mem_committed(req.worker_id, req.block_id, req.length, evictable);
         }
@@ -394,7 +396,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("ufs")).unwrap();
         let ufs = dir.path().join("ufs").display().to_string();
-        let mut config = crate::MasterConfig::new(dir.path().join("journal"), ufs);
+        let mut config = crate::config::MasterConfig::new(dir.path().join("journal"), ufs);
         config.worker_timeout = timeout;
         config.heartbeat_interval = Duration::from_millis(100);
         (Master::open(config).unwrap(), dir)

@@ -34,7 +34,7 @@ impl Master {
             let Some(ino) = st.ns.get(file).filter(|i| !i.rec.complete) else {
                 continue;
             };
-            let wrote_ufs = is_persisted_write(ino.rec.write_type());
+            let wrote_ufs = write_type::of(ino.rec.write_type()).writes_under_store;
             let path = st.ns.path_of(file);
             if wrote_ufs {
                 ufs_copies.push(path.clone());

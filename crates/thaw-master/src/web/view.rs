@@ -6,9 +6,10 @@ use axum::http::StatusCode;
 use thaw_common::now_ms;
 use thaw_common::proto::*;
 use thaw_common::size::format_size;
+use thaw_common::write_type;
 
 use super::query::{file_href, files_href};
-use crate::Master;
+use crate::master::Master;
 
 /// The one stylesheet, served at `/style.css`.
 pub const CSS: &str = include_str!("style.css");
@@ -63,14 +64,7 @@ fn persistence_name(p: i32) -> &'static str {
 }
 
 fn write_type_name(w: i32) -> &'static str {
-    match WriteType::try_from(w) {
-        Ok(WriteType::MustCache) => "must-cache",
-        Ok(WriteType::CacheThrough) => "cache-through",
-        Ok(WriteType::Through) => "through",
-        Ok(WriteType::ReplicatedDisk) => "replicated-disk",
-        Ok(WriteType::AsyncThrough) => "async-through",
-        _ => "-",
-    }
+    WriteType::try_from(w).ok().map(write_type::of).filter(|m| m.is_known()).map_or("-", |m| m.label)
 }
 
 // ---- overview ----

@@ -1,5 +1,7 @@
-//! Asynchronous checkpointing (Tachyon, section 2.7): which unpersisted file each
-//! worker writes to the under-store next. Writes return at memory speed; this
+//! Asynchronous checkpointing's decision (Tachyon, section 2.7): which
+//! unpersisted file each worker writes to the under-store next. The service
+//! that hands these orders to workers and publishes their copies is
+//! `master/checkpoints.rs`. Writes return at memory speed; this
 //! runs behind them, one checkpoint per worker at a time, and never blocks them.
 //!
 //! The order is Tachyon's better solution: the newest files first, not

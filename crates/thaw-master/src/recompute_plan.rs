@@ -1,8 +1,10 @@
-//! Recomputation (Tachyon, section 2.6): which lineages to rerun, and in what
-//! order, to rebuild lost files.
+//! Recomputation's decision (Tachyon, section 2.6): which lineages to rerun,
+//! and in what order, to rebuild lost files. The service that finds losses,
+//! runs the reruns and takes the bytes back is `master/recompute.rs`.
 //!
 //! The workflow manager's DAG has a node per file and an edge from a file to
-//! each file its lineage read (all of them, narrow or wide alike). From the
+//! each file its lineage read: every input, whether the lineage's
+//! dependency is wide or narrow (a rerun reads all its inputs). From the
 //! files to rebuild (every lost permanent file, proactively, and lost
 //! temporary ones someone asked for) a breadth-first search follows those
 //! edges and stops at files that are available; every lost file it visits must

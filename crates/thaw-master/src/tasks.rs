@@ -1,0 +1,102 @@
+//! The serving master's companions, spawned beside its gRPC service (by
+//! `serve_with_http` for a lone master, by the group for its leader): the
+//! periodic loops that drive [`Master`] (liveness, the migration planner,
+//! the workflow manager) and its HTTP servers.
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::master::Master;
+use crate::{metrics, web};
+
+/// The master's HTTP servers beside its gRPC port, each optional.
+#[derive(Debug, Default)]
+pub struct HttpListeners {
+    /// Prometheus metrics at `/metrics`.
+    pub metrics: Option<TcpListener>,
+    /// The web dashboard ([`web`]).
+    pub web: Option<TcpListener>,
+}
+
+/// The serving master's background tasks, all stopping with `stop`: the
+/// liveness checker, the migration planner, the workflow manager (lineage
+/// reruns), and the HTTP servers of `http`.
+pub(crate) fn spawn_background(
+    master: &Arc<Master>,
+    http: HttpListeners,
+    rpc: &thaw_common::metrics::Latencies,
+    stop: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    let interval = master.config().heartbeat_interval;
+    tasks.push({
+        let master = master.clone();
+        let shutdown = stop.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tick.tick() => {
+                        master.expire_workers();
+                        let copies = master.expire_writer_leases();
+                        master.drop_ufs_copies(copies).await;
+                    }
+                }
+            }
+        })
+    });
+    // The planner: retargets pending migrations off the heartbeat path.
+    tasks.push({
+        let master = master.clone();
+        let shutdown = stop.clone();
+        let every = master.config().plan_interval.max(std::time::Duration::from_millis(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tick.tick() => master.plan(),
+                    _ = master.plan_soon.notified() => master.plan(),
+                }
+            }
+        })
+    });
+    // The workflow manager: rebuilds lost files from lineage (Tachyon, section 2.6).
+    tasks.push({
+        let master = master.clone();
+        let shutdown = stop.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tick.tick() => master.recompute_tick().await,
+                    _ = master.recompute_soon.notified() => master.recompute_tick().await,
+                }
+            }
+        })
+    });
+    if let Some(l) = http.web {
+        let (master, stop) = (master.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = web::serve(l, master, stop.cancelled_owned()).await {
+                tracing::warn!(error = %e, "web dashboard stopped");
+            }
+        }));
+    }
+    if let Some(l) = http.metrics {
+        let registry = Arc::new(metrics::registry(master, rpc));
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = thaw_common::metrics::serve(l, registry, stop.cancelled_owned()).await {
+                tracing::warn!(error = %e, "metrics server stopped");
+            }
+        }));
+    }
+    tasks
+}
