@@ -102,10 +102,32 @@ SHELL = [e for e in EXAMPLES if e.lang != "python" and "skip (set-up)" not in e.
 PYTHON = [e for e in EXAMPLES if e.lang == "python"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+#: Ports each example port stands for: `thaw local --port P` puts its workers on
+#: the ports after P, and `--metrics-port M` the workers' metrics on M+1, M+2...
+PORT_RUN = 4
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` base ports, each the first of :data:`PORT_RUN` free ports, the runs
+    apart (the tests run in parallel, so a port taken after a check is possible,
+    but a run that is free as a whole is much likelier to stay so)."""
+    chosen: list[int] = []
+    while len(chosen) < count:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = int(s.getsockname()[1])
+        run = range(base, base + PORT_RUN)
+        if base + PORT_RUN > 65535 or any(abs(base - c) < PORT_RUN for c in chosen):
+            continue
+        try:
+            with contextlib.ExitStack() as held:
+                for port in run:
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        chosen.append(base)
+    return chosen
 
 
 def test_every_example_runs_or_is_only_set_up() -> None:
@@ -154,7 +176,7 @@ def test_the_page_links_resolve(page: Path) -> None:
 @contextlib.contextmanager
 def _fixtures(ex: Example, tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
     """What the example's tags ask for; yields text replacements."""
-    replace = {p: str(_free_port()) for p in PORTS}
+    replace = {p: str(port) for p, port in zip(PORTS, _free_ports(len(PORTS)), strict=True)}
     for spec in ex.value("replace"):
         for pair in spec.split():
             old, new = pair.split("=", 1)
