@@ -10,7 +10,6 @@ pub mod checkpoint;
 pub mod data;
 pub mod device;
 pub mod ioprio;
-mod local_write;
 pub mod master_link;
 pub mod metrics;
 pub mod migration;
