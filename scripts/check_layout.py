@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Keeps the source tree readable: fails on a source file over 800 lines and on
-an import circle between modules (issue 29, item 5). Run by scripts/test.sh;
+an import circle between modules. Run by scripts/test.sh;
 stdlib only.
 
     scripts/check_layout.py [ROOT]      (default: the repository)
@@ -36,9 +36,8 @@ modules, a module importing its package's shared names). A circle is a cycle
 of the remaining edges, that is, between modules neither of which contains
 the other. Cycles between crates cargo refuses by itself.
 
-Known exceptions are listed below with their reasons; :data:`BEING_FIXED`
-holds those another engineer is removing in issue 29 (the lead deletes that
-list after merging).
+Known exceptions are listed below, each with its reason (:data:`LONG_FILES`,
+:data:`ALLOWED_CIRCLES`); both are empty today.
 """
 
 from __future__ import annotations
@@ -55,20 +54,19 @@ MAX_LINES = 800
 #: Files allowed over MAX_LINES, with the reason (paths from the root).
 LONG_FILES: dict[str, str] = {}
 
-# -- Being fixed in issue 29 ---------------------------------------------------
-#: Violations other engineers are removing right now in issue 29: files or
-#: directory prefixes (long, or in circles among themselves) and circles by
-#: their files. The lead deletes each entry as its fix merges.
-BEING_FIXED_FILES: dict[str, str] = {
-    "crates/thaw-worker/src/tier.rs": "split into index/accounting and files on disk (issue 29, item 2)",
-}
-BEING_FIXED_CIRCLES: dict[frozenset[str], str] = {
-    frozenset({"crates/thaw-worker/src/data.rs", "crates/thaw-worker/src/local_write.rs"}): (
-        "the worker's data service and local writes untangled (issue 29, item 2)"
-    ),
-}
+#: Circles allowed, by their files, with the reason.
+ALLOWED_CIRCLES: dict[frozenset[str], str] = {}
 
-_SKIP_DIRS = {"target", ".venv", "venv", "node_modules", "__pycache__", ".git", "build", "dist"}
+_SKIP_DIRS = {
+    "target",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    ".git",
+    "build",
+    "dist",
+}
 _GENERATED = re.compile(r"@generated|DO NOT EDIT")
 
 
@@ -79,7 +77,11 @@ def is_test(rel: str) -> bool:
     """Whether a path (from the root) is test code."""
     parts = rel.split("/")
     name = parts[-1]
-    return "tests" in parts[:-1] or name == "tests.rs" or (name.startswith("test_") and name.endswith(".py"))
+    return (
+        "tests" in parts[:-1]
+        or name == "tests.rs"
+        or (name.startswith("test_") and name.endswith(".py"))
+    )
 
 
 def _walk(root: Path, top: str, suffix: str) -> Iterator[Path]:
@@ -118,16 +120,12 @@ def source_files(root: Path) -> list[Path]:
     return out
 
 
-def _being_fixed(rel: str) -> bool:
-    return any(rel == k or (k.endswith("/") and rel.startswith(k)) for k in BEING_FIXED_FILES)
-
-
 def long_files(root: Path) -> list[str]:
     out = []
     for p in source_files(root):
         rel = p.relative_to(root).as_posix()
         n = len(p.read_text(errors="replace").splitlines())
-        if n > MAX_LINES and rel not in LONG_FILES and not _being_fixed(rel):
+        if n > MAX_LINES and rel not in LONG_FILES:
             out.append(
                 f"{rel}: {n} lines (at most {MAX_LINES}; split it, or add it to LONG_FILES with a reason)"
             )
@@ -141,8 +139,12 @@ def long_files(root: Path) -> list[str]:
 class Graph:
     """Modules (by name, each with its file) and the edges between them."""
 
-    files: dict[str, str] = field(default_factory=dict)  # module name -> path from the root
-    edges: dict[str, dict[str, int]] = field(default_factory=dict)  # from -> to -> first line
+    files: dict[str, str] = field(
+        default_factory=dict
+    )  # module name -> path from the root
+    edges: dict[str, dict[str, int]] = field(
+        default_factory=dict
+    )  # from -> to -> first line
     sep: str = "::"
 
     def ancestor(self, a: str, b: str) -> bool:
@@ -165,11 +167,15 @@ class Graph:
 
 def circles(graph: Graph) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan),
-    each sorted, leaving out the edges between pairs being fixed."""
-    fixed = set(BEING_FIXED_CIRCLES)
+    each sorted, leaving out the edges between pairs allowed."""
+    fixed = set(ALLOWED_CIRCLES)
 
     def succ(v: str) -> list[str]:
-        return [w for w in graph.edges.get(v, {}) if frozenset({graph.files[v], graph.files[w]}) not in fixed]
+        return [
+            w
+            for w in graph.edges.get(v, {})
+            if frozenset({graph.files[v], graph.files[w]}) not in fixed
+        ]
 
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -236,7 +242,9 @@ _RUST_NOISE = re.compile(
     r"//[^\n]*|/\*.*?\*/|b?r(#*)\".*?\"\1|b?\"(?:\\.|[^\"\\])*\"|b?'(?:\\.|[^'\\])'",
     re.DOTALL,
 )
-_MOD_DECL = re.compile(r"^\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", re.MULTILINE)
+_MOD_DECL = re.compile(
+    r"^\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", re.MULTILINE
+)
 _INLINE_MOD = re.compile(r"\bmod\s+(\w+)\s*\{")
 _USE = re.compile(r"\buse\s+([^;]*);")
 _PATH = re.compile(r"(?<![\w:])\$?((?:crate|super|self)(?:\s*::\s*\w+)+)")
@@ -274,11 +282,12 @@ def _expand_use(tree: str) -> list[str]:
         i = s.find("{")
         if i < 0:
             path = prefix + s
-            if path.endswith("::self"):
-                path = path[: -len("::self")]
+            path = path.removesuffix("::self")
             return [path.rstrip(":*").rstrip(":")]
         head, body = s[:i], s[i + 1 : s.rfind("}")]
-        return [p for part in split_top(body) if part for p in expand(prefix + head, part)]
+        return [
+            p for part in split_top(body) if part for p in expand(prefix + head, part)
+        ]
 
     return expand("", tree)
 
@@ -296,8 +305,14 @@ def rust_modules(src: Path, root: Path) -> dict[str, Path]:
                     continue
                 out[name] = path
                 # Children of lib.rs, main.rs and x/mod.rs sit beside them; of x.rs, in x/.
-                here = path.parent if path.name in ("lib.rs", "main.rs", "mod.rs") else path.with_suffix("")
-                for m in _MOD_DECL.finditer(strip_rust(path.read_text(errors="replace"))):
+                here = (
+                    path.parent
+                    if path.name in ("lib.rs", "main.rs", "mod.rs")
+                    else path.with_suffix("")
+                )
+                for m in _MOD_DECL.finditer(
+                    strip_rust(path.read_text(errors="replace"))
+                ):
                     child = m.group(1)
                     for f in (here / f"{child}.rs", here / child / "mod.rs"):
                         if f.is_file():
@@ -370,7 +385,9 @@ def _python_package_roots(root: Path) -> list[Path]:
             out.extend(
                 p
                 for p in sorted(d.iterdir())
-                if p.is_dir() and (p / "__init__.py").is_file() and not is_test(f"{top}/{p.name}/x")
+                if p.is_dir()
+                and (p / "__init__.py").is_file()
+                and not is_test(f"{top}/{p.name}/x")
             )
     return out
 
@@ -417,7 +434,11 @@ def python_graph(package: Path, root: Path) -> Graph:
                 targets = [a.name.split(".") for a in node.names]
             else:
                 if node.level:
-                    head = pkg[: len(pkg) - (node.level - 1)] if node.level > 1 else list(pkg)
+                    head = (
+                        pkg[: len(pkg) - (node.level - 1)]
+                        if node.level > 1
+                        else list(pkg)
+                    )
                 else:
                     head = []
                 mod = head + (node.module.split(".") if node.module else [])
@@ -449,8 +470,6 @@ def check(root: Path) -> list[str]:
     problems = long_files(root)
     for g in graphs(root):
         for comp in circles(g):
-            if all(_being_fixed(g.files[m]) for m in comp):
-                continue
             problems.append(describe(g, comp))
     return problems
 

@@ -60,8 +60,8 @@ run_serial() {
   .venv/bin/python -m pytest bench/tests -q -m serial
 }
 step rust-tests .venv/bin/cargo-nextest nextest run --workspace --locked
-step ruff .venv/bin/ruff check python bench
-step ruff-format .venv/bin/ruff format --check python bench
+step ruff .venv/bin/ruff check python bench scripts
+step ruff-format .venv/bin/ruff format --check python bench scripts
 # One session per package (each under its own pyproject.toml's settings).
 step python-tests .venv/bin/python -m pytest python/tests -q -n 2 -m "not serial"
 step bench-tests .venv/bin/python -m pytest bench/tests -q -n 2 -m "not serial"

@@ -30,8 +30,7 @@ def layout() -> ModuleType:
 @pytest.fixture
 def check(layout: ModuleType, monkeypatch: pytest.MonkeyPatch) -> Check:
     """The check with no exceptions (the repository's do not apply to a fixture)."""
-    monkeypatch.setattr(layout, "BEING_FIXED_FILES", {})
-    monkeypatch.setattr(layout, "BEING_FIXED_CIRCLES", {})
+    monkeypatch.setattr(layout, "ALLOWED_CIRCLES", {})
     monkeypatch.setattr(layout, "LONG_FILES", {})
     return layout.check
 
@@ -152,7 +151,6 @@ def test_exceptions_need_their_entry(
     tmp_path: Path, layout: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = write(tmp_path, {"python/pkg/__init__.py": "", "python/pkg/big.py": "x = 1\n" * 900})
-    monkeypatch.setattr(layout, "BEING_FIXED_FILES", {})
     monkeypatch.setattr(layout, "LONG_FILES", {"python/pkg/big.py": "a reason"})
     assert layout.check(root) == []
 

@@ -1,9 +1,13 @@
 //! `thaw-bench`: Thaw measured next to what it has to compete with, on one machine,
-//! in the same run: short-circuit and remote MEM reads, cold under-store reads, and
-//! metadata lookups. Every figure is the median of alternating repeats. Results go
-//! to stdout and to a JSON summary (default `bench-out/results.json`).
+//! in the same run: short-circuit and remote MEM reads, cold under-store reads,
+//! metadata lookups, the user paths (`thaw fs`) and writes by write type against
+//! their baselines; migrations and their planner, cache replacement decisions,
+//! checkpoint order, the cost of security, cold loads, failover of a master
+//! group, reads under attack, and the randomized fault campaign. Every figure is
+//! the median of alternating repeats. Results go to stdout and to a JSON summary
+//! (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata|migration|migrate-cli|early-ask|planner|user-paths|writes|checkpoint-order|auth-cost|cold-load] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|planner|migration|migrate-cli|early-ask|user-paths|writes|checkpoint-order|replacement|load-under-attack|auth-cost|cold-load|failover|chaos] [--size 1GiB] [--repeats 5]`
 
 mod auth_cost;
 mod checkpoint_order;

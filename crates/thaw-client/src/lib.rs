@@ -1,6 +1,7 @@
 //! The Thaw client: metadata calls to the master, locality-ordered block reads with
 //! fail-over and short-circuit, and writes by write type. Every read and write
-//! carries the client's job id. See docs/architecture.md, "The parts".
+//! carries the client's job id. The system map is docs/architecture.md
+//! ("The parts").
 
 mod config;
 pub mod copy;

@@ -1,5 +1,20 @@
-//! What every Thaw part shares: ids, sizes, paths, topology and locality
-//! ordering, and the error type.
+//! What more than one Thaw part needs: the master, the workers, the client,
+//! the CLI and the benchmarks all build on this crate, which of Thaw's crates
+//! needs only thaw-proto. By subject:
+//! - The words: [`ids`] (file and block ids), [`size`] (sizes with units),
+//!   [`path`] (namespace paths, checked), [`locality`] (topology: replicas
+//!   ordered by locality level), [`write_type`] (what each write type means:
+//!   its tier, who writes the under-store copy and when), the block size
+//!   bounds, and the error type ([`error`]: [`ThawError`], [`ErrorKind`]).
+//! - The wire: [`proto`] (the generated `thaw.v1` protocol, re-exported) and
+//!   [`frame`] (the data protocol's framing).
+//! - Security: [`auth`] (the cluster secret, users' tokens, the master's
+//!   grants of data operations) and [`tls`] (TLS on both protocols).
+//! - Reaching the master: [`failover`] (a channel to a group of masters that
+//!   follows the leader; [`auth::master_client`] wraps it with credentials).
+//! - Local helpers: [`filelock`] (whether a reader holds a block file open),
+//!   `metrics` (Prometheus over HTTP for the master and the workers, behind the
+//!   `metrics` feature), and [`now_ms`], [`hostname`], [`drop_cached_pages`].
 
 pub mod auth;
 pub mod error;

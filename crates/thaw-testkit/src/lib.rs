@@ -1,6 +1,9 @@
 //! A mini cluster of real processes on loopback for tests and benchmarks: one
 //! `thaw master` and N `thaw worker`s, each with its own directories, and helpers
 //! to kill -9 and restart any of them (TiKV's test_raftstore is the model).
+//! Beside it: [`chaos`] (the randomized fault campaign run on such a cluster),
+//! and real under-stores for tests, [`s3`] (S3 servers) and [`hdfs`] (a
+//! MiniDFSCluster).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

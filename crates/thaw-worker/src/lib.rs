@@ -1,6 +1,20 @@
-//! A Thaw worker: MEM and DISK tiers of block files, the data service (reads,
-//! writes, read-through from the under-store, short-circuit opens), and the link to
-//! the master. See docs/architecture.md, "The parts".
+//! A Thaw worker: MEM and DISK tiers of block files and what fills and empties
+//! them, the data service, and the link to the master. The system map is
+//! docs/architecture.md ("The parts").
+//!
+//! - Tiers and their cache: [`tier`] (a tier's index, accounting and files),
+//!   [`replacement`] (which blocks a full tier evicts, CAVA's policies),
+//!   [`affinity`] (the master's application table they rank by), `cache`
+//!   (block files being written, fills from the under-store), [`page_cache`]
+//!   (drop-behind).
+//! - Moving blocks: [`migration`] (the executor and the reference lists,
+//!   Ignem and DYRS), [`checkpoint`] (persisting written files, Tachyon),
+//!   [`device`] and [`ioprio`] (the emulated devices and the idle I/O class).
+//! - Serving: [`data`] (reads, writes, short-circuit opens, stats) and
+//!   [`authorize`] (which requests a secured worker serves).
+//! - The master and observers: [`master_link`] (registration, heartbeats,
+//!   commits), [`block_changes`] (incremental block reports), [`stats`] (per
+//!   job counters), [`metrics`] (Prometheus).
 
 pub mod affinity;
 pub mod authorize;
@@ -10,7 +24,6 @@ pub mod checkpoint;
 pub mod data;
 pub mod device;
 pub mod ioprio;
-mod local_write;
 pub mod master_link;
 pub mod metrics;
 pub mod migration;

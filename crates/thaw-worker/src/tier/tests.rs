@@ -1,8 +1,9 @@
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
 
 use super::*;
+use crate::replacement::Decision;
 
 fn open(dir: &Path, capacity: u64, tier: Tier) -> Arc<TierStore> {
     open_with(dir, capacity, tier, Policy::Lru)

@@ -23,18 +23,19 @@ use thaw_common::{Result, ThawError};
 use thaw_proto::DATA_PROTOCOL_SEGMENTS;
 use tokio::io::AsyncReadExt;
 
+use super::write::{end_write, write_target};
+use super::{DataSock, IDLE_TIMEOUT};
 use crate::Worker;
 use crate::cache::BlockFile;
-use crate::data::{IDLE_TIMEOUT, end_write, write_target};
 use crate::device::DeviceKind;
 use crate::tier::TierStore;
 
 /// Bytes per read of a committed block on its way to the under-store.
 const UFS_CHUNK: u64 = 4 << 20;
 
-pub(crate) async fn write_local(
+pub(super) async fn write_local(
     w: &Arc<Worker>,
-    sock: &mut crate::data::DataSock,
+    sock: &mut DataSock,
     job: &str,
     version: u32,
     req: WriteFileRequest,
@@ -88,7 +89,7 @@ struct LocalFile {
 /// Runs the steps of the exchange until its finish; the bytes it took.
 async fn receive_local(
     w: &Arc<Worker>,
-    sock: &mut crate::data::DataSock,
+    sock: &mut DataSock,
     LocalFile { id: file_id, checksum, first_block, version, pinned }: LocalFile,
     bs: u64,
     tier: &Arc<TierStore>,
