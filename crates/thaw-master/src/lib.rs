@@ -1,6 +1,9 @@
-//! The Thaw master: namespace (paths, immutable file ids, blocks) over the mounted
-//! under-store, block locations per (worker, tier), the worker registry and
-//! liveness, and the journal. See docs/architecture.md, "The parts".
+//! The Thaw master: the namespace (paths, immutable file ids, blocks) over the
+//! mounted under-store, block locations per (worker, tier), the workers and their
+//! liveness, the journal, and the decisions and services built on them (jobs and
+//! migration planning, writer leases, checkpoints, lineage and recomputation,
+//! cache affinity, a group of masters, gRPC, the dashboard and metrics). See
+//! docs/architecture.md, "The parts".
 //!
 //! The crate reads top-down, in floors; a module uses only its own floor's
 //! neighbours and the floors below it, never one above:
