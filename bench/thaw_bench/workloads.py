@@ -1,7 +1,9 @@
 """Workloads: jobs as the harness runs them, and their input data.
 
-A :class:`JobSpec` is what a trace line says about a job (input, shuffle and
-output bytes, submission time) plus its kind of map and reduce work:
+A :class:`TraceJob` is a SWIM trace line as the file gives it (:func:`read_trace`,
+also what :mod:`thaw_bench.trace_analysis` reads). A :class:`JobSpec` is what a
+trace line says about a job (input, shuffle and output bytes, submission time),
+scaled, plus its kind of map and reduce work:
 
 - ``swim``: the SWIM replay of the Facebook traces (Ignem, section IV-B1, DYRS, section
   V-B2): maps read their block and checksum it, emit the job's shuffle bytes,
@@ -30,6 +32,11 @@ from thaw.client import Client
 
 #: The papers' trace (repository-relative default).
 DEFAULT_TRACE = "FB-2009_samples_24_times_1hr_0.tsv"
+
+#: Both SWIM day-long traces shipped with the package (SWIM's workloads repository:
+#: 24 one-hour samples each, of a 600-machine cluster in 2009 and of the same cluster
+#: grown to 3000 machines in 2010).
+SWIM_TRACES = ("FB-2009_samples_24_times_1hr_0.tsv", "FB-2010_samples_24_times_1hr_0.tsv")
 
 #: Blocks per input part file (a Hive table's part files; HDFS places blocks
 #: one by one, Thaw places a file's blocks on the same replica holders).
@@ -64,8 +71,8 @@ class JobSpec:
 
 def find_trace(name: str = DEFAULT_TRACE) -> Path:
     """The trace file: a path, or a name under ``$THAW_TRACES``, the traces
-    shipped with the package (the papers' FB-2009 trace, SWIM's BSD licence
-    beside it), or a shared traces directory beside the repository."""
+    shipped with the package (SWIM's FB-2009 and FB-2010 day-long traces, SWIM's
+    BSD licence beside them), or a shared traces directory beside the repository."""
     p = Path(name)
     if p.is_file():
         return p
@@ -78,6 +85,46 @@ def find_trace(name: str = DEFAULT_TRACE) -> Path:
     raise FileNotFoundError(f"trace {name!r} not found (give a path, or set THAW_TRACES)")
 
 
+@dataclass(frozen=True)
+class TraceJob:
+    """One job of a SWIM trace as the file gives it (unscaled): its id, submission
+    time and gap to the previous job (s), map input, shuffle and reduce output
+    bytes."""
+
+    id: str
+    submit: float
+    gap: float
+    input: int
+    shuffle: int
+    output: int
+
+
+def read_trace(trace: str | os.PathLike[str] = DEFAULT_TRACE) -> list[TraceJob]:
+    """Every job of a SWIM trace (a path or a name :func:`find_trace` finds), in
+    file order. Columns, tab-separated (SWIM's workloads repository): job id,
+    submit time s, inter-job gap s, map input, shuffle, reduce output bytes; a
+    seventh (the input path of the ``_withInputPaths`` variant) is ignored.
+    Blank lines are skipped; a line with fewer columns, or a field that is not a
+    number, is an error naming the file and line."""
+    path = Path(find_trace(str(trace)))
+    out: list[TraceJob] = []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) < 6:
+            raise ValueError(f"{path}:{n}: {len(cols)} tab-separated columns, a SWIM trace line has 6")
+        try:
+            submit, gap = float(cols[1]), float(cols[2])
+            inp, shuf, outp = (int(float(x)) for x in cols[3:6])
+        except ValueError:
+            raise ValueError(f"{path}:{n}: not a number in {cols[1:6]}") from None
+        if min(inp, shuf, outp) < 0:
+            raise ValueError(f"{path}:{n}: negative byte count in {cols[3:6]}")
+        out.append(TraceJob(cols[0], submit, gap, inp, shuf, outp))
+    return out
+
+
 def swim_jobs(
     trace: str | os.PathLike[str] = DEFAULT_TRACE,
     jobs: int = 200,
@@ -85,44 +132,35 @@ def swim_jobs(
     time_scale: float = 1 / 100,
     write_scale: float = 1.0,
 ) -> list[JobSpec]:
-    """The first ``jobs`` jobs of a SWIM trace (columns: job id, submit time s,
-    gap s, input, shuffle, output bytes), sizes times ``byte_scale``, submission
-    times times ``time_scale``, the first job at 0. Shuffle and output bytes are
-    scaled by ``write_scale`` more (this machine's two cores emulate seven nodes'
-    CPUs; the papers' shuffles and writes ran on 48)."""
+    """The first ``jobs`` jobs of a SWIM trace (:func:`read_trace`), sizes times
+    ``byte_scale``, submission times times ``time_scale``, the first job at 0.
+    Shuffle and output bytes are scaled by ``write_scale`` more (this machine's
+    two cores emulate seven nodes' CPUs; the papers' shuffles and writes ran on
+    48)."""
     out: list[JobSpec] = []
-    t0: float | None = None
-    for line in Path(find_trace(str(trace))).read_text().splitlines():
-        cols = line.split("\t")
-        if len(cols) < 6:
-            continue
-        jid, submit, _gap, inp, shuf, outp = cols[:6]
-        t0 = float(submit) if t0 is None else t0
-        scaled = [
-            round(float(x) * byte_scale * k)
-            for x, k in ((inp, 1.0), (shuf, write_scale), (outp, write_scale))
-        ]
+    records = read_trace(trace)[:jobs]
+    t0 = records[0].submit if records else 0.0
+    for r in records:
+        sizes = ((r.input, 1.0), (r.shuffle, write_scale), (r.output, write_scale))
         # A job that reads anything reads at least a byte after scaling.
-        scaled = [max(1, s) if float(x) > 0 else 0 for s, x in zip(scaled, (inp, shuf, outp), strict=True)]
+        scaled = [max(1, round(x * byte_scale * k)) if x > 0 else 0 for x, k in sizes]
         out.append(
             JobSpec(
-                name=f"swim-{jid}",
+                name=f"swim-{r.id}",
                 kind="swim",
-                submit_at=(float(submit) - t0) * time_scale,
+                submit_at=(r.submit - t0) * time_scale,
                 input_bytes=scaled[0],
                 shuffle_bytes=scaled[1],
                 output_bytes=scaled[2],
                 trace={
-                    "id": jid,
-                    "submit": float(submit),
-                    "input": float(inp),
-                    "shuffle": float(shuf),
-                    "output": float(outp),
+                    "id": r.id,
+                    "submit": r.submit,
+                    "input": float(r.input),
+                    "shuffle": float(r.shuffle),
+                    "output": float(r.output),
                 },
             )
         )
-        if len(out) >= jobs:
-            break
     return out
 
 
