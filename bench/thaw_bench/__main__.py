@@ -4,7 +4,9 @@ experiments on an emulated cluster on this machine and writes
 
 Experiments: ``swim``, ``sort``, ``wordcount``, ``interference``, ``sql``,
 ``pipeline`` (Tachyon, section 3), ``cava`` (CAVA, section V's cache policies, with
-options and ``--out`` of its own: :mod:`thaw_bench.cava`), and ``paper`` (a
+options and ``--out`` of its own: :mod:`thaw_bench.cava`), ``traces`` (Ignem, section
+II-C's and DYRS, section II's trace analyses over the SWIM traces: no cluster, options
+of its own: :mod:`thaw_bench.trace_analysis`), and ``paper`` (a
 reduced set of all of them but the pipeline, under 30 minutes here). Every
 configuration of a table runs in one invocation, on the same placed data.
 """
@@ -21,6 +23,7 @@ from thaw.sizes import parse_size
 
 from . import experiments as ex
 from . import pipeline as pipeline_mod
+from . import trace_analysis
 from .cava import cli as cava_cli
 from .cluster import ClusterSpec
 from .configs import CONFIGS, SCENARIOS
@@ -150,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     pp.add_argument("--pipeline-configs", type=_list(str), default=list(pipeline_mod.CONFIGS))
 
     cava_cli.add_parser(sub)
+    trace_analysis.add_parser(sub)
 
     sub.add_parser("paper", parents=[common], help="the reduced set of every experiment (under 30 min)")
     return p
@@ -159,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     if a.experiment == "cava":
         return cava_cli.main_args(a, argv)
+    if a.experiment == "traces":
+        return trace_analysis.main_args(a, argv)
     spec = ClusterSpec(
         nodes=a.nodes, racks=a.racks, slots=a.slots, disk=a.disk, penalty=a.penalty,
         block_size=a.block_size, mem_capacity=a.mem, heartbeat_ms=a.heartbeat_ms, migration_io=a.migration_io,
