@@ -16,15 +16,18 @@ prints them:
   servers (Ignem IV-A, DYRS V-A: 128 GB RAM, one HDD), the HDD at 100 MiB/s
   (the papers give no rate), 12 map slots (the servers' 12 hyperthreads).
 - **Jobs** (the trace has no durations): one map task per 64 MiB block of input
-  (Ignem's HDFS block, II-B), at least one. A map task takes 0.28 s plus its
+  (Ignem's HDFS block, II-B), at least one (a job without shuffle: per block of
+  input or output, whichever is larger). A map task takes 0.28 s plus its
   bytes at 10.4 MiB/s: Ignem's Table II measured SWIM map tasks at 6.44 s
   reading their 64 MB block from HDD and 0.28 s from RAM. Map tasks queue FIFO
   (Hadoop's default scheduler) for the map slots, none before the job's start-up
   (3 s, Hadoop's heartbeat, the platform overhead Ignem II-C1 names). A job with
-  shuffle runs one reducer per 64 MiB of it (at most one per slot), in reduce
-  slots of their own (Hadoop 1's), one wave after its last map, each reading its
-  share of the shuffle and writing its share of the output at the map tasks'
-  rate; a job without shuffle writes its output from the maps.
+  shuffle runs one reducer per 64 MiB of its shuffle or output, whichever is
+  larger (at most one per slot), in reduce slots of their own (Hadoop 1's), one
+  wave after its last map, each reading its share of the shuffle and writing its
+  share of the output at the map tasks' rate; a job without shuffle writes its
+  output from the maps. Tasks keep their rate when the disks saturate (the
+  report counts the windows where they would), so there the model is optimistic.
 - **Lead-time** (the trace has none): start-up plus queueing in that model. The
   papers took the Google trace's job queueing time (Ignem II-C1: "job queueing
   time and lead-time are identical").
@@ -41,6 +44,9 @@ prints them:
   migration, IV-C4) and (b) each block from its job's submission until its map
   task has read it (what must stay in memory "until it is accessed"), per second,
   against the cluster's memory; per machine assumes blocks spread evenly.
+  Beyond the papers: bound (b), the byte-weighted shares (the papers count
+  jobs) and the papers' worst-case formula evaluated on the model, since a
+  migration at submission holds a whole job's input, not only its running tasks'.
 - **Not computable from a SWIM trace**: DYRS Fig. 1's heterogeneity between
   machines (no machine is named).
 """
@@ -414,7 +420,7 @@ MEASURES: list[tuple[str, str, Any]] = [
     ),
 ]
 
-PAPERS = "papers (Google trace)"
+PAPERS = "papers (Google trace unless named)"
 
 
 def _assumptions(models: dict[str, Model]) -> list[dict[str, str]]:
@@ -436,6 +442,14 @@ def _assumptions(models: dict[str, Model]) -> list[dict[str, str]]:
             "map task",
             "6.44 s from HDD, 0.28 s from RAM (Ignem Table II)",
             lambda m, _l: f"{m.task_overhead:g} s + bytes at {_size(m.task_rate)}/s",
+        ),
+        (
+            "job duration",
+            "measured",
+            lambda m, _l: (
+                "map waves in FIFO order, then one wave of reducers (one per block of shuffle "
+                "or output, in slots of their own) at the map tasks' rate"
+            ),
         ),
         (
             "lead-time",
