@@ -133,6 +133,56 @@ def test_a_python_pipeline_written_at_memory_speed_is_rebuilt_after_its_worker_i
             p.wait()
 
 
+def upper(inputs: list[str], outputs: list[str], *, record: str) -> None:
+    """A narrow step body: each input upper-cased to the output of the same
+    index, ``.../part-N`` written beside host h{N % 2}; a rerun by the master
+    (``THAW_RECOVER_LINEAGE`` set) notes in ``record`` each output it produced."""
+    for src, dst in zip(inputs, outputs, strict=True):
+        n = int(dst.rsplit("-", 1)[1])
+        c = thaw.Client(host=f"h{n % 2}")
+        c.write_bytes(dst, c.cat(src).upper(), write_type="async-through")
+        if os.environ.get("THAW_RECOVER_LINEAGE"):
+            with open(record, "a") as f:
+                f.write(f"{n}\n")
+
+
+def test_a_narrow_step_reruns_on_the_lost_partitions_alone(tmp_path: Path) -> None:
+    # Four partitions, 0 and 2 beside worker 0 (killed before any checkpoint):
+    # the master's rerun (`python -m thaw rerun`) gets THAW_REBUILD_OUTPUTS=0,2
+    # and calls the function with those two partitions only.
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    addr, procs = lossy_cluster(tmp_path, env=env)
+    try:
+        client = thaw.Client(addr)
+        wait_for(lambda: alive_workers(client) == 2, timeout=30)
+        ins = [f"/in/part-{n}" for n in range(4)]
+        outs = [f"/up/part-{n}" for n in range(4)]
+        for n, p in enumerate(ins):
+            client.write_bytes(p, f"{n} line {'x' * 60}\n".encode() * 4000, write_type="cache-through")
+        record = tmp_path / "record"
+        step = thaw.lineage.step(inputs=ins, outputs=outs, kind="narrow", client=client)
+        step(upper)(record=str(record))
+        assert step.lineage is not None
+        want = [client.cat(p) for p in outs]
+        assert want[2].startswith(b"2 LINE XXX")
+        assert not any(client.stat(p)["persisted"] for p in outs)
+        procs[1].kill()  # kill -9 of worker 0
+        procs[1].wait()
+        wait_for(lambda: client.stat(outs[0])["lost"], timeout=30)
+        assert [client.cat(p) for p in outs] == want
+        lineage = step.lineage["lineage_id"]
+        wait_for(lambda: thaw.lineage.get(lineage, client=client)["reruns"] == 1)
+        assert thaw.lineage.get(lineage, client=client)["last_rerun_outputs"] == [0, 2]
+        assert record.read_text().split() == ["0", "2"]
+        # The same subset, asked for by hand: a bad index is a clear error.
+        with pytest.raises(ValueError, match="4 outputs: no output \\[7\\]"):
+            thaw.lineage.rerun(lineage, [1, 7], client=client)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def test_the_module_docstring_example_runs_as_written(tmp_path: Path) -> None:
     """thaw.lineage's own example, run by doctest against a fresh cluster: the
     step records its lineage (keyword arguments as JSON) and writes its output."""

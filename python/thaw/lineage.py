@@ -23,6 +23,13 @@ code: the function's module and name, its inputs and outputs, and its keyword
 arguments (JSON) are the configuration; ``python -m thaw rerun
 --lineage N`` is the command that runs it again. :func:`submit` records any
 other program (a shell pipeline, a Spark job) with its own command line.
+
+A lineage's ``kind`` is its dependency (section 2.4): ``"narrow"`` (output i
+from input i alone: a map, a filter) or ``"wide"`` (every output from every
+input: a shuffle, a join; the default). To rebuild lost outputs, the master
+reruns a narrow step on the lost partitions alone, a wide one whole; the rerun
+is told which outputs to produce (``THAW_REBUILD_OUTPUTS``), and a narrow
+step's function is then called with just those partitions' inputs and outputs.
 """
 
 from __future__ import annotations
@@ -201,23 +208,34 @@ def _load(where: dict[str, str]) -> Callable[..., Any]:
     return getattr(obj, "__wrapped__", obj)
 
 
-def rerun(lineage_id: int, *, client: Client | None = None) -> Any:
+def rerun(lineage_id: int, outputs: Sequence[int] | None = None, *, client: Client | None = None) -> Any:
     """Runs a :func:`step`'s function again, as its lineage recorded it, on
-    its inputs' paths as of now."""
+    its inputs' paths as of now. ``outputs``: the indices of the outputs to
+    produce (the master's rerun passes the lost ones, ``THAW_REBUILD_OUTPUTS``);
+    a narrow step's function is called with those partitions alone (input i
+    and output i, for each i, in order), a wide step's runs whole. ``None``:
+    every output."""
     entry = get(lineage_id, client=client)
     try:
         config = json.loads(entry["config"])
         assert config["format"] == STEP_FORMAT
     except (ValueError, KeyError, AssertionError) as e:
         raise ValueError(f"lineage {lineage_id} was not recorded by thaw.lineage.step: {e}") from e
-    gone = [i["fid"] for i in entry["inputs"] if not i["path"]]
+    ins, outs = entry["inputs"], [o["path"] for o in entry["outputs"]]
+    if outputs is not None and entry["kind"] == "narrow":
+        picked = sorted(set(outputs))
+        bad = [i for i in picked if not 0 <= i < len(outs)]
+        if bad:
+            raise ValueError(f"lineage {lineage_id} has {len(outs)} outputs: no output {bad}")
+        ins, outs = [ins[i] for i in picked], [outs[i] for i in picked]
+    gone = [i["fid"] for i in ins if not i["path"]]
     if gone:
         raise FileNotFoundError(f"lineage {lineage_id}: inputs {gone} no longer exist")
     fn = _load(config["function"])
-    inputs = [i["path"] for i in entry["inputs"]]
+    inputs = [i["path"] for i in ins]
     token = current_step_master.set(_client(client).master)
     try:
-        return fn(inputs, [o["path"] for o in entry["outputs"]], **config["kwargs"])
+        return fn(inputs, outs, **config["kwargs"])
     finally:
         current_step_master.reset(token)
 
@@ -227,8 +245,20 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("rerun", help="run a thaw.lineage.step again")
     r.add_argument("--lineage", type=int, default=int(os.environ.get("THAW_LINEAGE_ID", "0") or 0))
+    r.add_argument(
+        "--outputs",
+        default=os.environ.get("THAW_REBUILD_OUTPUTS"),
+        help="the outputs to produce, 0-based indices, comma separated (default: THAW_REBUILD_OUTPUTS, "
+        "else every output); a narrow step runs on those partitions alone",
+    )
     args = p.parse_args(argv)
     if not args.lineage:
         p.error("--lineage (or THAW_LINEAGE_ID) is required")
-    rerun(args.lineage)
+    outputs = None
+    if args.outputs is not None:
+        try:
+            outputs = [int(x) for x in args.outputs.split(",") if x.strip()]
+        except ValueError:
+            p.error(f"--outputs {args.outputs!r}: 0-based output indices, comma separated")
+    rerun(args.lineage, outputs)
     return 0

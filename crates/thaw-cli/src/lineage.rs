@@ -23,8 +23,10 @@ pub enum LineageCommand {
         /// An output path (must not exist yet). Ordered; repeat for more.
         #[arg(long = "output", required = true)]
         outputs: Vec<String>,
-        /// narrow: output i is derived from input i alone; wide: every output
-        /// needs every input.
+        /// narrow: output i is derived from input i alone (as many inputs as
+        /// outputs), and a rerun produces only the lost outputs; wide: every
+        /// output needs every input, and a rerun produces them all. The rerun
+        /// is told which in THAW_REBUILD_OUTPUTS (docs/writes-and-lineage.md).
         #[arg(long, default_value = "wide", value_parser = ["narrow", "wide"])]
         kind: String,
         /// A file whose bytes are the program's configuration (passed back to
@@ -132,5 +134,7 @@ fn print(l: &LineageInfo, json: bool) {
     if l.reruns > 0 {
         let how = "to rebuild lost outputs";
         println!("reran       {}", crate::output::rebuilt(l.reruns, l.last_rerun_ms, l.last_rerun_took_ms, how));
+        let produced: Vec<String> = l.last_rerun_outputs.iter().map(|i| i.to_string()).collect();
+        println!("last rerun  produced outputs {} of {}", produced.join(", "), l.output_paths.len());
     }
 }

@@ -70,6 +70,7 @@ pub fn lineage_json(l: &LineageInfo) -> Value {
         "reruns": l.reruns,
         "last_rerun_ms": l.last_rerun_ms,
         "last_rerun_took_ms": l.last_rerun_took_ms,
+        "last_rerun_outputs": l.last_rerun_outputs,
     })
 }
 

@@ -13,8 +13,8 @@
 //!    [`namespace`], [`lineage`], [`leases`], [`cluster`] (membership and
 //!    block locations), [`migration`] (planning), [`affinity`] (CAVA),
 //!    [`checkpoint_order`] (which file is checkpointed next) and
-//!    [`recompute_plan`] (which lineages rebuild the lost files, in what
-//!    order). Their services are `master/checkpoints.rs` and
+//!    [`recompute_plan`] (which lineages rebuild the lost files, on which
+//!    partitions, in what order). Their services are `master/checkpoints.rs` and
 //!    `master/recompute.rs`.
 //! 3. Settings: [`config`], which names the decisions' own settings.
 //! 4. The master: [`master`], all state under one lock, every operation,

@@ -9,9 +9,14 @@
 //! - The executor is a local process runner on the master's host: the
 //!   lineage's command runs with `THAW_MASTER`, `THAW_RECOVER_LINEAGE` (the
 //!   client library then writes the lineage's output paths as rebuilds of the
-//!   lost files, same FIDs), `THAW_LINEAGE_ID`, `THAW_LOST_FILES` (newline
-//!   separated) and `THAW_LINEAGE_CONFIG` (a file holding the config bytes),
-//!   its output in `<journal>/recompute/lineage-N-attempt-K.log`.
+//!   lost files, same FIDs), `THAW_LINEAGE_ID`, `THAW_LOST_FILES` (the paths
+//!   it rebuilds, newline separated), `THAW_DEPENDENCY_KIND` (`narrow` or
+//!   `wide`), `THAW_REBUILD_OUTPUTS` (the 0-based indices of the outputs to
+//!   produce, comma separated: a narrow lineage's lost partitions, every
+//!   output of a wide one) and `THAW_LINEAGE_CONFIG` (a file holding the
+//!   config bytes), its output in `<journal>/recompute/lineage-N-attempt-K.log`.
+//!   A narrow program that writes other outputs too is not refused (their
+//!   bytes are checked like the rest): it only wastes work.
 //! - A rebuilt block must match the CRC-32 recorded when the file was first
 //!   written, or the master refuses it: the rerun is reported non-deterministic
 //!   and the file stays lost (never wrong bytes). A command that fails is tried
@@ -45,8 +50,10 @@ struct Run {
     claimed_by: String,
     retry_at: Option<Instant>,
     last_error: String,
-    /// Its outputs that were lost when the attempt started.
+    /// Its outputs that were lost when the attempt started, and are rebuilt.
     outputs: Vec<u64>,
+    /// The outputs (indices) the attempt was told to produce.
+    produce: Vec<u32>,
 }
 
 /// The workflow manager's state.
@@ -62,7 +69,7 @@ pub(crate) struct Recomputer {
     nondeterministic: BTreeMap<u64, String>,
     /// Lost files that cannot be rebuilt, and why (as of the last plan).
     impossible: BTreeMap<u64, String>,
-    /// Lineages waiting for lost inputs (as of the last plan).
+    /// Lost files whose rerun waits for lost inputs (as of the last plan).
     waiting: BTreeSet<u64>,
     /// Files being rebuilt now: file -> lineage.
     recovering: HashMap<u64, u64>,
@@ -80,11 +87,13 @@ pub(crate) struct Recomputer {
 }
 
 /// Rebuilds of one file, or reruns of one lineage, that succeeded.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct History {
     count: u32,
     last_ms: u64,
     took_ms: u64,
+    /// A lineage's: the outputs (indices) its last rerun produced.
+    produced: Vec<u32>,
 }
 
 impl History {
@@ -118,8 +127,14 @@ impl Recomputer {
 
     /// A lineage's reruns that rebuilt its lost outputs (the rest of a `LineageInfo` default).
     pub(crate) fn rerun_record(&self, l: u64) -> LineageInfo {
-        let h = self.reran.get(&l).copied().unwrap_or_default();
-        LineageInfo { reruns: h.count, last_rerun_ms: h.last_ms, last_rerun_took_ms: h.took_ms, ..Default::default() }
+        let h = self.reran.get(&l).cloned().unwrap_or_default();
+        LineageInfo {
+            reruns: h.count,
+            last_rerun_ms: h.last_ms,
+            last_rerun_took_ms: h.took_ms,
+            last_rerun_outputs: h.produced,
+            ..Default::default()
+        }
     }
 
     pub(crate) fn fill_totals(&self, t: &mut PersistenceTotals) {
@@ -137,6 +152,9 @@ struct Start {
     command: Vec<String>,
     config: Vec<u8>,
     lost_paths: Vec<String>,
+    narrow: bool,
+    /// The outputs (indices) to produce.
+    produce: Vec<u32>,
 }
 
 /// Whether file `f` is lost: complete, unpersisted, and some block without a replica.
@@ -171,7 +189,7 @@ impl Master {
         if self_mode(st) == Mode::Off {
             return (Rebuild::Off, "recomputation is off on this master".into());
         }
-        if let Some(run) = rc.runs.get(&l) {
+        if let Some(run) = rc.runs.get(&l).filter(|r| r.outputs.contains(&f)) {
             if let Some(since) = run.running_since {
                 let secs = since.elapsed().as_secs_f64();
                 return (Rebuild::Running, format!("lineage {l} running (attempt {}, {secs:.1} s)", run.attempt));
@@ -183,11 +201,14 @@ impl Master {
                 );
             }
         }
-        if rc.waiting.contains(&l) {
-            return (Rebuild::Waiting, format!("lineage {l} waits for its lost inputs to be rebuilt"));
+        if rc.waiting.contains(&f) {
+            return (Rebuild::Waiting, format!("lineage {l} waits for lost inputs of this file to be rebuilt"));
         }
         let temporary = st.ns.get(f).is_some_and(|i| i.rec.temporary);
-        if !rc.requested.contains(&f) && (self_mode(st) == Mode::Reactive || temporary) && !rc.runs.contains_key(&l) {
+        if !rc.requested.contains(&f)
+            && (self_mode(st) == Mode::Reactive || temporary)
+            && !rc.runs.get(&l).is_some_and(|r| r.outputs.contains(&f))
+        {
             return (Rebuild::NotRequested, format!("lineage {l} reruns when the file is read"));
         }
         (Rebuild::Queued, format!("lineage {l} is queued to rerun"))
@@ -310,6 +331,8 @@ impl Master {
             ("THAW_RECOVER_LINEAGE".into(), s.lineage.to_string()),
             ("THAW_LINEAGE_ID".into(), s.lineage.to_string()),
             ("THAW_LOST_FILES".into(), s.lost_paths.join("\n")),
+            ("THAW_DEPENDENCY_KIND".into(), if s.narrow { "narrow" } else { "wide" }.into()),
+            ("THAW_REBUILD_OUTPUTS".into(), s.produce.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")),
             ("THAW_JOB_ID".into(), format!("recompute-{}", s.lineage)),
         ];
         if let Some(ca) = &self.config.tls_ca {
@@ -357,20 +380,28 @@ impl Master {
             plan(
                 &targets,
                 &|f| file_state(st, f),
-                &|l| st.lineages.get(l).map(|r| LineageView { inputs: r.input_fids.clone(), broken: r.broken.clone() }),
+                &|l| {
+                    st.lineages.get(l).map(|r| LineageView {
+                        inputs: r.input_fids.clone(),
+                        outputs: r.output_fids.clone(),
+                        narrow: r.kind == DependencyKind::Narrow as i32,
+                        broken: r.broken.clone(),
+                    })
+                },
                 &|f| if st.ns.get(f).is_some() { st.ns.path_of(f) } else { format!("FID {f}") },
             )
         };
         let rc = &mut st.recomputer;
         rc.requested.retain(|f| is_lost_view(&st.ns, &st.cluster, *f) && !p.unrecoverable.contains_key(f));
         rc.impossible = p.unrecoverable;
-        rc.waiting = p.waiting.iter().copied().collect();
-        let planned: BTreeSet<u64> = p.ready.iter().chain(&p.waiting).copied().collect();
+        rc.waiting = p.waiting.iter().flat_map(|r| r.rebuilds.iter().copied()).collect();
+        let planned: BTreeSet<u64> = p.ready.iter().chain(&p.waiting).map(|r| r.lineage).collect();
         // Runs no longer needed (their files came back, or went) end here.
         rc.runs.retain(|l, r| r.running_since.is_some() || planned.contains(l));
         let mut running = rc.runs.values().filter(|r| r.running_since.is_some()).count();
         let mut starts = Vec::new();
-        for l in p.ready {
+        for rerun in p.ready {
+            let l = rerun.lineage;
             if running >= self.config.recompute_parallel {
                 break;
             }
@@ -382,15 +413,16 @@ impl Master {
                 continue;
             }
             let Some(rec) = st.lineages.get(l) else { continue };
-            let outputs: Vec<u64> =
-                rec.output_fids.iter().copied().filter(|f| *f != 0 && is_lost_view(&st.ns, &st.cluster, *f)).collect();
+            let outputs = rerun.rebuilds;
             if outputs.is_empty() {
                 continue;
             }
+            let produce: Vec<u32> = rerun.produce.iter().map(|i| *i as u32).collect();
             run.attempt += 1;
             run.running_since = Some(now);
             run.retry_at = None;
             run.outputs = outputs.clone();
+            run.produce = produce.clone();
             running += 1;
             let lost_paths = rec
                 .output_fids
@@ -399,13 +431,24 @@ impl Master {
                 .filter(|(f, _)| outputs.contains(f))
                 .map(|(_, p)| p.clone())
                 .collect();
-            tracing::info!(lineage = l, attempt = run.attempt, lost = outputs.len(), "recomputing lost files");
+            let narrow = rec.kind == DependencyKind::Narrow as i32;
+            tracing::info!(
+                lineage = l,
+                attempt = run.attempt,
+                lost = outputs.len(),
+                produce = produce.len(),
+                of = rec.output_paths.len(),
+                narrow,
+                "recomputing lost files"
+            );
             starts.push(Start {
                 lineage: l,
                 attempt: run.attempt,
                 command: rec.command.clone(),
                 config: rec.config.clone(),
                 lost_paths,
+                narrow,
+                produce,
             });
         }
         starts
@@ -433,7 +476,9 @@ impl Master {
         let took = run.running_since.take().map(|t| t.elapsed()).unwrap_or_default();
         if still_lost.is_empty() && outcome.is_ok() {
             tracing::info!(lineage, attempt, "lost files rebuilt");
-            rc.reran.entry(lineage).or_default().add(took);
+            let h = rc.reran.entry(lineage).or_default();
+            h.add(took);
+            h.produced = std::mem::take(&mut run.produce);
             rc.runs.remove(&lineage);
             rc.done += 1;
         } else if let Some(why) = rc.nondeterministic.get(&lineage).cloned() {
