@@ -160,49 +160,67 @@ pub fn netns_exists(name: &str) -> bool {
     Path::new(NETNS_DIR).join(name).exists()
 }
 
-/// The processes whose network namespace is `name`'s.
-pub fn netns_pids(name: &str) -> Vec<i32> {
-    let Ok(ns) = std::fs::metadata(Path::new(NETNS_DIR).join(name)) else { return Vec::new() };
+/// A namespace's identity: the device and inode of its nsfs file.
+fn netns_id(name: &str) -> Option<(u64, u64)> {
+    std::fs::metadata(Path::new(NETNS_DIR).join(name)).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The processes in any of the namespaces `ids` (zombies have none).
+fn pids_in(ids: &[(u64, u64)]) -> Vec<i32> {
     let Ok(proc) = std::fs::read_dir("/proc") else { return Vec::new() };
     let me = std::process::id() as i32;
     proc.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| pid != me)
-        .filter(|pid| {
-            std::fs::metadata(format!("/proc/{pid}/ns/net")).is_ok_and(|m| m.dev() == ns.dev() && m.ino() == ns.ino())
-        })
+        .filter(|pid| std::fs::metadata(format!("/proc/{pid}/ns/net")).is_ok_and(|m| ids.contains(&(m.dev(), m.ino()))))
         .collect()
 }
 
-/// Ends every process in `names` (SIGTERM, then SIGKILL for what is left after
-/// a second) and deletes the namespaces, which takes every link, bridge and
-/// qdisc in them along. Idempotent: names already gone are skipped. Returns how
-/// many namespaces it deleted.
-pub fn remove_namespaces(tools: &Tools, names: &[String]) -> usize {
-    let present: Vec<&String> = names.iter().filter(|n| netns_exists(n)).collect();
-    let pids = || present.iter().flat_map(|n| netns_pids(n)).collect::<Vec<i32>>();
-    let deadline = Instant::now() + Duration::from_secs(1);
-    for round in 0..200 {
-        let left = pids();
+/// The processes whose network namespace is `name`'s.
+pub fn netns_pids(name: &str) -> Vec<i32> {
+    netns_id(name).map_or(Vec::new(), |id| pids_in(&[id]))
+}
+
+/// Signals the processes in `ids` until none is left: SIGTERM first, SIGKILL
+/// from `grace` on; gives up after `grace` + 2 s.
+fn end_processes(ids: &[(u64, u64)], grace: Duration) {
+    let start = Instant::now();
+    let mut termed = false;
+    while start.elapsed() < grace + Duration::from_secs(2) {
+        let left = pids_in(ids);
         if left.is_empty() {
-            break;
+            return;
         }
-        let late = Instant::now() >= deadline;
-        if round == 0 || late {
+        let late = start.elapsed() >= grace;
+        if !termed || late {
             let signal = if late { libc::SIGKILL } else { libc::SIGTERM };
             for pid in left {
                 // SAFETY: a signal to a process found in the lab's namespace.
                 unsafe { libc::kill(pid, signal) };
             }
+            termed = true;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Ends every process in `names` (SIGTERM, then SIGKILL for what is left after
+/// a second) and deletes the namespaces, which takes every link, bridge and
+/// qdisc in them along; a process that entered a namespace meanwhile is
+/// killed after its name is gone (nothing can enter by name then).
+/// Idempotent: names already gone are skipped. Returns how many namespaces
+/// it deleted.
+pub fn remove_namespaces(tools: &Tools, names: &[String]) -> usize {
+    let present: Vec<(&String, (u64, u64))> = names.iter().filter_map(|n| Some((n, netns_id(n)?))).collect();
+    let ids: Vec<(u64, u64)> = present.iter().map(|(_, id)| *id).collect();
+    end_processes(&ids, Duration::from_secs(1));
     let mut deleted = 0;
-    for name in present {
-        let step = Step { tool: Tool::Ip, netns: None, args: vec!["netns".into(), "del".into(), name.clone()] };
+    for (name, _) in &present {
+        let step = Step { tool: Tool::Ip, netns: None, args: vec!["netns".into(), "del".into(), name.to_string()] };
         if tools.run_one(&step).is_ok() || !netns_exists(name) {
             deleted += 1;
         }
     }
+    end_processes(&ids, Duration::ZERO);
     deleted
 }
 
