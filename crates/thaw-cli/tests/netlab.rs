@@ -383,6 +383,28 @@ fn d_root_namespace_untouched() {
     assert_eq!(root_addresses(), before, "after");
 }
 
+/// SIGTERM (as SIGINT and SIGHUP) ends the lab as stdin's EOF does: removed,
+/// said on stderr, exit code 0.
+#[test]
+fn sigterm_removes_the_lab() {
+    if skip() {
+        return;
+    }
+    let mut lab = lab("rack=64MiB/s", &[("a", "h0", "r0")]);
+    let namespaces = lab.namespaces();
+    let mut supervisor = lab.take_child();
+    // SAFETY: a signal to the supervisor this test started.
+    unsafe { libc::kill(supervisor.id() as i32, libc::SIGTERM) };
+    let status = supervisor.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(namespaces.iter().all(|n| !netns_exists(n)), "{namespaces:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !lab.stderr().contains("SIGTERM: lab") {
+        assert!(Instant::now() < deadline, "{}", lab.stderr());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Bad input and missing netem: exit code 2, a clear message, nothing left.
 #[test]
 fn bad_labs_are_refused() {
