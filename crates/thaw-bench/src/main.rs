@@ -3,11 +3,12 @@
 //! metadata lookups, the user paths (`thaw fs`) and writes by write type against
 //! their baselines; migrations and their planner, cache replacement decisions,
 //! checkpoint order, the cost of security, cold loads, failover of a master
-//! group, reads under attack, and the randomized fault campaign. Every figure is
+//! group, reads under attack, the randomized fault campaign, and the network
+//! lab's links against their spec. Every figure is
 //! the median of alternating repeats. Results go to stdout and to a JSON summary
 //! (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata|planner|migration|migrate-cli|early-ask|user-paths|writes|checkpoint-order|replacement|load-under-attack|auth-cost|cold-load|failover|chaos] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|planner|migration|migrate-cli|early-ask|user-paths|writes|checkpoint-order|replacement|load-under-attack|auth-cost|cold-load|failover|chaos|netlab] [--size 1GiB] [--repeats 5]`
 
 mod auth_cost;
 mod checkpoint_order;
@@ -20,6 +21,7 @@ mod measure;
 mod metadata;
 mod migrate_cli;
 mod migration;
+mod netlab;
 mod payload;
 mod planner;
 mod remote;
@@ -119,6 +121,11 @@ enum Which {
     /// and restart, SIGSTOP of a worker or the master, a worker's tier filled),
     /// with the checks after each (not part of `all`).
     Chaos,
+    /// The network lab (issue 30; needs root): TCP throughput across shaped
+    /// host links against their spec (8, 32, 128 MiB/s) and unshaped against
+    /// loopback, and the round trip between nodes on one host and across
+    /// racks against loopback's (not part of `all`).
+    Netlab,
 }
 
 /// What every benchmark is given.
@@ -248,6 +255,9 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
         let c = cold_load::run(cfg).await?;
         println!("  {}", c.notes);
         done(c);
+    }
+    if which == Which::Netlab {
+        netlab::run(cfg)?.into_iter().for_each(&mut done);
     }
     if which == Which::Failover {
         failover::run(cfg).await?.into_iter().for_each(&mut done);
