@@ -9,6 +9,7 @@ mod jobs;
 mod lineage;
 mod local_dirs;
 mod mount;
+mod netlab;
 mod output;
 mod server_args;
 mod servers;
@@ -86,6 +87,12 @@ enum Command {
     /// The main demo: a cold data set read through Thaw, then from memory, on an
     /// embedded local cluster.
     Demo(demo::DemoArgs),
+    /// Emulated hosts with a network between them (evaluation; needs root):
+    /// `thaw netlab up --network host=100MiB/s --node w0@h0/r0 --node w1@h1/r1`.
+    Netlab {
+        #[command(subcommand)]
+        command: netlab::NetlabCommand,
+    },
 }
 
 #[derive(Args)]
@@ -151,6 +158,9 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Command::Netlab { command } = cli.command {
+        netlab::main(command);
+    }
     let server = matches!(cli.command, Command::Local(_) | Command::Master(_) | Command::Worker(_));
     // Long-running commands that talk to servers must see a dead peer's socket
     // as EPIPE, not be killed by SIGPIPE: `thaw demo` (workers in this
@@ -223,6 +233,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Auth(g) => auth::run(client(&g.client)?, g.command).await,
         Command::Lineage(g) => lineage::run(client(&g.client)?, g.command).await,
         Command::Demo(args) => demo::run(args).await,
+        Command::Netlab { .. } => unreachable!("thaw netlab runs before the runtime starts"),
         Command::Mount(a) => mount::mount(a.client.or(&outer).config(), a.args).await,
         Command::Umount(args) => mount::umount(args),
         Command::Migrate(a) => jobs::migrate(client(&a.client)?, a.args).await,

@@ -2,8 +2,9 @@
 //! `thaw master` and N `thaw worker`s, each with its own directories, and helpers
 //! to kill -9 and restart any of them (TiKV's test_raftstore is the model).
 //! Beside it: [`chaos`] (the randomized fault campaign run on such a cluster),
-//! and real under-stores for tests, [`s3`] (S3 servers) and [`hdfs`] (a
-//! MiniDFSCluster).
+//! real under-stores for tests, [`s3`] (S3 servers) and [`hdfs`] (a
+//! MiniDFSCluster), and [`netlab`] (emulated hosts with a network between
+//! them, `thaw netlab up`, for processes started in its nodes).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use thaw_common::proto::Position;
 
 pub mod chaos;
 pub mod hdfs;
+pub mod netlab;
 pub mod s3;
 
 #[derive(Debug, Clone)]
