@@ -181,7 +181,9 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument(
         "--blocks", type=int, default=12, help="map tasks (blocks) per kind (default %(default)s)"
     )
-    lo.add_argument("--pagerank-iters", type=int, default=120, help="PageRank's iterations per block")
+    lo.add_argument(
+        "--pagerank-iters", type=int, default=40, help="PageRank's iterations per block (default %(default)s)"
+    )
     lo.set_defaults(repeats=3, block_size="2MiB")
 
     cava_cli.add_parser(sub)
