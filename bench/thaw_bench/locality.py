@@ -286,7 +286,7 @@ def locality(
     doc["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     results_dir.mkdir(parents=True, exist_ok=True)
     write_json(results_dir / "results.json", doc)
-    for line in table_lines(doc):
+    for line in [*table_lines(doc), "", *table_lines(doc, task_rows(doc))]:
         bench.say(line)
     return results_dir / "results.json"
 
@@ -322,9 +322,27 @@ def table_rows(doc: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
-def table_lines(doc: dict[str, Any]) -> list[str]:
-    """:func:`table_rows` as a Markdown table."""
-    rows = table_rows(doc)
+def task_rows(doc: dict[str, Any]) -> list[dict[str, str]]:
+    """Per level and kind, the median map task's time beside its own CPU time
+    (the task thread's, medians over the repeats): what a level's read adds,
+    and how much of a task is waiting for a core."""
+    rows = []
+    for lv in LEVELS:
+        row = {"level": SHORT[lv]}
+        for kind in doc["params"]["kinds"]:
+            runs = [r for r in doc["runs"] if r["kind"] == kind and r["level"] == lv]
+            if not runs:
+                continue
+            task = statistics.median(statistics.median(r["task_s"]) for r in runs)
+            cpu = statistics.median(r["cpu_s"] / max(1, r["tasks"]) for r in runs)
+            row[f"{kind}: task / CPU, s"] = f"{task:.3f} / {cpu:.3f}"
+        rows.append(row)
+    return rows
+
+
+def table_lines(doc: dict[str, Any], rows: list[dict[str, str]] | None = None) -> list[str]:
+    """:func:`table_rows` (or ``rows``) as a Markdown table."""
+    rows = rows or table_rows(doc)
     head = list(rows[0])
     out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     out += ["| " + " | ".join(r[h] for h in head) + " |" for r in rows]
