@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -130,6 +131,7 @@ try:
         "procs": {n: (p.pid, ino(f"/proc/{p.pid}/ns/net")) for n, p, _ in ec._procs},
         "dask_pids": list(dask.run(os.getpid).values()) + [p.pid for _, p in dc.procs],
         "master": ec.master, "workers": ec.addresses, "crc": zlib.crc32(data), "task": got,
+        "dirs": [str(ec.root), str(ec.mem_root), str(dc.logs)],
     }
     print(json.dumps(out), flush=True)
     if sys.argv[2] == "hold":
@@ -195,11 +197,15 @@ def test_kill_9_of_the_harness_leaves_nothing_behind() -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     pids = [p for p, _ in seen["procs"].values()] + seen["dask_pids"]
-    assert _gone(list(seen["netns"].values())) == []
-    deadline = time.monotonic() + 10
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert [p for p in pids if _alive(p)] == []
+    try:
+        assert _gone(list(seen["netns"].values())) == []
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [p for p in pids if _alive(p)] == []
+    finally:
+        for d in seen["dirs"]:  # a killed harness cannot remove its directories
+            shutil.rmtree(d, ignore_errors=True)
 
 
 @needs_lab

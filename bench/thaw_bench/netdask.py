@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +33,8 @@ from .runner import _scheduler_process, start_dask
 
 class NetDask:
     """A Dask scheduler (in node ``driver``) and one ``dask worker`` process per
-    node, each in its node's namespace. ``close`` stops them all."""
+    node, each in its node's namespace. ``close`` stops them all and removes
+    their logs and local directories."""
 
     def __init__(self) -> None:
         self.scheduler: Any = None
@@ -54,6 +56,7 @@ class NetDask:
             with contextlib.suppress(Exception):
                 self.scheduler.close()
             self.scheduler = None
+        shutil.rmtree(self.logs, ignore_errors=True)
 
     def log(self, node: str) -> str:
         path = self.logs / f"dask-{node}.log"
