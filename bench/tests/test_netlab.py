@@ -2,8 +2,9 @@
 ``ClusterSpec.network``): a small cluster on the network runs a job whose
 processes sit in their nodes' namespaces; its namespaces are gone after it
 ends, and within seconds of a kill -9 of the harness; the CAVA locality
-experiment reads each level's input from where the level says. Needs root and
-a `thaw` with the `netlab` command; skipped otherwise, saying which."""
+experiment reads each level's input from where the level says, on loopback and
+on the network. The network tests need root and a `thaw` with the `netlab`
+command; they are skipped otherwise, saying which."""
 
 from __future__ import annotations
 
@@ -208,13 +209,11 @@ def test_kill_9_of_the_harness_leaves_nothing_behind() -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
-@needs_lab
-def test_locality_reads_each_level_from_its_source(tmp_path: Path) -> None:
+def _locality(tmp_path: Path, network: list[str]) -> dict:
     out = subprocess.run(
         [
-            sys.executable, "-m", "thaw_bench", "locality", "--network", "host=100MiB/s,rack=100MiB/s",
-            "--kinds", "grep", "--blocks", "2", "--repeats", "1", "--block-size", "256KiB",
-            "--disk", "50MiB/s", "--out", str(tmp_path),
+            sys.executable, "-m", "thaw_bench", "locality", *network, "--kinds", "grep", "--blocks", "2",
+            "--repeats", "1", "--block-size", "256KiB", "--disk", "50MiB/s", "--out", str(tmp_path),
         ],
         capture_output=True, text=True, timeout=280, env=dict(os.environ, THAW_BIN=find_binary()), cwd=ROOT,
     )  # fmt: skip
@@ -224,4 +223,15 @@ def test_locality_reads_each_level_from_its_source(tmp_path: Path) -> None:
     assert set(runs) == {"vm-ml", "pm-ml", "rm-ml", "off-rack-ml", "vm-dl"}
     assert all(r["source_ok"] for r in runs.values()), runs
     assert runs["vm-dl"]["bytes_mem"] == 0 and runs["vm-ml"]["bytes_mem"] == runs["vm-ml"]["bytes"]
+    return doc
+
+
+def test_locality_on_loopback_reads_each_level_from_its_source(tmp_path: Path) -> None:
+    doc = _locality(tmp_path, [])
+    assert "network" not in doc["cluster"]
+
+
+@needs_lab
+def test_locality_reads_each_level_from_its_source(tmp_path: Path) -> None:
+    doc = _locality(tmp_path, ["--network", "host=100MiB/s,rack=100MiB/s"])
     assert _gone(list(doc["cluster"]["network"]["netns"].values())) == []

@@ -72,7 +72,9 @@ def start_dask_on(
     names = nodes or [n.name for n in cluster.nodes]
     by_name = {n.name: n for n in cluster.nodes}
     if cluster.lab is None:
-        return start_dask([(n, by_name[n].rack, by_name[n].host) for n in names], slots)
+        return start_dask(
+            [(n, by_name[n].rack, by_name[n].host) for n in names], slots, cluster.spec.short_circuit
+        )
     import dask
     from distributed import Client as DaskClient
     from distributed import SpecCluster
