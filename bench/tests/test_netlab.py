@@ -235,3 +235,31 @@ def test_locality_on_loopback_reads_each_level_from_its_source(tmp_path: Path) -
 def test_locality_reads_each_level_from_its_source(tmp_path: Path) -> None:
     doc = _locality(tmp_path, ["--network", "host=100MiB/s,rack=100MiB/s"])
     assert _gone(list(doc["cluster"]["network"]["netns"].values())) == []
+
+
+@needs_lab
+def test_the_cava_command_runs_on_the_network(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable, "-m", "thaw_bench", "cava", "--tiny", "--network", "host=100MiB/s",
+            "--experiments", "workloads", "--policies", "lru", "--workloads", "W1", "--out", str(tmp_path),
+        ],
+        capture_output=True, text=True, timeout=280, env=dict(os.environ, THAW_BIN=find_binary()), cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert '"failed": ' not in json.dumps(doc["workloads"]), doc["workloads"]
+    workers = {w["address"].split(":")[0] for r in _runs(doc["workloads"]) for w in r["cache"]["workers"]}
+    assert workers and all(a.startswith("198.18.") for a in workers), workers
+    assert any(r["hit_ratio"] for r in _runs(doc["workloads"])), "LRU cached nothing"
+
+
+def _runs(node: object) -> list[dict]:
+    """Every run record (a dict with "cache" and "hit_ratio") inside ``node``."""
+    if isinstance(node, dict):
+        if "cache" in node and "hit_ratio" in node:
+            return [node]
+        return [r for v in node.values() for r in _runs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _runs(v)]
+    return []

@@ -64,16 +64,21 @@ class NetDask:
 
 
 def start_dask_on(
-    cluster: EmulatedCluster, slots: int, nodes: list[str] | None = None, timeout: float = 120.0
+    cluster: EmulatedCluster,
+    slots: int,
+    nodes: list[str] | None = None,
+    timeout: float = 120.0,
+    per_node: int = 1,
 ) -> tuple[Any, Any]:
     """One Dask worker with ``slots`` threads on each of ``nodes`` (default:
-    every node) of ``cluster``, and a client. Returns (cluster, client): close
-    both with :func:`thaw_bench.runner.stop_dask`."""
-    names = nodes or [n.name for n in cluster.nodes]
+    every node) of ``cluster`` (``per_node`` of them, named NODE-K, if more
+    than one), and a client. Returns (cluster, client): close both with
+    :func:`thaw_bench.runner.stop_dask`."""
     by_name = {n.name: n for n in cluster.nodes}
+    at = [(n, n if per_node <= 1 else f"{n}-{k}") for n in nodes or list(by_name) for k in range(per_node)]
     if cluster.lab is None:
         return start_dask(
-            [(n, by_name[n].rack, by_name[n].host) for n in names], slots, cluster.spec.short_circuit
+            [(w, by_name[n].rack, by_name[n].host) for n, w in at], slots, cluster.spec.short_circuit
         )
     import dask
     from distributed import Client as DaskClient
@@ -88,7 +93,7 @@ def start_dask_on(
         }
         net.scheduler = SpecCluster(workers={}, scheduler=scheduler, silence_logs=40)
         address = net.scheduler.scheduler_address
-        for name in names:
+        for name, worker in at:
             node = by_name[name]
             env = dict(
                 os.environ,
@@ -104,11 +109,11 @@ def start_dask_on(
                 env["THAW_SHORT_CIRCUIT"] = "0"
             argv = [
                 sys.executable, "-m", "distributed.cli.dask_worker", address,
-                "--name", name, "--nthreads", str(slots), "--memory-limit", "0",
+                "--name", worker, "--nthreads", str(slots), "--memory-limit", "0",
                 "--host", cluster.bind(name), "--no-dashboard", "--nanny",
-                "--local-directory", str(net.logs / name),
+                "--local-directory", str(net.logs / worker),
             ]  # fmt: skip
-            log = open(net.logs / f"dask-{name}.log", "ab")  # noqa: SIM115 - the child's; closed here
+            log = open(net.logs / f"dask-{worker}.log", "ab")  # noqa: SIM115 - the child's; closed here
             try:
                 proc = subprocess.Popen(
                     cluster.on_node(name, argv),
@@ -120,10 +125,10 @@ def start_dask_on(
                 )
             finally:
                 log.close()
-            net.procs.append((name, proc))
+            net.procs.append((worker, proc))
         client = DaskClient(address)
         deadline = time.monotonic() + timeout
-        while len(client.scheduler_info(n_workers=-1)["workers"]) < len(names):
+        while len(client.scheduler_info(n_workers=-1)["workers"]) < len(at):
             dead = [(n, p.returncode) for n, p in net.procs if p.poll() is not None]
             if dead:
                 n, code = dead[0]
