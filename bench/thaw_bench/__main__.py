@@ -3,7 +3,8 @@ experiments on an emulated cluster on this machine and writes
 ``OUT/EXPERIMENT/results.json`` and ``report.md`` with figures.
 
 Experiments: ``swim``, ``sort``, ``wordcount``, ``interference``, ``sql``,
-``pipeline`` (Tachyon, section 3), ``cava`` (CAVA, section V's cache policies, with
+``pipeline`` (Tachyon, section 3), ``locality`` (CAVA, Fig. 3's memory-locality
+levels: :mod:`thaw_bench.locality`), ``cava`` (CAVA, section V's cache policies, with
 options and ``--out`` of its own: :mod:`thaw_bench.cava`), ``traces`` (Ignem, section
 II-C's and DYRS, section II's trace analyses over the SWIM traces: no cluster, options
 of its own: :mod:`thaw_bench.trace_analysis`), and ``paper`` (a
@@ -22,11 +23,14 @@ from thaw.dask.placement import Delays
 from thaw.sizes import parse_size
 
 from . import experiments as ex
+from . import locality as loc
 from . import pipeline as pipeline_mod
 from . import trace_analysis
 from .cava import cli as cava_cli
+from .cava.workloads import APPS
 from .cluster import ClusterSpec
 from .configs import CONFIGS, SCENARIOS
+from .netlab import NetLabError, require_root
 
 
 def _list(kind: type, choices: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
@@ -67,6 +71,19 @@ def _parser() -> argparse.ArgumentParser:
         choices=["idle", "normal"],
         default=d.migration_io,
         help="migrations read disks only while no job does (idle, default) or as one more stream (normal)",
+    )
+    g.add_argument(
+        "--network",
+        default=None,
+        metavar="SPEC",
+        help="run each node as an emulated host with a network (needs root; `thaw netlab up`'s SPEC, e.g. "
+        "host=100MiB/s,rack=200MiB/s, or none for unshaped links); default: every node on loopback",
+    )
+    g.add_argument(
+        "--nodes-per-host",
+        type=int,
+        default=d.nodes_per_host,
+        help="with --network: nodes per machine (VMs on one host; default %(default)s)",
     )
     g.add_argument(
         "--out", type=Path, default=Path("bench-out"), help="results directory (default %(default)s)"
@@ -152,6 +169,23 @@ def _parser() -> argparse.ArgumentParser:
     pp.add_argument("--ufs", default="40MiB/s", help="each node's emulated under-store bandwidth")
     pp.add_argument("--pipeline-configs", type=_list(str), default=list(pipeline_mod.CONFIGS))
 
+    lo = sub.add_parser(
+        "locality",
+        parents=[common],
+        help="CAVA, Fig. 3: map tasks' total time with the input in the task node's memory, a co-resident "
+        "node's, another host's, another rack's, or on the local disk (use with --network)",
+    )
+    lo.add_argument(
+        "--kinds", type=_list(str, APPS), default=None, help="CAVA kinds (default: all of the registry)"
+    )
+    lo.add_argument(
+        "--blocks", type=int, default=12, help="map tasks (blocks) per kind (default %(default)s)"
+    )
+    lo.add_argument(
+        "--pagerank-iters", type=int, default=40, help="PageRank's iterations per block (default %(default)s)"
+    )
+    lo.set_defaults(repeats=3, block_size="2MiB")
+
     cava_cli.add_parser(sub)
     trace_analysis.add_parser(sub)
 
@@ -168,7 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     spec = ClusterSpec(
         nodes=a.nodes, racks=a.racks, slots=a.slots, disk=a.disk, penalty=a.penalty,
         block_size=a.block_size, mem_capacity=a.mem, heartbeat_ms=a.heartbeat_ms, migration_io=a.migration_io,
+        network=a.network, nodes_per_host=a.nodes_per_host,
     )  # fmt: skip
+    if a.network is not None:
+        try:
+            require_root()
+        except NetLabError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     t0 = time.time()
 
     def say(msg: str) -> None:
@@ -193,10 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         ex.interference(bench, a.size, a.lead, a.period_scale, a.scenarios, a.config, r)
     elif a.experiment == "sql":
         ex.sql(bench, a.sf, a.queries, a.configs, a.scenario, a.ahead)
+    elif a.experiment == "locality":
+        loc.locality(bench, a.kinds, a.blocks, r, a.pagerank_iters)
     elif a.experiment == "pipeline":
         pipeline_mod.pipeline(
             a.out, parts=a.parts, part_size=a.part_size, nodes=a.nodes, slots=a.slots, ufs=a.ufs,
-            repeats=r, configs=tuple(a.pipeline_configs), say=say,
+            repeats=r, configs=tuple(a.pipeline_configs), say=say, network=a.network,
         )  # fmt: skip
     else:
         ex.paper(bench)

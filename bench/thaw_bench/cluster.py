@@ -1,8 +1,17 @@
 """An emulated cluster on one machine: a Thaw master and N workers as separate
-processes on loopback, each worker a "node" with its own host and rack label,
-its own directories, a MEM tier and a DISK tier behind the device model (a hard
-disk: bandwidth shared by concurrent streams with a penalty), and one Dask
-worker per node with a fixed number of task slots.
+processes, each worker a "node" with its own host and rack label, its own
+directories, a MEM tier and a DISK tier behind the device model (a hard disk:
+bandwidth shared by concurrent streams with a penalty), and one Dask worker per
+node with a fixed number of task slots.
+
+By default every process listens on loopback. With ``ClusterSpec.network``
+(``--network SPEC``) each node is an emulated host of its own
+(:mod:`thaw_bench.netlab`): its Thaw worker, its Dask worker and its tasks run in
+the node's network namespace bound to its address, the master in a node of its
+own, the Dask scheduler and the harness in node ``driver``, and every byte
+between nodes crosses the lab's shaped links. Several nodes may share a host
+(``nodes_per_host``: VMs on one physical machine, CAVA, section III): their
+Thaw workers carry the host's name as ``--host``, as the lab places them.
 
 The Thaw processes restart for every configuration (a new migration policy, an
 empty MEM tier) while the DISK tiers and the master's journal stay: input data
@@ -32,6 +41,8 @@ from thaw.client import Client
 from thaw.cluster import find_binary
 from thaw.errors import ThawError
 
+from .netlab import NetLab, Place, driver_lab
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -40,6 +51,10 @@ def _die_with_parent() -> None:
     kill -9), so no emulated node outlives it."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+#: Where the master runs on a network: a host of its own.
+MASTER_PLACE = Place("master", "master", "rack0")
 
 
 @dataclass
@@ -53,6 +68,15 @@ class NodeSpec:
     penalty: float = 0.3
     #: The under-store as this node reaches it ("40MiB/s"), if emulated too.
     ufs: str | None = None
+    #: The machine it runs on (its Thaw worker's ``--host``; on a network, the
+    #: lab's host). Default: a machine of its own, named after the node.
+    host: str = ""
+
+    def __post_init__(self) -> None:
+        self.host = self.host or self.name
+
+    def place(self) -> Place:
+        return Place(self.name, self.host, self.rack)
 
     def device_model(self) -> str:
         ufs = f",ufs={self.ufs}" if self.ufs else ""
@@ -91,14 +115,27 @@ class ClusterSpec:
     #: More `thaw master` flags, and `thaw worker` flags.
     master_args: list[str] = field(default_factory=list)
     worker_args: list[str] = field(default_factory=list)
+    #: Emulated hosts with a network (``thaw netlab``'s SPEC, e.g.
+    #: "host=100MiB/s,rack=200MiB/s"; "" or "none": unshaped). None: loopback.
+    network: str | None = None
+    #: Nodes per machine (VMs on one host): node i is on host i // k, hosts
+    #: on racks in turn. 1: each node its own host, named after it.
+    nodes_per_host: int = 1
+    #: Whether tasks read the block files of a worker on their host directly
+    #: (short-circuit). Off, every read goes through a worker's data service,
+    #: as between VMs, which share no files.
+    short_circuit: bool = True
 
     def node(self, i: int) -> NodeSpec:
+        k = max(1, self.nodes_per_host)
+        h = i // k
         return NodeSpec(
             f"node{i}",
-            f"rack{i % max(1, self.racks)}",
+            f"rack{h % max(1, self.racks)}",
             self.node_disks.get(i, self.disk),
             self.penalty,
             self.ufs,
+            f"node{i}" if k == 1 else f"host{h}",
         )
 
 
@@ -122,14 +159,27 @@ class EmulatedCluster:
         self.priority: str | None = None
         self._procs: list[tuple[str, subprocess.Popen[bytes], BinaryIO]] = []
         self.nodes = [spec.node(i) for i in range(spec.nodes)]
+        #: Node name -> its Thaw worker's data address (this start's).
+        self.addresses: dict[str, str] = {}
+        self.lab: NetLab | None = None
+        if spec.network is not None:
+            self.lab = driver_lab([MASTER_PLACE, *(n.place() for n in self.nodes)], spec.network, self.binary)
 
     # -- processes --------------------------------------------------------------
+
+    def bind(self, node: str) -> str:
+        """The address servers of ``node`` listen on: its lab address, or loopback."""
+        return self.lab.node(node).address if self.lab else "127.0.0.1"
+
+    def on_node(self, node: str, argv: list[str]) -> list[str]:
+        """``argv`` run on ``node`` (in its namespace on a network)."""
+        return self.lab.argv(node, argv) if self.lab else argv
 
     def _spawn(self, name: str, args: list[str]) -> tuple[subprocess.Popen[bytes], BinaryIO]:
         log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
         env = dict(os.environ, THAW_LOG=os.environ.get("THAW_LOG", "warn"))
         proc = subprocess.Popen(
-            [self.binary, *args],
+            self.on_node(name, [self.binary, *args]),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -167,6 +217,7 @@ class EmulatedCluster:
             "--ufs", str(self.root / "ufs"),
             "--journal-dir", str(self.root / "journal"),
             "--port", "0",
+            "--bind", self.bind("master"),
             "--block-size", s.block_size,
             "--heartbeat-ms", str(s.heartbeat_ms),
             "--worker-timeout-ms", str(s.worker_timeout_ms),
@@ -185,7 +236,8 @@ class EmulatedCluster:
                 [
                     "worker",
                     "--master", self.master,
-                    "--host", node.name,
+                    "--bind", self.bind(node.name),
+                    "--host", node.host,
                     "--rack", node.rack,
                     "--mem-dir", str(self.mem_root / node.name),
                     "--mem-capacity", s.mem_capacity,
@@ -197,8 +249,9 @@ class EmulatedCluster:
                     *s.worker_args,
                 ],
             )  # fmt: skip
-        for node in self.nodes:
-            self._address(node.name, "thaw worker listening on ", timeout)
+        self.addresses = {
+            node.name: self._address(node.name, "thaw worker listening on ", timeout) for node in self.nodes
+        }
         self._wait_registered(timeout)
 
     def _wait_registered(self, timeout: float) -> None:
@@ -258,7 +311,12 @@ class EmulatedCluster:
 
     def worker_ids(self) -> dict[str, int]:
         """Node name -> the master's worker id (they change on every start)."""
-        return {w["host"]: w["id"] for w in self.client().status()["workers"] if w["alive"]}
+        node_of = {a: n for n, a in self.addresses.items()}
+        return {
+            node_of.get(w["address"], w["host"]): w["id"]
+            for w in self.client().status()["workers"]
+            if w["alive"]
+        }
 
     def drop_pages(self) -> int:
         """Drops the page cache of every DISK-tier block file (posix_fadvise
@@ -279,8 +337,16 @@ class EmulatedCluster:
             yield from (self.root / node.name / "disk" / "blocks").glob("*")
 
     def info(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "nodes": [n.__dict__ for n in self.nodes],
             "spec": {k: v for k, v in self.spec.__dict__.items() if k != "node_disks"},
             "master": self.master,
         }
+        if self.lab:
+            out["network"] = {
+                "lab": self.lab.id,
+                "spec": self.lab.spec,
+                "addresses": {n: self.lab.node(n).address for n in ["master", *(x.name for x in self.nodes)]},
+                "netns": {n: x.netns for n, x in self.lab.nodes.items()},
+            }
+        return out

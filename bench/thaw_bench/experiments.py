@@ -36,9 +36,10 @@ from thaw.sizes import parse_size
 
 from .cluster import ClusterSpec, EmulatedCluster
 from .configs import CONFIGS, SCENARIOS, Scenario
+from .netdask import start_dask_on
 from .record import InputsExceedMemory, write_json
 from .results import new_document
-from .runner import Runner, start_dask, stop_dask
+from .runner import Runner, stop_dask
 from .workloads import JobSpec, place_inputs, single_job, swim_jobs
 
 MiB = 1 << 20
@@ -74,12 +75,13 @@ class Bench:
 
 @contextlib.contextmanager
 def emulated(bench: Bench, results_dir: Path) -> Iterator[tuple[EmulatedCluster, Runner]]:
-    """The emulated cluster (Thaw processes and a Dask cluster beside them)."""
+    """The emulated cluster (Thaw processes and a Dask cluster beside them), on
+    loopback or, with ``bench.spec.network``, on emulated hosts."""
     cluster = EmulatedCluster(bench.spec, root=bench.root)
     dask_cluster = dask_client = None
     try:
         cluster.start("none")
-        dask_cluster, dask_client = start_dask([(n.name, n.rack) for n in cluster.nodes], bench.spec.slots)
+        dask_cluster, dask_client = start_dask_on(cluster, bench.spec.slots)
         yield cluster, Runner(cluster, dask_client, results_dir, bench.delays)
     finally:
         stop_dask(dask_cluster, dask_client)

@@ -46,7 +46,7 @@ from thaw import lineage
 from thaw.client import Client
 
 from .cluster import ClusterSpec, EmulatedCluster
-from .runner import start_dask
+from .netdask import start_dask_on
 
 CONFIGS = ("through", "cache-through", "async-through", "async-through-kill")
 LEVELS = ("INFO",) * 10 + ("WARN",) * 6 + ("ERROR",) * 4
@@ -206,11 +206,13 @@ def pipeline(
     repeats: int = 3,
     configs: tuple[str, ...] = CONFIGS,
     say: Callable[[str], None] = print,
+    network: str | None = None,
 ) -> Path:
-    """Runs every configuration ``repeats`` times; writes ``pipeline.json``."""
+    """Runs every configuration ``repeats`` times; writes ``pipeline.json``.
+    ``network``: on emulated hosts (``ClusterSpec.network``), else loopback."""
     spec = ClusterSpec(
         nodes=nodes, slots=slots, disk="200MiB/s", block_size="4MiB", mem_capacity="1GiB", ufs=ufs,
-        heartbeat_ms=200, worker_timeout_ms=2000,
+        heartbeat_ms=200, worker_timeout_ms=2000, network=network,
     )  # fmt: skip
     cluster = EmulatedCluster(spec)
     dask_cluster = dask = None
@@ -218,7 +220,7 @@ def pipeline(
     data = [generate_log(i, part_size) for i in range(parts)]
     try:
         cluster.start("none")
-        dask_cluster, dask = start_dask([(n.name, n.rack) for n in cluster.nodes], slots)
+        dask_cluster, dask = start_dask_on(cluster, slots)
         for r in range(repeats):
             order = list(configs[r % len(configs) :]) + list(configs[: r % len(configs)])
             for config in order:

@@ -433,11 +433,13 @@ def stop_dask(cluster: Any, client: Any) -> None:
                 thing.close()
 
 
-def start_dask(nodes: list[tuple[str, str]], slots: int) -> tuple[Any, Any]:
-    """A Dask cluster on loopback of one worker process per (node, rack), named
-    after the node, with ``slots`` threads (task slots) each, and its scheduler
-    in a process of its own. Its tasks' Thaw clients take the node's position
-    from ``THAW_HOST``/``THAW_RACK``. Returns (cluster, client)."""
+def start_dask(nodes: list[tuple[str, ...]], slots: int, short_circuit: bool = True) -> tuple[Any, Any]:
+    """A Dask cluster on loopback of one worker process per (node, rack[,
+    host]), named after the node, with ``slots`` threads (task slots) each, and
+    its scheduler in a process of its own. Its tasks' Thaw clients take the
+    node's position from ``THAW_HOST`` (the host, default the node's name) and
+    ``THAW_RACK``; without ``short_circuit`` they read through a worker even
+    on its host (``THAW_SHORT_CIRCUIT=0``). Returns (cluster, client)."""
     import dask
     from distributed import Client as DaskClient
     from distributed import Nanny, SpecCluster
@@ -448,10 +450,11 @@ def start_dask(nodes: list[tuple[str, str]], slots: int) -> tuple[Any, Any]:
             "cls": Nanny,
             "options": {
                 "nthreads": slots, "name": n, "memory_limit": 0, "host": "127.0.0.1",
-                "env": {"THAW_HOST": n, "THAW_RACK": rack, "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"},
+                "env": {"THAW_HOST": n if len(h) == 0 else h[0], "THAW_RACK": rack, "OMP_NUM_THREADS": "1",
+                        "MALLOC_ARENA_MAX": "2", **({} if short_circuit else {"THAW_SHORT_CIRCUIT": "0"})},
             },
         }
-        for n, rack in nodes
+        for n, rack, *h in nodes
     }  # fmt: skip
     scheduler = {
         "cls": _scheduler_process(),

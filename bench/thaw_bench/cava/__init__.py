@@ -60,9 +60,14 @@ Experiments (each optional, ``--experiments``):
 A run that fails (the cluster does not start, an application errs, the run
 times out) is recorded with its error and left out of the tables' means.
 
+With ``--network SPEC`` (root only) each worker is an emulated host and the
+Dask workers are spread over them (:mod:`.network`), so a hit in another
+worker's memory crosses the shaped network.
+
 The modules: :mod:`.workloads` (the kinds, W1-W6, the presets, the generated
 workloads and their input files), :mod:`.policies`, :mod:`.tasks` (the
-applications' work), :mod:`.runner` (one run on a fresh cluster) and
+applications' work), :mod:`.runner` (one run on a fresh cluster),
+:mod:`.network` (the runs on emulated hosts) and
 :mod:`.sampler` (the cache report over time), :mod:`.experiments` (the three
 experiments and :func:`~.experiments.cava`, which runs them), :mod:`.report` and
 :mod:`.figure` (the tables and Fig. 7), :mod:`.cli` (the command).

@@ -11,6 +11,7 @@ from typing import Any
 
 from thaw.sizes import parse_size
 
+from ..netlab import NetLabError, require_root
 from ..results import command_line
 from .experiments import EXPERIMENTS, cava
 from .policies import POLICIES
@@ -67,6 +68,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     c.add_argument("--cache-window", default=None, help="LocalCluster(cache_window=...), default 10m")
     c.add_argument("--trace", default="FB-2009_samples_24_times_1hr_0.tsv")
     c.add_argument("--root", default=None, help="where the under-store directory goes (default: /tmp)")
+    c.add_argument(
+        "--network",
+        default=None,
+        metavar="SPEC",
+        help="each worker an emulated host with a network (needs root; `thaw netlab up`'s SPEC, e.g. "
+        "host=160MiB/s, or none); default: loopback",
+    )
     return c
 
 
@@ -85,6 +93,7 @@ def scale_from_args(a: argparse.Namespace) -> Scale:
         "apps": a.apps, "concurrency": a.concurrency, "workers": a.workers, "mem_blocks": a.mem_blocks,
         "ufs": a.ufs, "penalty": a.penalty, "dask_workers": a.dask_workers, "trace_jobs": a.trace_jobs,
         "startup": a.startup, "pagerank_iters": a.pagerank_iters, "cache_window": a.cache_window,
+        "network": a.network,
     }  # fmt: skip
     scale = replace(scale, **{k: v for k, v in overrides.items() if v is not None})
     if a.block_size:
@@ -98,6 +107,11 @@ def main_args(a: argparse.Namespace, argv: list[str] | None = None) -> int:
     """Runs ``python -m thaw_bench cava`` as parsed into ``a`` (``argv``: the
     arguments, for the command recorded in the results; default sys.argv)."""
     scale = scale_from_args(a)
+    if scale.network is not None:
+        try:
+            require_root()
+        except NetLabError as e:
+            raise SystemExit(f"error: {e}") from None
     command = command_line(argv)
     t0 = time.time()
 

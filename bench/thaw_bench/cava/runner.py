@@ -24,7 +24,9 @@ import thaw.dask as td
 from thaw.client import Client
 from thaw.cluster import LocalCluster
 
+from ..cluster import EmulatedCluster
 from ..runner import stop_dask
+from . import network
 from .policies import Policy
 from .sampler import Sampler
 from .tasks import app_task, collect
@@ -54,17 +56,25 @@ def environment(scale: Scale, root: str | None) -> Iterator[tuple[Path, Any]]:
     base = Path(tempfile.mkdtemp(prefix="thaw-cava-", dir=root))
     ufs = base / "ufs"
     ufs.mkdir()
-    dask_cluster = dask_client = None
+    dask_cluster = dask_client = anchor = None
     try:
-        dask_cluster, dask_client = _dask_cluster(scale)
+        if scale.network is not None:
+            anchor, dask_cluster, dask_client = network.start_dask(scale, base)
+        else:
+            dask_cluster, dask_client = _dask_cluster(scale)
         yield ufs, dask_client
     finally:
         stop_dask(dask_cluster, dask_client)
+        if anchor is not None:
+            anchor.close()
         shutil.rmtree(base, ignore_errors=True)
 
 
-def start_thaw(scale: Scale, policy: Policy, ufs: Path) -> LocalCluster:
-    """A fresh cluster for one run under ``policy`` (memory empty)."""
+def start_thaw(scale: Scale, policy: Policy, ufs: Path) -> LocalCluster | EmulatedCluster:
+    """A fresh cluster for one run under ``policy`` (memory empty); on
+    ``scale.network``, on emulated hosts (:mod:`.network`)."""
+    if scale.network is not None:
+        return network.start_thaw(scale, policy, ufs)
     return LocalCluster(
         ufs=ufs, workers=scale.workers, mem_capacity=scale.mem_capacity, block_size=scale.block_size,
         device_model=scale.device_model(), migration_policy="none", heartbeat_ms=scale.heartbeat_ms,
@@ -115,7 +125,7 @@ def _graph(
 
 
 @contextlib.contextmanager
-def thaw_cluster(ctx: Context, policy: Policy) -> Iterator[tuple[LocalCluster, Client]]:
+def thaw_cluster(ctx: Context, policy: Policy) -> Iterator[tuple[LocalCluster | EmulatedCluster, Client]]:
     """A fresh cluster under ``policy`` with the Thaw Dask plugins installed for
     it (and removed before it stops, so that they do not report to a master
     that is gone)."""

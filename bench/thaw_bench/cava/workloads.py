@@ -102,6 +102,9 @@ class Scale:
     sample_interval: float = 0.5
     heartbeat_ms: int = 200
     timeout: float = 900.0
+    #: Emulated hosts with a network (``thaw netlab``'s SPEC; :mod:`.network`),
+    #: or None: every worker on loopback.
+    network: str | None = None
 
     @property
     def mem_capacity(self) -> int:
