@@ -393,6 +393,9 @@ fn sigterm_removes_the_lab() {
     let mut lab = lab("rack=64MiB/s", &[("a", "h0", "r0")]);
     let namespaces = lab.namespaces();
     let mut supervisor = lab.take_child();
+    // Held until the supervisor has exited: `Child::wait` closes stdin first,
+    // and an EOF racing the signal would end the lab for the other reason.
+    let _stdin = supervisor.stdin.take();
     // SAFETY: a signal to the supervisor this test started.
     unsafe { libc::kill(supervisor.id() as i32, libc::SIGTERM) };
     let status = supervisor.wait().unwrap();
