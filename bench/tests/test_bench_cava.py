@@ -214,6 +214,13 @@ def test_tiny_cava_runs_end_to_end(tmp_path: Path) -> None:
         nc = runs[(w, "no-cache")]
         assert nc["hit_ratio"] == 0.0 and nc["cache"]["hot_cached_bytes"] == 0
         assert runs[(w, "lru")]["cache"]["hot_cached_bytes"] > 0
+        # Placement (CAVA, Algorithm 1): with nothing in memory every task is
+        # placed at level "any"; with hot blocks cached, some go to the node
+        # holding them and read them there.
+        assert nc["placement"]["levels"]["any"] == nc["placement"]["placed"], nc["placement"]
+        lru = runs[(w, "lru")]
+        assert lru["placement"]["levels"]["worker-memory"] > 0, lru["placement"]
+        assert sum(a["bytes_local_mem"] for a in lru["apps"]) > 0
         classes = {a["class"] for a in runs[(w, "cava")]["apps"]}
         assert classes & set(workloads.CLASSES), classes
         cell = wl["summary"]["table"][w]
