@@ -14,7 +14,7 @@ from thaw.sizes import parse_size
 from ..netlab import NetLabError, require_root
 from ..results import command_line
 from .experiments import EXPERIMENTS, cava
-from .policies import POLICIES
+from .policies import PAPER_POLICIES, POLICIES
 from .report import print_summary
 from .workloads import PRESETS, SHAPES, Scale
 
@@ -23,8 +23,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     """The ``cava`` subcommand of ``python -m thaw_bench``."""
     c = sub.add_parser(
         "cava",
-        help="CAVA, section V: No-Cache, LRU, LFU, CA-Only, Static-CA, CAVA over W1-W6-like workloads, "
-        "a trace replay and per-application affinity",
+        help="CAVA, section V: No-Cache, LRU, CA-Only, Static-CA, CAVA (and LFU) over W1-W6-like "
+        "workloads with memory-locality placement, a trace replay and per-application affinity",
     )
     size = c.add_mutually_exclusive_group()
     size.add_argument(
@@ -33,7 +33,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     size.add_argument("--tiny", action="store_true", help="test-sized: W1 and W5, 6 apps, 1 MiB blocks")
     c.add_argument("--out", type=Path, default=Path("bench-out/cava"), help="default %(default)s")
     c.add_argument("--experiments", default=",".join(EXPERIMENTS), help="some of " + ", ".join(EXPERIMENTS))
-    c.add_argument("--policies", default=",".join(POLICIES), help="some of " + ", ".join(POLICIES))
+    c.add_argument(
+        "--policies",
+        default=",".join(PAPER_POLICIES),
+        help="some of " + ", ".join(POLICIES) + " (default: the paper's five)",
+    )
     c.add_argument("--workloads", default=None, help="some of W1..W6 (default: the preset's)")
     c.add_argument("--repeats", type=int, default=1, help="runs of every (workload, policy); medians")
     c.add_argument("--affinity-repeats", type=int, default=None, help="default: 3 (1 with --quick, --tiny)")
@@ -49,14 +53,20 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     c.add_argument("--apps", type=int, default=None, help="applications per workload")
     c.add_argument("--concurrency", type=int, default=None, help="applications running at once")
-    c.add_argument("--workers", type=int, default=None, help="Thaw workers")
+    c.add_argument("--workers", type=int, default=None, help="emulated nodes (a Thaw and a Dask worker each)")
+    c.add_argument("--racks", type=int, default=None, help="racks the nodes are spread over")
+    c.add_argument(
+        "--no-placement",
+        action="store_true",
+        help="Dask places the tasks (default: the Thaw plugin, by memory locality)",
+    )
     c.add_argument("--mem-blocks", type=int, default=None, help="MEM tier per worker, in blocks")
     c.add_argument("--block-size", default=None, help="e.g. 4MiB")
     c.add_argument(
         "--ufs", default=None, help="the under-store's emulated bandwidth per worker, e.g. 40MiB/s"
     )
     c.add_argument("--penalty", type=float, default=None)
-    c.add_argument("--dask-workers", type=int, default=None)
+    c.add_argument("--slots", type=int, default=None, help="Dask worker threads per node (default 1)")
     c.add_argument("--trace-jobs", type=int, default=None)
     c.add_argument(
         "--startup",
@@ -91,11 +101,13 @@ def scale_from_args(a: argparse.Namespace) -> Scale:
     scale = replace(PRESETS["tiny" if a.tiny else "quick" if a.quick else "full"])
     overrides = {
         "apps": a.apps, "concurrency": a.concurrency, "workers": a.workers, "mem_blocks": a.mem_blocks,
-        "ufs": a.ufs, "penalty": a.penalty, "dask_workers": a.dask_workers, "trace_jobs": a.trace_jobs,
+        "ufs": a.ufs, "penalty": a.penalty, "slots": a.slots, "trace_jobs": a.trace_jobs, "racks": a.racks,
         "startup": a.startup, "pagerank_iters": a.pagerank_iters, "cache_window": a.cache_window,
         "network": a.network,
     }  # fmt: skip
     scale = replace(scale, **{k: v for k, v in overrides.items() if v is not None})
+    if a.no_placement:
+        scale = replace(scale, placement=False)
     if a.block_size:
         scale = replace(scale, block_size=parse_size(a.block_size))
     if a.workloads:

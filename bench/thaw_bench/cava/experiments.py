@@ -11,10 +11,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from thaw.client import Client
+
 from ..record import write_json
 from ..results import new_document
 from .figure import write_figure
-from .policies import BASELINE, POLICIES, Policy
+from .policies import BASELINE, PAPER_POLICIES, POLICIES, Policy
 from .report import median, mib, pct, render_markdown, summarize, timeline
 from .runner import Context, environment, run_apps, run_on_fresh_cluster, thaw_cluster
 from .workloads import (
@@ -34,8 +36,8 @@ EXPERIMENTS = ("affinity", "workloads", "trace")
 
 
 def affinity_experiment(ctx: Context, repeats: int, seed: int) -> dict[str, Any]:
-    """Each kind alone over a file of its own, on one LRU cluster: first every
-    kind once cold (so the classifier's thresholds average all three), then
+    """Each kind alone over a file of its own type, on one LRU cluster: first
+    every kind once cold (so the classifier's thresholds average all seven), then
     ``repeats`` measured cold runs of each (No-Cache reads), then ``repeats``
     hot runs of each (its file read into memory by the harness first, so every
     block is a hit). ``benefit = max(0, 1 - R_hot / R_cold)`` of the medians;
@@ -43,19 +45,25 @@ def affinity_experiment(ctx: Context, repeats: int, seed: int) -> dict[str, Any]
     not in memory: CPU and writes decide; mostly in memory: writes alone)."""
     scale = ctx.scale
     files = {
-        k: FileSpec(f"/cava/affinity/{k}", scale.affinity_blocks, scale.affinity_blocks * scale.block_size, 1)
+        k: FileSpec(
+            f"/cava/affinity/{k}",
+            scale.affinity_blocks,
+            scale.affinity_blocks * scale.block_size,
+            1,
+            file_type=APPS[k].file_type,
+        )
         for k in APPS
     }
     write_inputs(ctx.ufs, {f.path: f for f in files.values()}, seed)
     cold_policy = replace(POLICIES["lru"], read_cache="none")
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {(k, m): [] for k in APPS for m in ("cold", "hot")}
-    with thaw_cluster(ctx, POLICIES["lru"]) as (_, client):
+    with thaw_cluster(ctx, POLICIES["lru"]) as (cluster, client):
 
         def once(kind: str, mode: str, r: int | str) -> dict[str, Any]:
             app = AppSpec(f"aff-{kind}-{mode}-r{r}", kind, files[kind].path)
             wl = Workload(app.name, [app], {app.path: files[kind]})
             if mode == "hot":
-                client.cat(app.path)
+                warm(client.master, files[kind], scale.block_size, [n.name for n in cluster.nodes])
             run = run_apps(
                 ctx, client, wl, POLICIES["lru"] if mode == "hot" else cold_policy, app.name, concurrency=1
             )
@@ -107,6 +115,17 @@ def affinity_experiment(ctx: Context, repeats: int, seed: int) -> dict[str, Any]
     return out
 
 
+def warm(master: str, f: FileSpec, block_size: int, nodes: list[str]) -> None:
+    """Reads ``f`` into memory, block ``i`` by a client on node ``i`` modulo the
+    nodes (each fills its node's memory), so the file spreads over the cluster's
+    memory as the tasks' own reads spread it."""
+    for i, offset in enumerate(range(0, f.size, block_size)):
+        c = Client(master, host=nodes[i % len(nodes)], read_cache="mem")
+        with c.open(f.path) as h:
+            h.seek(offset)
+            h.read(min(block_size, f.size - offset))
+
+
 def run_workload_set(
     ctx: Context, workloads: list[Workload], policies: list[Policy], repeats: int, tag: str
 ) -> list[dict[str, Any]]:
@@ -148,7 +167,7 @@ def cava(
 ) -> dict[str, Any]:
     """Runs the chosen experiments; writes ``OUT/results.json`` and
     ``OUT/report.md`` (and the timeline figure); returns the document."""
-    pols = [POLICIES[n] for n in policies or POLICIES]
+    pols = [POLICIES[n] for n in policies or PAPER_POLICIES]
     if BASELINE not in [p.name for p in pols]:
         pols.insert(0, POLICIES[BASELINE])
     doc = new_document(
@@ -171,8 +190,8 @@ def cava(
     )
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    with environment(scale, root) as (ufs, dask_client):
-        ctx = Context(scale, dask_client, ufs, say)
+    with environment(scale, root) as (cluster, dask_client):
+        ctx = Context(scale, dask_client, cluster, say)
         if "affinity" in experiments:
             say("affinity: each application alone, cold and hot")
             try:

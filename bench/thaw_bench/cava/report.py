@@ -1,8 +1,9 @@
 """CAVA's results as tables: per workload and policy the medians of the runs
-(runtime normalized to No-Cache, each kind's runtime, hot data cached, hit ratio,
-classes given) and their means over the workloads beside the paper's (CAVA,
-Figs. 5-6, Table IV), the cached-bytes timeline (Fig. 7), the Markdown report and
-the summary printed at the end."""
+(runtime normalized to No-Cache, its spread over the repeats, each kind's runtime
+and hit ratio, hot data cached, hit ratio, memory-local reads, classes given)
+and their means over the workloads beside the paper's (CAVA, Figs. 5-6, Table
+IV), the cached-bytes timeline (Fig. 7), the Markdown report and the summary
+printed at the end."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ from .workloads import APPS, MiB, Workload
 #: hot data cached at the end (Fig. 6).
 PAPER_IMPROVEMENT = {"lru": 0.054, "static-ca": 0.109, "ca-only": 0.107, "cava": 0.156}
 PAPER_HOT_SHARE = {"static-ca": 0.506, "ca-only": 0.561, "cava": 0.812}
+#: CAVA, Table IV: each application's average improvement under CAVA over No-Cache.
+PAPER_KIND_IMPROVEMENT = {
+    "grep": 0.33,
+    "wordcount": 0.13,
+    "aggregation": 0.17,
+    "join": 0.15,
+    "selection": 0.19,
+}
 
 
 def median(xs: list[float]) -> float | None:
@@ -47,6 +56,16 @@ def summarize(runs: list[dict[str, Any]], policies: list[Policy]) -> dict[str, A
         xs = [a["runtime"] for r in rs for a in r["apps"] if a["kind"] == kind]
         return statistics.mean(xs) if xs else None
 
+    def kind_hits(rs: list[dict[str, Any]], kind: str) -> float | None:
+        tasks = sum(a["tasks"] for r in rs for a in r["apps"] if a["kind"] == kind)
+        hits = sum(a["blocks_hit"] for r in rs for a in r["apps"] if a["kind"] == kind)
+        return round(hits / tasks, 4) if tasks else None
+
+    def local_share(rs: list[dict[str, Any]]) -> float | None:
+        mem = sum(a["bytes_mem"] for r in rs for a in r["apps"])
+        local = sum(a.get("bytes_local_mem", 0) for r in rs for a in r["apps"])
+        return round(local / mem, 4) if mem else None
+
     for w in names:
         table[w] = {}
         base_runs = [r for r in done if r["workload"] == w and r["policy"] == BASELINE]
@@ -63,11 +82,21 @@ def summarize(runs: list[dict[str, Any]], policies: list[Policy]) -> dict[str, A
                 mine, theirs = kind_runtime(rs, k), kind_runtime(base_runs, k)
                 if mine is not None and theirs:
                     kinds[k] = round(mine / theirs, 4)
+            walls = [r["wall_s"] for r in rs]
+            delays = [r["placement"]["delay_median"] for r in rs if (r.get("placement") or {}).get("placed")]
             table[w][p.name] = {
                 "runs": len(rs),
                 "wall_s": round(wall, 3) if wall is not None else None,
+                "wall_range": [round(min(walls), 3), round(max(walls), 3)],
                 "normalized": round(wall / base, 4) if base and wall is not None else None,
+                "normalized_range": [round(x / base, 4) for x in (min(walls), max(walls))] if base else None,
                 "kind_normalized": kinds,
+                "kind_hit_ratio": {k: v for k in APPS if (v := kind_hits(rs, k)) is not None},
+                "local_mem_share": local_share(rs),
+                "memory_local_launches": median(
+                    [r["placement"]["memory_local"] for r in rs if (r.get("placement") or {}).get("placed")]
+                ),
+                "placement_delay_median": median(delays),
                 "hot_cached_share": median(
                     [r["cache"]["hot_cached_share"] for r in rs if r["cache"]["hot_cached_share"] is not None]
                 ),
@@ -91,23 +120,55 @@ def summarize(runs: list[dict[str, Any]], policies: list[Policy]) -> dict[str, A
             return round(statistics.mean(xs), 4) if xs else None
 
         norm = mean("normalized")
-        kinds = {}
+        kinds, kind_hits_mean = {}, {}
         for k in APPS:
             xs = [c["kind_normalized"][k] for c in cells if k in c["kind_normalized"]]
             if xs:
                 kinds[k] = round(statistics.mean(xs), 4)
+            hs = [c["kind_hit_ratio"][k] for c in cells if k in c.get("kind_hit_ratio", {})]
+            if hs:
+                kind_hits_mean[k] = round(statistics.mean(hs), 4)
         means[p.name] = {
             "workloads": len(cells),
             "normalized": norm,
             "improvement": round(1 - norm, 4) if norm is not None else None,
             "kind_normalized": kinds,
+            "kind_hit_ratio": kind_hits_mean,
             "hot_cached_share": mean("hot_cached_share"),
             "hit_ratio": mean("hit_ratio"),
+            "local_mem_share": mean("local_mem_share"),
+            "memory_local_launches": mean("memory_local_launches"),
             "mean_app_runtime": mean("mean_app_runtime"),
             "paper_improvement": PAPER_IMPROVEMENT.get(p.name),
             "paper_hot_share": PAPER_HOT_SHARE.get(p.name),
         }
-    return {"table": table, "means": means}
+    return {"table": table, "means": means, "by_repeat": _by_repeat(done, names, policies)}
+
+
+def _by_repeat(runs: list[dict[str, Any]], names: list[str], policies: list[Policy]) -> dict[str, Any]:
+    """Per policy, each repeat's mean over the workloads of its total runtime
+    normalized to the same repeat's No-Cache run (runs of one repeat ran side by
+    side, so this is the spread of the mean, not of single runs), and the
+    range over the repeats."""
+    wall = {(r["workload"], r["policy"], r.get("repeat", 0)): r["wall_s"] for r in runs}
+    repeats = sorted({r.get("repeat", 0) for r in runs})
+    out: dict[str, Any] = {}
+    for p in policies:
+        per = []
+        for k in repeats:
+            xs = [
+                wall[(w, p.name, k)] / wall[(w, BASELINE, k)]
+                for w in names
+                if (w, p.name, k) in wall and wall.get((w, BASELINE, k))
+            ]
+            if xs and len(xs) == len(names):
+                per.append(round(statistics.mean(xs), 4))
+        out[p.name] = {
+            "normalized": per,
+            "improvement": [round(1 - x, 4) for x in per],
+            "range": [round(1 - max(per), 4), round(1 - min(per), 4)] if per else None,
+        }
+    return out
 
 
 def timeline(run: dict[str, Any], workload: Workload) -> dict[str, Any]:
@@ -142,10 +203,13 @@ def mib(x: float | None) -> str:
 def render_markdown(doc: dict[str, Any]) -> str:
     lines = [f"# {doc['title']}", "", f"`{doc['command']}` ({doc['started']})", ""]
     p = doc["params"]
+    placed = "the Thaw plugin places the reading tasks by memory locality (CAVA, Algorithm 1)"
     lines += [
-        f"Cluster: {p['workers']} Thaw workers, MEM {p['mem_capacity'] // MiB} MiB each "
-        f"({p['cluster_memory'] // MiB} MiB), blocks {p['block_size'] // MiB} MiB, under-store "
-        f"`{p['device_model']}`; Dask {p['dask_workers']} single-thread workers; "
+        f"Cluster: {p['workers']} emulated nodes on {p.get('racks', 1)} racks, each a Thaw worker with MEM "
+        f"{p['mem_capacity'] // MiB} MiB ({p['cluster_memory'] // MiB} MiB in all) and a Dask worker of "
+        f"{p.get('slots', 1)} slot(s); blocks {p['block_size'] // MiB} MiB, under-store "
+        f"`{p['device_model']}` per node; "
+        f"{placed if p.get('placement') else 'Dask places the tasks (placement off)'}; "
         f"{p['apps']} apps per workload, {p['concurrency']} at once, each starting up {p['startup_s']} s; "
         f"PageRank {p['pagerank_iters']} iterations; seed {p['seed']}.",
         "",
@@ -180,15 +244,17 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += [
             "## Workloads",
             "",
-            "| workload | mix | hot | cross | apps (g/s/p) | files (hot) | "
+            "| workload | mix | hot | cross | apps (high/medium/low) | kinds | files (hot) | "
             "distinct input / memory | hot share |",
-            "| --- | --- | --- | --- | --- | --- | --- | ---: |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | ---: |",
         ]
         for name, d in wl["described"].items():
-            k = d["kinds"]
+            c = d.get("classes") or {}
+            kinds = ", ".join(f"{k} {n}" for k, n in d["kinds"].items() if n)
             lines.append(
                 f"| {name} | {d['mix']} | {d['hot']} | {'yes' if d['cross'] else 'no'} | "
-                f"{d['apps']} ({k['grep']}/{k['sort']}/{k['pagerank']}) | {d['files']} ({d['hot_files']}) | "
+                f"{d['apps']} ({c.get('high', 0)}/{c.get('medium', 0)}/{c.get('low', 0)}) | {kinds} | "
+                f"{d['files']} ({d['hot_files']}) | "
                 f"{d['distinct_input_bytes'] // MiB} / {d['cluster_memory_bytes'] // MiB} MiB | "
                 f"{pct(d['hot_share_of_input'])} |"
             )
@@ -223,6 +289,17 @@ def render_markdown(doc: dict[str, Any]) -> str:
             {},
         )
         lines.append("| improvement | " + " | ".join(pct(means[x].get("improvement")) for x in pols) + " |")
+        by_rep = wl["summary"].get("by_repeat") or {}
+        lines.append(
+            "| improvement, range over repeats | "
+            + " | ".join(
+                f"{pct(by_rep[x]['range'][0])} to {pct(by_rep[x]['range'][1])}"
+                if (by_rep.get(x) or {}).get("range")
+                else "-"
+                for x in pols
+            )
+            + " |"
+        )
         lines.append(
             "| paper improvement | "
             + " | ".join(pct(PAPER_IMPROVEMENT.get(x)) if x in PAPER_IMPROVEMENT else "" for x in pols)
@@ -236,23 +313,49 @@ def render_markdown(doc: dict[str, Any]) -> str:
             PAPER_HOT_SHARE,
         )
         grid("Hit ratio (blocks read from memory)", "hit_ratio", pct, "hit_ratio", {})
+        grid(
+            "Memory reads from the task's own node (short-circuit) of all memory reads",
+            "local_mem_share",
+            pct,
+            "local_mem_share",
+            {},
+        )
         grid("Total runtime (s, median)", "wall_s", num, "", {})
+        grid(
+            "Tasks the plugin launched on the node holding their blocks in memory (CAVA, Algorithm 1)",
+            "memory_local_launches",
+            pct,
+            "memory_local_launches",
+            {},
+        )
         lines += [
             "",
             "### Mean runtime of each kind normalized to No-Cache (CAVA, Table IV), over the workloads",
             "",
-            "| kind | " + " | ".join(labels) + " |",
-            "| --- |" + " ---: |" * len(labels),
+            "| kind | " + " | ".join(labels) + " | paper, CAVA (1 - average improvement) |",
+            "| --- |" + " ---: |" * (len(labels) + 1),
         ]
         for k in APPS:
             cells = [num(means[x]["kind_normalized"].get(k), "{:.3f}") for x in pols]
+            paper = PAPER_KIND_IMPROVEMENT.get(k)
+            cells.append(num(1 - paper, "{:.2f}") if paper is not None else "-")
             lines.append(f"| {k} | " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "### Hit ratio of each kind (its tasks' blocks read from memory), over the workloads",
+            "",
+            "| kind | class (Table I) | " + " | ".join(labels) + " |",
+            "| --- | --- |" + " ---: |" * len(labels),
+        ]
+        for k in APPS:
+            cells = [pct(means[x].get("kind_hit_ratio", {}).get(k)) for x in pols]
+            lines.append(f"| {k} | {APPS[k].affinity} | " + " | ".join(cells) + " |")
         lines += [
             "",
             "### Classes the master gave (kind: class x runs) and the workers' dropped fills / skipped",
             "",
-            "| workload | policy | grep | sort | pagerank | drops | skipped | evictions |",
-            "| --- | --- | --- | --- | --- | ---: | ---: | ---: |",
+            "| workload | policy | " + " | ".join(APPS) + " | drops | skipped | evictions |",
+            "| --- | --- |" + " --- |" * len(APPS) + " ---: | ---: | ---: |",
         ]
         for w, row in table.items():
             for x in pols:

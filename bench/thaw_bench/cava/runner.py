@@ -4,93 +4,95 @@ Dask plugins installed, each application a Dask graph of one task per block
 affinity), at most ``concurrency`` at once; and the run's record (per
 application: runtime, bytes from memory and from the under-store, writes, the
 class the master gave; per run: hit ratios, hot data cached, the workers'
-counters, the sampled timeline). A run that fails is recorded with its error.
-The Dask workers (one thread each) and the under-store directory serve every run
-of an invocation (:func:`environment`)."""
+counters, where the plugin placed the tasks, the sampled timeline). A run that
+fails is recorded with its error.
+
+The cluster is an emulated one (:class:`thaw_bench.cluster.EmulatedCluster`):
+``scale.workers`` nodes on ``scale.racks`` racks, each a Thaw worker (its own
+MEM tier, its own emulated link to the under-store) and a Dask worker beside it
+(``THAW_HOST``: its tasks read their node's memory by short-circuit and fill
+cold blocks into it). With ``scale.network`` (``--network SPEC``, root only)
+each node is an emulated host of :mod:`thaw_bench.netlab` and its Dask worker
+runs in its namespace (:func:`thaw_bench.netdask.start_dask_on`), so a hit in
+another worker's memory crosses the shaped links. The Thaw processes restart for every run (memory empty,
+the run's cache policy); the Dask workers and the under-store directory serve
+every run of an invocation (:func:`environment`)."""
 
 from __future__ import annotations
 
 import contextlib
 import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import thaw.dask as td
 from thaw.client import Client
-from thaw.cluster import LocalCluster
 
-from ..cluster import EmulatedCluster
+from ..cluster import ClusterSpec, EmulatedCluster
+from ..netdask import start_dask_on
 from ..runner import stop_dask
-from . import network
 from .policies import Policy
 from .sampler import Sampler
 from .tasks import app_task, collect
 from .workloads import APPS, PAPER_AFFINITY, AppSpec, Scale, Workload
 
+#: A worker's MEM tier for the ``unlimited`` policy: more than any workload's input.
+UNLIMITED_MEM = "2GiB"
 
-def _dask_cluster(scale: Scale) -> tuple[Any, Any]:
-    import logging
 
-    import dask
-    from distributed import Client as DaskClient
-    from distributed import LocalCluster as DaskCluster
-
-    dask.config.set({"distributed.admin.tick.limit": "10s"})
-    cluster = DaskCluster(
-        n_workers=scale.dask_workers, threads_per_worker=1, processes=True, dashboard_address=None,
-        memory_limit=0, silence_logs=logging.ERROR, env={"OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"},
+def cluster_spec(scale: Scale) -> ClusterSpec:
+    """The emulated cluster of ``scale``: its nodes' MEM tiers and under-store
+    links; no DISK-tier reads (the inputs are in the under-store)."""
+    return ClusterSpec(
+        nodes=scale.workers, racks=scale.racks, slots=scale.slots, disk="1GiB/s", penalty=scale.penalty,
+        block_size=str(scale.block_size), mem_capacity=str(scale.mem_capacity), disk_capacity="256MiB",
+        heartbeat_ms=scale.heartbeat_ms, ufs=scale.ufs, network=scale.network,
     )  # fmt: skip
-    client = DaskClient(cluster)
-    return cluster, client
 
 
 @contextlib.contextmanager
-def environment(scale: Scale, root: str | None) -> Iterator[tuple[Path, Any]]:
-    """The under-store directory (in a scratch directory removed at the end)
-    and a Dask client."""
-    base = Path(tempfile.mkdtemp(prefix="thaw-cava-", dir=root))
-    ufs = base / "ufs"
-    ufs.mkdir()
-    dask_cluster = dask_client = anchor = None
+def environment(scale: Scale, root: str | None) -> Iterator[tuple[EmulatedCluster, Any]]:
+    """The emulated cluster (not started; in a scratch directory under ``root``,
+    default the system's, removed at the end, its under-store directory in it)
+    and a Dask client of one worker per node."""
+    import tempfile
+
+    import dask
+
+    scratch = None if root is None else tempfile.mkdtemp(prefix="thaw-cava-", dir=root)
+    cluster = EmulatedCluster(cluster_spec(scale), root=scratch)
+    dask_cluster = dask_client = None
     try:
-        if scale.network is not None:
-            anchor, dask_cluster, dask_client = network.start_dask(scale, base)
-        else:
-            dask_cluster, dask_client = _dask_cluster(scale)
-        yield ufs, dask_client
+        dask_cluster, dask_client = start_dask_on(cluster, scale.slots)
+        dask.config.set({"distributed.admin.tick.limit": "10s"})
+        yield cluster, dask_client
     finally:
         stop_dask(dask_cluster, dask_client)
-        if anchor is not None:
-            anchor.close()
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def start_thaw(scale: Scale, policy: Policy, ufs: Path) -> LocalCluster | EmulatedCluster:
-    """A fresh cluster for one run under ``policy`` (memory empty); on
-    ``scale.network``, on emulated hosts (:mod:`.network`)."""
-    if scale.network is not None:
-        return network.start_thaw(scale, policy, ufs)
-    return LocalCluster(
-        ufs=ufs, workers=scale.workers, mem_capacity=scale.mem_capacity, block_size=scale.block_size,
-        device_model=scale.device_model(), migration_policy="none", heartbeat_ms=scale.heartbeat_ms,
-        cache_policy=policy.cache_policy, cache_window=scale.cache_window,
-    )  # fmt: skip
+        cluster.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 @dataclass
 class Context:
-    """What every run shares: the scale, the Dask client, the under-store."""
+    """What every run shares: the scale, the Dask client, the emulated cluster
+    (its under-store directory: ``ufs``)."""
 
     scale: Scale
     dask: Any
-    ufs: Path
+    cluster: EmulatedCluster | None
     say: Callable[[str], None] = print
     affinity: dict[str, float] = field(default_factory=lambda: dict(PAPER_AFFINITY))
+
+    @property
+    def ufs(self) -> Path:
+        if self.cluster is None:
+            raise RuntimeError("no cluster")
+        return self.cluster.root / "ufs"
 
 
 def _graph(
@@ -125,22 +127,30 @@ def _graph(
 
 
 @contextlib.contextmanager
-def thaw_cluster(ctx: Context, policy: Policy) -> Iterator[tuple[LocalCluster | EmulatedCluster, Client]]:
-    """A fresh cluster under ``policy`` with the Thaw Dask plugins installed for
-    it (and removed before it stops, so that they do not report to a master
-    that is gone)."""
-    cluster = start_thaw(ctx.scale, policy, ctx.ufs)
+def thaw_cluster(ctx: Context, policy: Policy) -> Iterator[tuple[EmulatedCluster, Client]]:
+    """The emulated cluster started afresh under ``policy`` (memory empty, no
+    migration) with the Thaw Dask plugins installed for it, placing by memory
+    locality if ``ctx.scale.placement`` (and removed before it stops, so that
+    they do not report to a master that is gone)."""
+    cluster = ctx.cluster
+    if cluster is None:
+        raise RuntimeError("no cluster")
+    args = ["--cache-policy", policy.cache_policy, "--cache-window", ctx.scale.cache_window]
+    mem = UNLIMITED_MEM if policy.unlimited else str(ctx.scale.mem_capacity)
+    cluster.spec = replace(cluster.spec, worker_args=args, mem_capacity=mem)
+    cluster.start("none")
     try:
-        td.install(ctx.dask, cluster.master, eviction="implicit", placement=False, lease=60.0)
+        td.install(ctx.dask, cluster.master, eviction="implicit", placement=ctx.scale.placement, lease=60.0)
         try:
             yield cluster, Client(cluster.master, read_cache="mem")
         finally:
-            with contextlib.suppress(Exception):
-                ctx.dask.unregister_worker_plugin(td.ThawUsage.name)
+            for name in (td.ThawUsage.name, td.ThawWorkerPlace.name):
+                with contextlib.suppress(Exception):
+                    ctx.dask.unregister_worker_plugin(name)
             with contextlib.suppress(Exception):
                 ctx.dask.unregister_scheduler_plugin(td.ThawSchedulerPlugin.name)
     finally:
-        cluster.close()
+        cluster.stop()
 
 
 def run_apps(
@@ -202,7 +212,21 @@ def run_apps(
     with contextlib.suppress(Exception):
         client.rm(out_root, recursive=True)
     shutil.rmtree(ctx.ufs / out_root.lstrip("/"), ignore_errors=True)
-    return _run_record(workload, policy, run_id, t0, wall, started, ended, records, errors, sampler, final)
+    run = _run_record(workload, policy, run_id, t0, wall, started, ended, records, errors, sampler, final)
+    run["placement"] = placement_record(ctx, {a.name for a in workload.apps})
+    return run
+
+
+def placement_record(ctx: Context, jobs: set[str]) -> dict[str, Any]:
+    """Where the plugin launched ``jobs``' tasks (CAVA, Algorithm 1's levels) and
+    the delay they paid: :func:`thaw.dask.launch_summary` of its launch log;
+    ``{"placed": 0, "by": "dask"}`` with placement off."""
+    if not ctx.scale.placement:
+        return {"placed": 0, "by": "dask"}
+    log = [x for x in td.placements(ctx.dask) if x["job"] in jobs]
+    levels = {name: i for i, name in enumerate(td.placement.LEVELS)}
+    launches = [(levels[x["level"]], float(x["delay"]), bool(x["in_memory"])) for x in log]
+    return {**td.launch_summary(launches), "by": "thaw"}
 
 
 def _run_record(
@@ -236,6 +260,7 @@ def _run_record(
                 "blocks_hit": sum(1 for r in rs if r["bytes_ufs"] == 0),
                 "bytes": sum(r["bytes"] for r in rs),
                 "bytes_mem": sum(r["bytes_mem"] for r in rs),
+                "bytes_local_mem": sum(r["bytes_local_mem"] for r in rs),
                 "bytes_ufs": sum(r["bytes_ufs"] for r in rs),
                 "written": sum(r["written"] for r in rs),
                 "cpu_s": round(sum(r["cpu_s"] for r in rs), 3),
