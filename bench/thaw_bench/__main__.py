@@ -24,6 +24,7 @@ from . import pipeline as pipeline_mod
 from .cava import cli as cava_cli
 from .cluster import ClusterSpec
 from .configs import CONFIGS, SCENARIOS
+from .workloads import DEFAULT_TRACE
 
 
 def _list(kind: type, choices: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
@@ -61,9 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--heartbeat-ms", type=int, default=d.heartbeat_ms)
     g.add_argument(
         "--migration-io",
-        choices=["idle", "normal"],
+        choices=["idle", "normal", "instant"],
         default=d.migration_io,
-        help="migrations read disks only while no job does (idle, default) or as one more stream (normal)",
+        help="migrations read disks only while no job does (idle, default), as one more stream (normal), "
+        "or unpaced by the device model (instant; the configuration instant sets it for itself)",
     )
     g.add_argument(
         "--out", type=Path, default=Path("bench-out"), help="results directory (default %(default)s)"
@@ -100,7 +102,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--byte-scale", type=float, default=1 / 256)
     s.add_argument("--time-scale", type=float, default=1 / 800)
     s.add_argument("--write-scale", type=float, default=0.25, help="shuffle and output bytes, scaled further")
-    s.add_argument("--trace", default="FB-2009_samples_24_times_1hr_0.tsv")
+    s.add_argument(
+        "--trace",
+        default=DEFAULT_TRACE,
+        help="a SWIM trace: a path, or a name shipped with the package (FB-2009_samples_24_times_1hr_0.tsv, "
+        "the default, or FB-2010_samples_24_times_1hr_0.tsv)",
+    )
     s.add_argument("--configs", type=configs, default=["cold", "ram", "ignem", "dyrs", "dyrs-place"])
     s.add_argument("--scenarios", type=scenarios, default=["homogeneous", "slow-node"])
     s.add_argument(

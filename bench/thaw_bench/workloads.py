@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,23 @@ def find_trace(name: str = DEFAULT_TRACE) -> Path:
         if r and (Path(r) / name).is_file():
             return Path(r) / name
     raise FileNotFoundError(f"trace {name!r} not found (give a path, or set THAW_TRACES)")
+
+
+def trace_label(trace: str | os.PathLike[str]) -> str:
+    """A trace's name as a report titles it: "the Facebook 2010 trace
+    (FB-2010_samples_24_times_1hr_0.tsv)" for SWIM's Facebook samples, the
+    file's name for any other."""
+    name = Path(trace).name
+    m = re.match(r"FB-(\d{4})_", name)
+    return f"the Facebook {m.group(1)} trace ({name})" if m else f"the trace {name}"
+
+
+def trace_tag(trace: str | os.PathLike[str]) -> str:
+    """A short tag for a trace's results directory: "" for the default trace
+    (its results keep their historical place), else the file's stem up to its
+    first underscore ("FB-2010")."""
+    name = Path(trace).name
+    return "" if name == DEFAULT_TRACE else re.sub(r"[^A-Za-z0-9.-]", "-", Path(name).stem.split("_")[0])
 
 
 def swim_jobs(
