@@ -31,6 +31,7 @@ from .cava.workloads import APPS
 from .cluster import ClusterSpec
 from .configs import CONFIGS, SCENARIOS
 from .netlab import NetLabError, require_root
+from .workloads import DEFAULT_TRACE
 
 
 def _list(kind: type, choices: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
@@ -68,9 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--heartbeat-ms", type=int, default=d.heartbeat_ms)
     g.add_argument(
         "--migration-io",
-        choices=["idle", "normal"],
+        choices=["idle", "normal", "instant"],
         default=d.migration_io,
-        help="migrations read disks only while no job does (idle, default) or as one more stream (normal)",
+        help="migrations read disks only while no job does (idle, default), as one more stream (normal), "
+        "or unpaced by the device model (instant; the configuration instant sets it for itself)",
     )
     g.add_argument(
         "--network",
@@ -120,7 +122,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--byte-scale", type=float, default=1 / 256)
     s.add_argument("--time-scale", type=float, default=1 / 800)
     s.add_argument("--write-scale", type=float, default=0.25, help="shuffle and output bytes, scaled further")
-    s.add_argument("--trace", default="FB-2009_samples_24_times_1hr_0.tsv")
+    s.add_argument(
+        "--trace",
+        default=DEFAULT_TRACE,
+        help="a SWIM trace: a path, or a name shipped with the package (FB-2009_samples_24_times_1hr_0.tsv, "
+        "the default, or FB-2010_samples_24_times_1hr_0.tsv)",
+    )
     s.add_argument("--configs", type=configs, default=["cold", "ram", "ignem", "dyrs", "dyrs-place"])
     s.add_argument("--scenarios", type=scenarios, default=["homogeneous", "slow-node"])
     s.add_argument(

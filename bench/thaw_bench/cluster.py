@@ -157,6 +157,7 @@ class EmulatedCluster:
         self.master = ""
         self.policy = ""
         self.priority: str | None = None
+        self.migration_io = spec.migration_io
         self._procs: list[tuple[str, subprocess.Popen[bytes], BinaryIO]] = []
         self.nodes = [spec.node(i) for i in range(spec.nodes)]
         #: Node name -> its Thaw worker's data address (this start's).
@@ -204,9 +205,16 @@ class EmulatedCluster:
                 raise ThawError(f"{name} did not start within {timeout:.0f}s:\n{text[-2000:]}")
             time.sleep(0.02)
 
-    def start(self, policy: str = "dyrs", priority: str | None = None, timeout: float = 60.0) -> None:
-        """Starts the master with ``policy``/``priority`` and every node's worker,
-        and waits until every worker has registered and reported its DISK blocks."""
+    def start(
+        self,
+        policy: str = "dyrs",
+        priority: str | None = None,
+        timeout: float = 60.0,
+        migration_io: str | None = None,
+    ) -> None:
+        """Starts the master with ``policy``/``priority`` and every node's worker
+        (with ``migration_io``, default the spec's), and waits until every
+        worker has registered and reported its DISK blocks."""
         if self._procs:
             self.stop()
         s = self.spec
@@ -229,6 +237,7 @@ class EmulatedCluster:
         self._spawn("master", [*args, *s.master_args])
         self.master = self._address("master", "thaw master listening on ", timeout)
         self.policy, self.priority = policy, priority
+        self.migration_io = migration_io or s.migration_io
         for node in self.nodes:
             (self.root / node.name).mkdir(exist_ok=True)
             self._spawn(
@@ -245,7 +254,7 @@ class EmulatedCluster:
                     "--disk-capacity", s.disk_capacity,
                     "--device-model", node.device_model(),
                     "--implicit-eviction-delay-ms", str(s.implicit_eviction_delay_ms),
-                    "--migration-io", s.migration_io,
+                    "--migration-io", self.migration_io,
                     *s.worker_args,
                 ],
             )  # fmt: skip

@@ -5,7 +5,13 @@ migration policy, inputs-in-RAM, the Thaw scheduler plugin) and the scenario
 The configurations: the cold baseline (policy none, pages dropped),
 inputs-in-RAM (every input migrated and held in memory before the run: the
 upper bound), Ignem, DYRS, DYRS with smallest-job-first priority, and DYRS with
-memory-locality placement. The scenarios: homogeneous, one slow node
+memory-locality placement; and the papers' bounds and ablations: instant
+migration (Ignem, section IV-C4 and Fig. 7's hypothetical scheme: each job's
+input migrated at its submission with copies the device model does not pace,
+held until the job's tasks have read it), Ignem with prioritisation off (FIFO;
+Ignem, section IV-C5) and DYRS, Fig. 10's naive load balancing (the master's
+``naive`` policy: the replica holder with the fewest outstanding migrations,
+no time estimates). The scenarios: homogeneous, one slow node
 (persistent interference), or interference switching on and off (DYRS, Table II).
 """
 
@@ -26,6 +32,12 @@ class Config:
     label: str = ""
     #: The Thaw scheduler plugin: "off", "migrate" (Dask places), "place".
     plugin: str = "off"
+    #: The workers' ``--migration-io`` for this configuration (None: the
+    #: cluster's); "instant": copies not paced by the device model.
+    migration_io: str | None = None
+    #: The plugin's eviction: "implicit" (each block let go once read) or
+    #: "explicit" (each input file held until the tasks reading it ran).
+    eviction: str = "implicit"
 
 
 CONFIGS: dict[str, Config] = {
@@ -44,6 +56,16 @@ CONFIGS: dict[str, Config] = {
         Config("dyrs", "dyrs", label="DYRS", plugin="migrate"),
         Config("dyrs-sjf", "dyrs", "smallest-job-first", label="DYRS + smallest-job-first", plugin="migrate"),
         Config("dyrs-place", "dyrs", label="DYRS + memory-locality placement", plugin="place"),
+        Config(
+            "instant",
+            "ignem",
+            label="instant migration (Ignem, Fig. 7)",
+            plugin="migrate",
+            migration_io="instant",
+            eviction="explicit",
+        ),
+        Config("ignem-fifo", "ignem", "fifo", label="Ignem, prioritisation off (FIFO)", plugin="migrate"),
+        Config("naive", "naive", label="naive load balancing (DYRS, Fig. 10)", plugin="migrate"),
     ]
 }
 

@@ -40,7 +40,7 @@ from .netdask import start_dask_on
 from .record import InputsExceedMemory, write_json
 from .results import new_document
 from .runner import Runner, stop_dask
-from .workloads import JobSpec, place_inputs, single_job, swim_jobs
+from .workloads import DEFAULT_TRACE, JobSpec, place_inputs, single_job, swim_jobs, trace_label, trace_tag
 
 MiB = 1 << 20
 
@@ -164,6 +164,17 @@ PAPER_INTERFERENCE = {
 }
 
 
+def swim_name(trace: str, jobs: int, startup: float) -> tuple[str, str]:
+    """A SWIM replay's results directory and title: the trace by name (its tag
+    after ``swim`` unless it is the default), the start-up if any."""
+    name = "swim" + (f"-{trace_tag(trace)}" if trace_tag(trace) else "")
+    title = f"SWIM: the first {jobs} jobs of {trace_label(trace)}"
+    if startup > 0:
+        name += f"-startup{startup:g}s"
+        title += f", {startup:g} s job start-up"
+    return name, title
+
+
 def swim(
     bench: Bench,
     jobs: int = 200,
@@ -182,18 +193,16 @@ def swim(
     migrate call) and its first task, as a Tez or YARN application master's
     launch does on the papers' clusters (Ignem, section IV: "the minimum lead-time
     for all blocks is 10 s"). With 0 the only lead-time is queueing for slots.
-    Results go to ``swim`` or ``swim-startup<N>s`` so the two never mix."""
+    Results go to ``swim`` or ``swim-startup<N>s`` so the two never mix, with
+    the trace's tag after ``swim`` for a trace other than FB-2009
+    (``swim-FB-2010-startup1s``); the title names the trace."""
     configs = configs or ["cold", "ram", "ignem", "dyrs", "dyrs-place"]
     scenarios = scenarios or ["homogeneous", "slow-node"]
-    specs = swim_jobs(
-        trace or "FB-2009_samples_24_times_1hr_0.tsv", jobs, byte_scale, time_scale, write_scale
-    )
-    name = "swim"
-    title = f"SWIM: the first {jobs} jobs of the Facebook 2009 trace"
+    trace = trace or DEFAULT_TRACE
+    specs = swim_jobs(trace, jobs, byte_scale, time_scale, write_scale)
+    name, title = swim_name(trace, len(specs), startup)
     if startup > 0:
         specs = [dataclasses.replace(s, lead_time=startup) for s in specs]
-        name = f"swim-startup{startup:g}s"
-        title += f", {startup:g} s job start-up"
     results_dir = bench.out / name
     doc = _document(
         name,
@@ -206,6 +215,7 @@ def swim(
             "configs": configs,
             "scenarios": scenarios,
             "startup": startup,
+            "trace": Path(trace).name,
         },
     )
     with emulated(bench, results_dir) as (cluster, runner):

@@ -220,6 +220,8 @@ def run_record(
         "scenario_label": scenario.label,
         "policy": config.policy,
         "priority": config.priority,
+        "migration_io": cluster.migration_io,
+        "eviction": config.eviction if config.plugin != "off" else None,
         "wall_s": round(wall, 3),
         "pages_dropped": dropped,
         "preload": preload,

@@ -3,7 +3,9 @@
 Tables follow the papers' shapes so numbers can be read side by side: mean job
 duration and speedup w.r.t. cold (Ignem, Table I, DYRS, Table I), map
 tasks (Ignem, Table II, DYRS, Fig 6), jobs binned by input size
-(Ignem, Fig 5, DYRS, Fig 5), runtime per interference pattern (DYRS,
+(Ignem, Fig 5, DYRS, Fig 5), the two bounds and the memory footprint
+(:mod:`thaw_bench.bounds`: inputs in RAM, what the disks could reach in each
+job's lead time; Ignem, Fig 7), runtime per interference pattern (DYRS,
 Table II), per-variant rows for single-job experiments (Ignem, Fig 8,
 DYRS, Fig 11) and per-query rows for SQL (DYRS, Fig 4). Speedup is
 ``1 - mean / mean_cold``, as the papers print it; the share of the upper bound
@@ -29,6 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from . import bounds
 from .figures import write_figures
 from .results import (
     CONFIG_ORDER,
@@ -250,8 +253,9 @@ def summarize(results: Results) -> dict[str, Any]:
     scenarios: dict[str, Any] = {}
     for scen, by_config in group_runs(results).items():
         stats = {cfg: _config_stats(runs, bs) for cfg, runs in by_config.items()}
-        for st in stats.values():
+        for cfg, st in stats.items():
             _relative(st, stats.get(BASELINE), stats.get(UPPER_BOUND))
+            st["bounds"] = bounds.config_bounds(by_config[cfg], results.get("params") or {})
         runs = [r for rs in by_config.values() for r in rs]
         scenarios[scen] = {
             "label": first_label(runs, "scenario_label", scen),
@@ -646,6 +650,10 @@ def render_markdown(
         if sum(st["jobs"] for st in configs.values()) > len(configs):
             out.append("### Jobs binned by input size (Ignem, Fig 5, DYRS, Fig 5)\n")
             out.append(_bin_table(configs))
+        if any(st["bounds"]["reachable_share"] is not None for st in configs.values()):
+            out.append("### Bounds: reachable in lead time, memory footprint (Ignem, Fig. 7)\n")
+            out.append(bounds.DEFINITION)
+            out.append(bounds.bounds_table(configs))
         if sc["variants"]:
             out.append("### Per variant (Ignem, Fig 8, DYRS, Fig 11)\n")
             out.append(_variant_table(sc["variants"], configs))

@@ -18,7 +18,7 @@ Results = dict[str, Any]
 MiB = 1 << 20
 
 #: Row order of the tables: baseline, upper bound, then the schemes.
-CONFIG_ORDER = ("cold", "ram", "ignem", "dyrs", "dyrs-sjf")
+CONFIG_ORDER = ("cold", "ram", "instant", "ignem", "ignem-fifo", "dyrs", "naive", "dyrs-sjf")
 
 #: Migration outcomes that left the block in memory. The workers report
 #: "done" (also when the block was there already); "read-first", "evicted",

@@ -149,10 +149,12 @@ class Runner:
         progress: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         say = progress or (lambda _m: None)
-        self.cluster.start(config.policy, config.priority)
+        self.cluster.start(config.policy, config.priority, migration_io=config.migration_io)
         self._plugin(config)
         dropped = self.cluster.drop_pages()
         client = self.cluster.client()
+        # The master's own word on how it plans (what the configuration asked).
+        planner = {k: v for k, v in client.jobs().items() if k in ("policy", "priority")}
         splits = {j.name: splits_of(client, j) for j in jobs}
         preload = None
         if config.preload:
@@ -206,6 +208,7 @@ class Runner:
             wall=wall,
             dropped=dropped,
             preload=preload,
+            planner=planner,
             cpu=cpu_use,
             jobs=[
                 {
@@ -219,6 +222,8 @@ class Runner:
                     "output_bytes": r.spec.output_bytes,
                     "maps": len(r.splits),
                     "blocks": [s.block for s in r.splits],
+                    # Each block's DISK replica holders (the reachable bound's disks).
+                    "holders": [s.holders for s in r.splits],
                     "failed_tasks": r.failed,
                     "migration": r.migration,
                     "worker_stats": r.stats,
@@ -254,7 +259,7 @@ class Runner:
         thaw.dask.install(
             self.dask,
             self.cluster.master,
-            eviction="implicit",
+            eviction=config.eviction,
             placement=config.plugin == "place",
             delays=self.delays,
         )

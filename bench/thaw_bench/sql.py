@@ -460,7 +460,7 @@ def run_config(
     read by source and by the job on the workers, ``correct``)."""
     say = progress or (lambda _m: None)
     run_name = f"sql-{scenario.name}-{config.name}"
-    cluster.start(config.policy, config.priority)
+    cluster.start(config.policy, config.priority, migration_io=config.migration_io)
     dropped = cluster.drop_pages()
     client = cluster.client(host=COORDINATOR)
     preload = None

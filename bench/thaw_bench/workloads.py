@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +124,23 @@ def read_trace(trace: str | os.PathLike[str] = DEFAULT_TRACE) -> list[TraceJob]:
             raise ValueError(f"{path}:{n}: negative byte count in {cols[3:6]}")
         out.append(TraceJob(cols[0], submit, gap, inp, shuf, outp))
     return out
+
+
+def trace_label(trace: str | os.PathLike[str]) -> str:
+    """A trace's name as a report titles it: "the Facebook 2010 trace
+    (FB-2010_samples_24_times_1hr_0.tsv)" for SWIM's Facebook samples, the
+    file's name for any other."""
+    name = Path(trace).name
+    m = re.match(r"FB-(\d{4})_", name)
+    return f"the Facebook {m.group(1)} trace ({name})" if m else f"the trace {name}"
+
+
+def trace_tag(trace: str | os.PathLike[str]) -> str:
+    """A short tag for a trace's results directory: "" for the default trace
+    (its results keep their historical place), else the file's stem up to its
+    first underscore ("FB-2010")."""
+    name = Path(trace).name
+    return "" if name == DEFAULT_TRACE else re.sub(r"[^A-Za-z0-9.-]", "-", Path(name).stem.split("_")[0])
 
 
 def swim_jobs(

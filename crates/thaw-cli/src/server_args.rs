@@ -11,8 +11,8 @@ use thaw_common::tls::{ClientTls, ServerTls};
 use thaw_master::checkpoint::Order as CheckpointOrder;
 use thaw_master::master::{RecomputeExecutor, RecomputeMode};
 use thaw_master::migration::{Policy, Priority};
-use thaw_worker::MigrationConfig;
 use thaw_worker::device::DeviceModels;
+use thaw_worker::{MigrationConfig, MigrationIo};
 
 use crate::{dir_arg, size_arg};
 
@@ -245,12 +245,14 @@ pub struct CheckpointArgs {
 /// How the master plans migrations (Ignem, section III-A, DYRS, section III-A).
 #[derive(Args, Clone)]
 pub struct PlannerArgs {
-    /// none (the baseline), ignem (bind at once to a random replica holder) or
-    /// dyrs (late binding to the replica expected to finish soonest).
-    #[arg(long, default_value = "dyrs", value_parser = policy_arg)]
+    /// none (the baseline), ignem (bind at once to a random replica holder),
+    /// dyrs (late binding to the replica expected to finish soonest) or naive
+    /// (DYRS, Fig. 10: late binding to the replica holder with the fewest
+    /// outstanding migrations, into free queue slots, no estimates). Also `--policy`.
+    #[arg(long, visible_alias = "policy", default_value = "dyrs", value_parser = policy_arg)]
     pub migration_policy: Policy,
-    /// Order of migrations: fifo or smallest-job-first (default: fifo for dyrs,
-    /// smallest-job-first for ignem, as in the papers).
+    /// Order of migrations: fifo or smallest-job-first (default: fifo for dyrs
+    /// and naive, smallest-job-first for ignem, as in the papers).
     #[arg(long, value_parser = priority_arg)]
     pub priority: Option<Priority>,
     /// Lease of a job whose submitter names none, milliseconds.
@@ -279,9 +281,11 @@ pub struct BufferArgs {
     /// How migrations read the DISK tier: idle (only while no job reads it, so
     /// they never slow running jobs: the device model's idle class, and the
     /// kernel's via ioprio_set on a real disk, honoured by the BFQ scheduler) or
-    /// normal (a stream like any other, as in the papers).
-    #[arg(long, default_value = "idle", value_parser = ["idle", "normal"])]
-    pub migration_io: String,
+    /// normal (a stream like any other, as in the papers) or instant (not paced
+    /// by the device model at all: Ignem's hypothetical instantaneous migration,
+    /// the bound of its Fig. 7; for evaluation).
+    #[arg(long, default_value = "idle", value_parser = migration_io_arg)]
+    pub migration_io: MigrationIo,
     /// A migration waits this long for room in a full migration buffer in
     /// which nothing frees up, then fails saying which jobs hold it, milliseconds.
     #[arg(long, default_value_t = 5000)]
@@ -327,7 +331,7 @@ impl Default for BufferArgs {
         BufferArgs {
             migration_buffer: None,
             implicit_eviction_delay_ms: 2000,
-            migration_io: "idle".into(),
+            migration_io: MigrationIo::Idle,
             migration_room_wait_ms: 5000,
             replacement: thaw_worker::replacement::Policy::Lru,
             cache_window: thaw_worker::tier::DEFAULT_WINDOW,
@@ -341,7 +345,7 @@ impl BufferArgs {
         MigrationConfig {
             buffer_limit: self.migration_buffer,
             implicit_delay: Duration::from_millis(self.implicit_eviction_delay_ms),
-            background_io: self.migration_io == "idle",
+            io: self.migration_io,
             room_wait: Duration::from_millis(self.migration_room_wait_ms),
             ..Default::default()
         }
@@ -354,6 +358,10 @@ fn replacement_arg(s: &str) -> Result<thaw_worker::replacement::Policy, String> 
 
 fn checkpoint_order_arg(s: &str) -> Result<CheckpointOrder, String> {
     CheckpointOrder::parse(s).map_err(|e| e.message)
+}
+
+fn migration_io_arg(s: &str) -> Result<MigrationIo, String> {
+    MigrationIo::parse(s).map_err(|e| e.message)
 }
 
 fn policy_arg(s: &str) -> Result<Policy, String> {

@@ -13,6 +13,9 @@
 //!   one's target by Algorithm 1 (earliest estimated finish) off the heartbeat path,
 //!   and a heartbeat binds to its worker only blocks targeted at it, just enough
 //!   that its queue does not drain before the next heartbeat. Binding is final.
+//! - `naive`: DYRS, Fig. 10's naive load balancing: pending like `dyrs`, but
+//!   each block goes to the replica holder with the fewest outstanding
+//!   migrations, into free queue slots, with no time estimates (`naive.rs`).
 //! - `none`: jobs and leases are kept, nothing migrates (the baseline).
 //!
 //! Improvements on the papers, each for a reason:
@@ -47,11 +50,15 @@
 //!   a job's progress counts blocks read.
 
 mod history;
+mod naive;
 mod plan;
+mod policy;
 mod protocol;
 mod room;
 pub use history::{ENDED_JOBS, ENDED_KEEP, EndedJobs};
+pub use naive::NAIVE_SLOTS;
 pub use plan::{Cost, PLAN_WINDOW, PLAN_WINDOW_PER_WORKER};
+pub use policy::{Policy, Priority};
 pub use room::{Devices, Room, devices, waiting_text};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -66,63 +73,6 @@ use thaw_common::proto::{
 use thaw_common::{Result, ThawError, now_ms};
 
 use crate::cluster::Cluster;
-
-/// How pending migrations are bound to workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    None,
-    Ignem,
-    Dyrs,
-}
-
-impl Policy {
-    pub fn parse(s: &str) -> Result<Policy> {
-        match s {
-            "none" => Ok(Policy::None),
-            "ignem" => Ok(Policy::Ignem),
-            "dyrs" => Ok(Policy::Dyrs),
-            _ => Err(ThawError::invalid(format!("unknown migration policy {s:?} (none, ignem or dyrs)"))),
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::None => "none",
-            Policy::Ignem => "ignem",
-            Policy::Dyrs => "dyrs",
-        }
-    }
-    /// The order each paper used: DYRS FIFO, Ignem smallest job first.
-    pub fn default_priority(self) -> Priority {
-        match self {
-            Policy::Dyrs => Priority::Fifo,
-            _ => Priority::SmallestJobFirst,
-        }
-    }
-}
-
-/// The order of migrations, at the master (pending) and at the workers (queued).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Priority {
-    Fifo,
-    /// Smaller total job input first, then earlier submission (Ignem, section III-A1).
-    SmallestJobFirst,
-}
-
-impl Priority {
-    pub fn parse(s: &str) -> Result<Priority> {
-        match s {
-            "fifo" => Ok(Priority::Fifo),
-            "smallest-job-first" | "sjf" => Ok(Priority::SmallestJobFirst),
-            _ => Err(ThawError::invalid(format!("unknown priority {s:?} (fifo or smallest-job-first)"))),
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Priority::Fifo => "fifo",
-            Priority::SmallestJobFirst => "smallest-job-first",
-        }
-    }
-}
 
 /// A worker's device a migration reads from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

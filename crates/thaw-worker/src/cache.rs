@@ -439,8 +439,10 @@ impl Worker {
             }
         };
         let store = self.ufs()?;
-        // An emulated under-store device, if modelled, paces the copy.
-        let mut device = self.device_stream(DeviceKind::Ufs);
+        // An emulated under-store device, if modelled, paces the copy (not a
+        // migration's with `--migration-io instant`).
+        let instant = migration && self.config.migration.io == crate::MigrationIo::Instant;
+        let mut device = if instant { None } else { self.device_stream(DeviceKind::Ufs) };
         match store.local_path(&ufs.path)? {
             Some(src) => {
                 let modelled = device.is_some();

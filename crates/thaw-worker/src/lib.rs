@@ -46,8 +46,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::device::{Device, DeviceKind, DeviceModels};
 use crate::master_link::Registration;
-pub use crate::migration::MigrationConfig;
 use crate::migration::{Effects, Migrator, Source, Task};
+pub use crate::migration::{MigrationConfig, MigrationIo};
 use crate::stats::JobStats;
 use crate::tier::TierStore;
 
@@ -291,11 +291,15 @@ impl Worker {
         let len = disk.get(block).ok_or_else(|| ThawError::not_found(format!("block {block} is not on DISK here")))?;
         let mut file = cache::BlockFile::create(self, mem, block, len, false)?;
         // The DISK device, if modelled, paces the copy like any DISK read, in the
-        // background class unless configured otherwise; the real disk sees the
-        // copying thread in the kernel's idle class likewise.
-        let idle = self.config.migration.background_io;
-        let mut device =
-            self.device(DeviceKind::Disk).map(|d| if idle { d.open_background_stream() } else { d.open_stream() });
+        // background class unless configured otherwise (`instant`: not at all);
+        // the real disk sees the copying thread in the kernel's idle class likewise.
+        let io = self.config.migration.io;
+        let idle = io == MigrationIo::Idle;
+        let mut device = match io {
+            MigrationIo::Instant => None,
+            MigrationIo::Idle => self.device(DeviceKind::Disk).map(|d| d.open_background_stream()),
+            MigrationIo::Normal => self.device(DeviceKind::Disk).map(|d| d.open_stream()),
+        };
         let streams = self.copy_streams(Source::Disk, len, device.is_some());
         let started = std::time::Instant::now();
         // Drop-behind: the block is read from memory from now on (see `page_cache`).

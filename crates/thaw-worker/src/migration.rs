@@ -69,11 +69,8 @@ pub struct MigrationConfig {
     pub implicit_delay: Duration,
     /// Past this share of the buffer, ask the master which referencing jobs are dead.
     pub dead_job_threshold: f64,
-    /// Migrations read the DISK tier in the background (idle) class: a modelled
-    /// device only while no foreground read is open (see
-    /// `Device::open_background_stream`), a real one with the copying thread in
-    /// the kernel's idle class (see [`crate::ioprio`]).
-    pub background_io: bool,
+    /// How migrations read their device (see [`MigrationIo`]).
+    pub io: MigrationIo,
     /// A migration waits this long for room in a full buffer in which nothing
     /// frees up, then fails with the reason.
     pub room_wait: Duration,
@@ -85,8 +82,36 @@ impl Default for MigrationConfig {
             buffer_limit: None,
             implicit_delay: Duration::from_secs(2),
             dead_job_threshold: 0.8,
-            background_io: true,
+            io: MigrationIo::Idle,
             room_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+/// How a migration's copy reads its device (`--migration-io`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MigrationIo {
+    /// In the background (idle) class: a modelled device only while no
+    /// foreground read is open (see `Device::open_background_stream`), a real
+    /// one with the copying thread in the kernel's idle class (see
+    /// [`crate::ioprio`]).
+    Idle,
+    /// A stream like any other, as in the papers.
+    Normal,
+    /// Not paced by the device model at all: the copy runs at the speed of the
+    /// files underneath (a few ms a block). The bound of Ignem, section IV-C4's
+    /// hypothetical scheme that "can migrate and evict data instantaneously":
+    /// for evaluation only, a modelled device's bandwidth is not spent on it.
+    Instant,
+}
+
+impl MigrationIo {
+    pub fn parse(s: &str) -> thaw_common::Result<MigrationIo> {
+        match s {
+            "idle" => Ok(MigrationIo::Idle),
+            "normal" => Ok(MigrationIo::Normal),
+            "instant" => Ok(MigrationIo::Instant),
+            _ => Err(thaw_common::ThawError::invalid(format!("unknown migration I/O {s:?} (idle, normal or instant)"))),
         }
     }
 }

@@ -45,7 +45,7 @@ impl Migrations {
     /// pending list in priority order. Pending blocks that reached memory some
     /// other way are dropped (their jobs become references).
     pub fn plan(&mut self, cluster: &Cluster) {
-        if self.policy != Policy::Dyrs {
+        if !self.policy.binds_late() {
             return;
         }
         self.prune();
@@ -77,7 +77,7 @@ impl Migrations {
             pending.truncate(window);
         }
         pending.sort_unstable();
-        let estimates = self.estimates(cluster);
+        let estimates = if self.policy == Policy::Naive { self.naive_costs(cluster) } else { self.estimates(cluster) };
         let mut room = self.room(cluster);
         let mut refused = BTreeSet::new();
         let mut finish: HashMap<(u64, Device), f64> = HashMap::new();
@@ -220,6 +220,8 @@ impl Migrations {
             // for its first measurement before trusting it with more.
             let interval_ns = interval.as_nanos() as f64;
             let lasts = |queued: u32, bytes: u64| cost.is_none_or(|c| c.of_queue(queued, bytes) >= interval_ns);
+            // The naive policy fills free slots only (see `naive.rs`).
+            let naive = self.policy == Policy::Naive;
             while let Some(&b) = queue.front() {
                 let still = self
                     .migrations
@@ -230,7 +232,7 @@ impl Migrations {
                     continue;
                 }
                 // The running block plus one queued, then enough for an interval.
-                if queued >= 2 && lasts(queued, queued_bytes) {
+                if (naive && queued >= NAIVE_SLOTS) || (!naive && queued >= 2 && lasts(queued, queued_bytes)) {
                     break;
                 }
                 let len = self.migrations[&b].length;

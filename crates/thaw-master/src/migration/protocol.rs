@@ -132,7 +132,7 @@ impl Migrations {
         for read in reads {
             self.read(&read.job_id, read.block_id);
         }
-        if self.policy == Policy::Dyrs {
+        if self.policy.binds_late() {
             self.feed(cluster, worker, interval);
         }
         let mut waiting_sources: Vec<MigrationSource> =

@@ -561,3 +561,84 @@ fn policy_none_settles_at_once_and_deleted_files_fail_their_blocks() {
     assert_eq!(m.pending(), 0);
     assert_eq!(m.job_info(&c, "j", Instant::now()).unwrap().blocks_failed, 2);
 }
+
+fn naive() -> Migrations {
+    Migrations::new(Policy::Naive, Policy::Naive.default_priority(), Duration::from_secs(60))
+}
+
+#[test]
+fn naive_targets_the_holder_with_the_fewest_outstanding_migrations_whatever_its_speed() {
+    // The speeds that make Algorithm 1 give 4, 2 and 1 of 7 blocks: the naive
+    // scheme ignores them and deals the blocks out by count (3, 2, 2).
+    let (c, w) = cluster(3, 7);
+    let mut m = naive();
+    for (i, spb) in [1.0, 2.0, 4.0].into_iter().enumerate() {
+        m.heartbeat(&c, w[i], Some(report(Device::Disk, spb, 0)), vec![], HB);
+    }
+    m.migrate(&c, "j", EvictionMode::Explicit, None, specs(1, 0..7), Instant::now()).unwrap();
+    m.plan(&c);
+    let count = |m: &Migrations, worker: u64| {
+        (0..7).filter(|i| m.target_of(block_id(1, *i)) == Some((worker, Device::Disk))).count()
+    };
+    assert_eq!((count(&m, w[0]), count(&m, w[1]), count(&m, w[2])), (3, 2, 2));
+    // Migrations already queued count against a holder: with 3 queued on the
+    // first and 1 on the second, the seven even the counts out (4, 4 and 3
+    // outstanding afterwards, ties going to the lowest id).
+    let mut m = naive();
+    for (i, queued) in [3, 1, 0].into_iter().enumerate() {
+        m.heartbeat(&c, w[i], Some(report(Device::Disk, 1.0, queued)), vec![], HB);
+    }
+    m.migrate(&c, "j", EvictionMode::Explicit, None, specs(1, 0..7), Instant::now()).unwrap();
+    m.plan(&c);
+    assert_eq!((count(&m, w[0]), count(&m, w[1]), count(&m, w[2])), (1, 3, 3));
+    // The first block goes to the emptiest holder.
+    assert_eq!(m.target_of(block_id(1, 0)), Some((w[2], Device::Disk)));
+}
+
+#[test]
+fn naive_binds_only_into_free_slots() {
+    // A measured, fast device and a long interval: DYRS would bind a heartbeat's
+    // worth (10 blocks, see above); the naive scheme fills its two slots.
+    let (c, w) = cluster(1, 20);
+    let mut m = naive();
+    m.heartbeat(&c, w[0], Some(report(Device::Disk, 1000.0, 0)), vec![], HB);
+    m.migrate(&c, "j", EvictionMode::Explicit, None, specs(1, 0..20), Instant::now()).unwrap();
+    m.plan(&c);
+    let o = m.heartbeat(&c, w[0], Some(report(Device::Disk, 1000.0, 0)), vec![], Duration::from_millis(10));
+    assert_eq!(o.migrations.len(), NAIVE_SLOTS as usize);
+    assert!(o.migrations_waiting);
+    // Both slots taken: nothing; one freed: one.
+    m.plan(&c);
+    let o = m.heartbeat(&c, w[0], Some(report(Device::Disk, 1000.0, 2)), vec![], Duration::from_secs(10));
+    assert!(o.migrations.is_empty());
+    let o = m.heartbeat(&c, w[0], Some(report(Device::Disk, 1000.0, 1)), vec![], Duration::from_secs(10));
+    assert_eq!(o.migrations.len(), 1);
+}
+
+#[test]
+fn naive_gives_a_slow_node_with_a_free_slot_a_tail_block() {
+    // DYRS, Fig. 10a: the blocks DYRS keeps off the slow node (see
+    // `a_slow_node_gets_no_tail_block_that_faster_nodes_finish_sooner`) go to it
+    // under the naive scheme as soon as it has a free slot.
+    let (c, w) = cluster(2, 3);
+    let mut m = naive();
+    m.heartbeat(&c, w[0], Some(report(Device::Disk, 1.0, 0)), vec![], HB);
+    m.heartbeat(&c, w[1], Some(report(Device::Disk, 10.0, 0)), vec![], HB);
+    m.migrate(&c, "j", EvictionMode::Explicit, None, specs(1, 0..3), Instant::now()).unwrap();
+    m.plan(&c);
+    assert_eq!(m.target_of(block_id(1, 1)), Some((w[1], Device::Disk)));
+    let slow = m.heartbeat(&c, w[1], Some(report(Device::Disk, 10.0, 0)), vec![], Duration::from_secs(1));
+    assert_eq!(slow.migrations.iter().map(|c| c.block_id).collect::<Vec<_>>(), vec![block_id(1, 1)]);
+    let fast = m.heartbeat(&c, w[0], Some(report(Device::Disk, 1.0, 0)), vec![], Duration::from_secs(1));
+    assert_eq!(fast.migrations.len(), 2);
+}
+
+#[test]
+fn naive_is_a_policy_by_name_and_keeps_dyrs_order() {
+    assert_eq!(Policy::parse("naive").unwrap(), Policy::Naive);
+    assert_eq!(Policy::Naive.name(), "naive");
+    assert_eq!(Policy::Naive.default_priority(), Priority::Fifo);
+    assert!(Policy::Naive.binds_late() && Policy::Dyrs.binds_late() && !Policy::Ignem.binds_late());
+    let e = Policy::parse("nope").unwrap_err();
+    assert!(e.message.contains("naive"), "{}", e.message);
+}
