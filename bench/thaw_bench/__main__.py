@@ -5,7 +5,8 @@ experiments on an emulated cluster on this machine and writes
 Experiments: ``swim``, ``sort``, ``wordcount``, ``interference``, ``sql``,
 ``pipeline`` (Tachyon, section 3), ``cava`` (CAVA, section V's cache policies, with
 options and ``--out`` of its own: :mod:`thaw_bench.cava`), and ``paper`` (a
-reduced set of all of them but the pipeline, under 30 minutes here). Every
+reduced set of all of them, with Tachyon's four experiments:
+:mod:`thaw_bench.tachyon`). Every
 configuration of a table runs in one invocation, on the same placed data.
 """
 
