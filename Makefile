@@ -31,4 +31,5 @@ bench-python:
 # configuration side by side; reports and figures under bench-out/paper/.
 bench-paper:
 	./scripts/python-env.sh release
+	cargo build --locked --release -p thaw-bench
 	.venv/bin/python -m thaw_bench paper --out bench-out/paper

@@ -7,8 +7,8 @@ Experiments: ``swim``, ``sort``, ``wordcount``, ``interference``, ``sql``,
 levels: :mod:`thaw_bench.locality`), ``cava`` (CAVA, section V's cache policies, with
 options and ``--out`` of its own: :mod:`thaw_bench.cava`), ``traces`` (Ignem, section
 II-C's and DYRS, section II's trace analyses over the SWIM traces: no cluster, options
-of its own: :mod:`thaw_bench.trace_analysis`), and ``paper`` (a
-reduced set of all of them but the pipeline, under 30 minutes here). Every
+of its own: :mod:`thaw_bench.trace_analysis`), and ``paper`` (a reduced set of all of
+them, with Tachyon's four experiments: :mod:`thaw_bench.tachyon`). Every
 configuration of a table runs in one invocation, on the same placed data.
 """
 

@@ -34,6 +34,7 @@ from typing import Any
 from thaw.dask.placement import Delays
 from thaw.sizes import parse_size
 
+from . import tachyon
 from .cluster import ClusterSpec, EmulatedCluster
 from .configs import CONFIGS, SCENARIOS, Scenario
 from .netdask import start_dask_on
@@ -341,7 +342,9 @@ def paper(bench: Bench) -> list[Path]:
     and with a 1 s job start-up (the papers' ~10 s of application-master
     launch, scaled by block read time), each twice (job means are noisy);
     sort; wordcount over sizes with and without added lead-time; the
-    interference table; and TPC-H."""
+    interference table; and TPC-H; then Tachyon's write throughput, checkpoint
+    order, log pipeline with and without a failure, and recomputation slots
+    (:func:`thaw_bench.tachyon.paper`)."""
     return [
         swim(bench, repeats=2),
         swim(bench, repeats=2, startup=1.0),
@@ -349,4 +352,5 @@ def paper(bench: Bench) -> list[Path]:
         single(bench, "wordcount", [64 * MiB, 128 * MiB, 256 * MiB], [0.0, 5.0], ["cold", "ram", "dyrs"]),
         interference(bench, 256 * MiB, lead=5.0),
         sql(bench, sf=0.1),
+        *tachyon.paper(bench.out / "tachyon", bench.say),
     ]

@@ -16,6 +16,8 @@ Configurations, side by side in one invocation, the order rotating per repeat:
 
 - ``through``: outputs written synchronously to the under-store only (the
   papers' HDFS without a cache; the next step reads them back from it);
+- ``must-cache``: to memory only, never persisted (the bound: no under-store
+  write at all, and nothing to recover from);
 - ``cache-through``: synchronously to the under-store and to memory (HDFS with
   the OS buffer cache, Tachyon, section 3's baseline);
 - ``async-through``: to memory, persisted in the background;
@@ -28,13 +30,18 @@ Configurations, side by side in one invocation, the order rotating per repeat:
 The under-store is an emulated device per node (``--ufs``, default 40 MiB/s: a
 disk shared by three HDFS replicas' writes); the machine's own disk and page
 cache would hide it. Every configuration's final outputs are compared, byte for
-byte, with the first's.
+byte, with the first's. Each run records its timeline (seconds from its start):
+every task's node, start, end and seconds spent reading (a wait for a lost
+input's rebuild included); with a kill, when the kill came and when the master
+declared the worker dead, and the victim's grep outputs, each persisted before
+the kill or lost and rebuilt (from when to when).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import time
 from collections import Counter
@@ -48,7 +55,7 @@ from thaw.client import Client
 from .cluster import ClusterSpec, EmulatedCluster
 from .netdask import start_dask_on
 
-CONFIGS = ("through", "cache-through", "async-through", "async-through-kill")
+CONFIGS = ("through", "must-cache", "cache-through", "async-through", "async-through-kill")
 LEVELS = ("INFO",) * 10 + ("WARN",) * 6 + ("ERROR",) * 4
 SERVICES = [f"svc{i}" for i in range(8)]
 WORDS = [f"w{i:03d}" for i in range(400)]
@@ -74,45 +81,54 @@ def _write(c: Client, path: str, data: bytes, write_type: str) -> None:
         f.write(data)
 
 
-def grep_step(inputs: list[str], outputs: list[str], *, write_type: str) -> int:
-    """Keeps a log's WARN and ERROR lines."""
-    c = Client()
-    lines = [ln for ln in c.cat(inputs[0]).splitlines(keepends=True) if b" WARN " in ln or b" ERROR " in ln]
+def _read(c: Client, path: str, took: list[float]) -> bytes:
+    """``c.cat(path)``, its seconds added to ``took`` (a lost input's wait included)."""
+    t = time.monotonic()
+    data = c.cat(path)
+    took.append(time.monotonic() - t)
+    return data
+
+
+def grep_step(inputs: list[str], outputs: list[str], *, write_type: str) -> float:
+    """Keeps a log's WARN and ERROR lines. Each step returns its seconds of reading."""
+    c, took = Client(), []
+    data = _read(c, inputs[0], took)
+    lines = [ln for ln in data.splitlines(keepends=True) if b" WARN " in ln or b" ERROR " in ln]
     _write(c, outputs[0], b"".join(lines), write_type)
-    return len(lines)
+    return sum(took)
 
 
-def count_step(inputs: list[str], outputs: list[str], *, write_type: str) -> int:
+def count_step(inputs: list[str], outputs: list[str], *, write_type: str) -> float:
     """Lines per (service, level) of a grep output."""
-    c = Client()
-    counts = Counter(tuple(ln.split(b" ", 3)[1:3]) for ln in c.cat(inputs[0]).splitlines())
+    c, took = Client(), []
+    counts = Counter(tuple(ln.split(b" ", 3)[1:3]) for ln in _read(c, inputs[0], took).splitlines())
     text = "".join(f"{s.decode()} {lv.decode()} {n}\n" for (s, lv), n in sorted(counts.items()))
     _write(c, outputs[0], text.encode(), write_type)
-    return len(counts)
+    return sum(took)
 
 
-def wordcount_step(inputs: list[str], outputs: list[str], *, write_type: str) -> int:
+def wordcount_step(inputs: list[str], outputs: list[str], *, write_type: str) -> float:
     """Word counts of a grep output's messages (a partial count)."""
-    c = Client()
+    c, took = Client(), []
     counts: Counter[bytes] = Counter()
-    for ln in c.cat(inputs[0]).splitlines():
+    for ln in _read(c, inputs[0], took).splitlines():
         counts.update(ln.split(b" ")[4:])
     _write(
         c, outputs[0], "".join(f"{w.decode()} {n}\n" for w, n in sorted(counts.items())).encode(), write_type
     )
-    return len(counts)
+    return sum(took)
 
 
-def total_step(inputs: list[str], outputs: list[str], *, write_type: str) -> int:
+def total_step(inputs: list[str], outputs: list[str], *, write_type: str) -> float:
     """The sum of the partial word counts (wide: every input)."""
-    c = Client()
+    c, took = Client(), []
     total: Counter[str] = Counter()
     for p in inputs:
-        for ln in c.cat(p).decode().splitlines():
+        for ln in _read(c, p, took).decode().splitlines():
             w, n = ln.split()
             total[w] += int(n)
     _write(c, outputs[0], "".join(f"{w} {n}\n" for w, n in sorted(total.items())).encode(), write_type)
-    return len(total)
+    return sum(took)
 
 
 def run_task(
@@ -123,12 +139,15 @@ def run_task(
     kind: str,
     write_type: str,
     *_: Any,
-) -> str:
+) -> dict[str, Any]:
     """One Dask task: records the step's lineage, then runs it. The trailing
-    arguments are the futures it depends on."""
+    arguments are the futures it depends on. Returns its output, its node, and
+    its start, end (wall clock) and seconds of reading."""
+    start = time.time()
     step = lineage.step(inputs=inputs, outputs=outputs, kind=kind, client=Client(master))
-    step(fn)(write_type=write_type)
-    return outputs[0]
+    read_s = step(fn)(write_type=write_type)
+    node = os.environ.get("THAW_HOST", "")
+    return {"output": outputs[0], "node": node, "start": start, "end": time.time(), "read_s": read_s}
 
 
 def run_pipeline(
@@ -146,26 +165,32 @@ def run_pipeline(
     write_type = "async-through" if config.startswith("async") else config
     m = cluster.master
     logs = [f"/pipeline/logs/part-{i}" for i in range(parts)]
-    t0 = time.monotonic()
+    grep_paths = [f"{root}/grep/part-{i}" for i in range(parts)]
+    t0, wall0 = time.monotonic(), time.time()
+    timeline: dict[str, Any] = {}
 
-    def task(fn: Callable[..., int], inputs: list[str], output: str, kind: str, *after: Any) -> Any:
+    def at() -> float:
+        return round(time.monotonic() - t0, 3)
+
+    def task(fn: Callable[..., float], inputs: list[str], output: str, kind: str, *after: Any) -> Any:
         return dask.submit(run_task, m, fn, inputs, [output], kind, write_type, *after, pure=False)
 
-    grep = [task(grep_step, [logs[i]], f"{root}/grep/part-{i}", "narrow") for i in range(parts)]
+    grep = [task(grep_step, [logs[i]], grep_paths[i], "narrow") for i in range(parts)]
     wait(grep)
     t_grep = time.monotonic() - t0
     lost_at_kill = 0
+    c = cluster.client()
     if config.endswith("-kill"):
+        timeline["kill"] = at()
         cluster.kill_node(victim)
-        status = cluster.client().status
         deadline = time.monotonic() + 60
-        while not any(w["host"] == victim and not w["alive"] for w in status()["workers"]):
+        while not any(w["host"] == victim and not w["alive"] for w in c.status()["workers"]):
             assert time.monotonic() < deadline, f"{victim} was not declared dead"
-            time.sleep(0.05)
-        lost_at_kill = status()["persistence"]["lost"]
+            time.sleep(0.02)
+        timeline["declared_dead"] = at()
+        lost_at_kill = c.status()["persistence"]["lost"]
         say(f"  killed {victim}'s Thaw worker after grep ({t_grep:.1f} s): {lost_at_kill} files lost")
 
-    grep_paths = [f"{root}/grep/part-{i}" for i in range(parts)]
     counts = [
         task(count_step, [grep_paths[i]], f"{root}/count/part-{i}", "narrow", g) for i, g in enumerate(grep)
     ]
@@ -175,10 +200,29 @@ def run_pipeline(
     wc_paths = [f"{root}/wc/part-{i}" for i in range(parts)]
     total = task(total_step, wc_paths, f"{root}/wc/total", "wide", *wcs)
     wait([*counts, total])
-    for f in [*grep, *counts, *wcs, total]:
-        f.result()
     took = time.monotonic() - t0
-    c = cluster.client()
+    timeline["tasks"] = [
+        {
+            "output": r["output"].removeprefix(root + "/"),
+            "node": r["node"],
+            "start": round(r["start"] - wall0, 3),
+            "end": round(r["end"] - wall0, 3),
+            "read_s": round(r["read_s"], 3),
+        }
+        for r in (f.result() for f in [*grep, *counts, *wcs, total])
+    ]
+    if config.endswith("-kill"):
+        # The victim's grep outputs: each persisted before the kill, or lost and rebuilt (when).
+        for p, g in zip(grep_paths, grep, strict=True):
+            info = c.stat(p)
+            if g.result()["node"] != victim and not info["rebuilds"]:
+                continue
+            entry: dict[str, Any] = {"path": p.removeprefix(root + "/"), "rebuilt": bool(info["rebuilds"])}
+            if info["rebuilds"]:
+                end = info["last_rebuild_ms"] / 1000 - wall0
+                entry["start"] = round(end - info["last_rebuild_took_ms"] / 1000, 3)
+                entry["end"] = round(end, 3)
+            timeline.setdefault("victim_outputs", []).append(entry)
     digest = hashlib.sha256()
     for p in [*(f"{root}/count/part-{i}" for i in range(parts)), f"{root}/wc/total"]:
         digest.update(c.cat(p))
@@ -192,6 +236,7 @@ def run_pipeline(
         "recomputations_done": p["recomputations_done"],
         "recomputations_failed": p["recomputations_failed"],
         "result_sha256": digest.hexdigest(),
+        "timeline": timeline,
     }
 
 

@@ -92,11 +92,8 @@ def one_run(ec: EmulatedCluster, dask_cluster: Any, config: str, run: int) -> di
     }
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--out", type=Path, default=Path("bench-out/recompute-priority.json"))
-    a = p.parse_args()
+def run(repeats: int, out: Path) -> Path:
+    """Runs both configurations ``repeats`` times, alternating; writes ``out``."""
     spec = ClusterSpec(
         nodes=2, slots=2, disk="200MiB/s", block_size="1MiB", mem_capacity="256MiB", heartbeat_ms=200,
         worker_timeout_ms=1000,
@@ -105,13 +102,16 @@ def main() -> None:
         worker_args=["--checkpoint-bandwidth", "1KiB"],
     )  # fmt: skip
     ec = EmulatedCluster(spec)
-    os.environ["THAW_HOST"] = "node0"  # the step's output lands beside node0
+    # The step's output lands beside node0 (put back after: `thaw_bench paper`
+    # runs the other experiments in this process).
+    host_before = os.environ.get("THAW_HOST")
+    os.environ["THAW_HOST"] = "node0"
     runs: list[dict[str, Any]] = []
     dask_cluster = dask_client = None
     try:
         ec.start("none")
         dask_cluster, dask_client = start_dask([("node1", "rack1")], 2)
-        for r in range(a.repeats):
+        for r in range(repeats):
             for config in ("thaw", "rerun-first") if r % 2 == 0 else ("rerun-first", "thaw"):
                 run = one_run(ec, dask_cluster, config, r)
                 runs.append(run)
@@ -122,6 +122,10 @@ def main() -> None:
         if dask_cluster is not None:
             dask_cluster.close()
         ec.close()
+        if host_before is None:
+            os.environ.pop("THAW_HOST", None)
+        else:
+            os.environ["THAW_HOST"] = host_before
     summary = {
         config: {
             k: round(statistics.median(x[k] for x in runs if x["config"] == config and x[k] is not None), 3)
@@ -129,9 +133,18 @@ def main() -> None:
         }
         for config in ("thaw", "rerun-first")
     }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"runs": runs, "summary": summary}, indent=2))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"runs": runs, "summary": summary}, indent=2))
     print(json.dumps(summary, indent=2))
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", type=Path, default=Path("bench-out/recompute-priority.json"))
+    a = p.parse_args()
+    run(a.repeats, a.out)
 
 
 if __name__ == "__main__":

@@ -175,3 +175,44 @@ async fn a_master_paused_past_the_heartbeat_timeout_loses_nothing() {
     let alive = client.cluster_status().await.unwrap().workers.iter().filter(|w| w.alive).count();
     assert_eq!(alive, 2);
 }
+
+/// A killed worker's process is gone, and the master finds out from the held
+/// ask its death dropped: it is declared dead and its memory-only file lost
+/// within a second or two, not after its heartbeat timeout (30 s here). A
+/// stopped worker (SIGSTOP: its process and sockets still there) is not: it
+/// stays alive until the timeout, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_is_declared_dead_long_before_its_heartbeat_timeout_a_stopped_one_is_not() {
+    let mut c = start(ClusterOptions { worker_timeout_ms: 30_000, ..ClusterOptions::workers(3) }).await;
+    let client = c.remote_client();
+    for (i, path) in [(0, "/gone/killed"), (1, "/gone/stopped")] {
+        let host = format!("h{i}");
+        c.client(&host, &format!("r{}", i % 2))
+            .write_all(path, &data(1 << 20, 60 + i as u64), opts(WriteType::MustCache))
+            .await
+            .unwrap();
+    }
+    // Idle workers hold an ask open at the master between heartbeats.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = c.worker_pid(1).expect("worker 1 runs") as i32;
+    // SAFETY: signalling a child of this test.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let started = Instant::now();
+    c.kill_worker(0);
+    while !client.stat("/gone/killed").await.unwrap().lost {
+        assert!(started.elapsed() < Duration::from_secs(5), "not declared dead within 5 s\n{}", c.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!alive(&client, c.worker_addr(0)).await);
+    // The stopped worker, silent as long as the killed one has been and more, is alive.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stopped_alive = alive(&client, c.worker_addr(1)).await;
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert!(stopped_alive, "a stopped worker was declared dead before its timeout\n{}", c.logs());
+    assert!(!client.stat("/gone/stopped").await.unwrap().lost);
+    assert_eq!(client.read_all("/gone/stopped").await.unwrap(), data(1 << 20, 61));
+}
+
+async fn alive(client: &Client, addr: &str) -> bool {
+    client.cluster_status().await.unwrap().workers.iter().any(|w| w.alive && w.data_address == addr)
+}
