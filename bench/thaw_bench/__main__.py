@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.experiment == "interference":
         ex.interference(bench, a.size, a.lead, a.period_scale, a.scenarios, a.config, r)
     elif a.experiment == "sql":
-        ex.sql(bench, a.sf, a.queries, a.configs, a.scenario, a.ahead)
+        ex.sql(bench, a.sf, a.queries, a.configs, a.scenario, a.ahead, r)
     elif a.experiment == "pipeline":
         pipeline_mod.pipeline(
             a.out, parts=a.parts, part_size=a.part_size, nodes=a.nodes, slots=a.slots, ufs=a.ufs,
