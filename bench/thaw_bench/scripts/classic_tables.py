@@ -8,7 +8,9 @@ the run's own record: the map phase (first map start to last map end), the
 mean time a map task spent reading its block, the share of map tasks that read
 from memory, the blocks migrated, and the share of the machine's cores busy.
 
-SQL rows are one per (query, configuration), plus an "all queries" row with
+SQL rows are one per (query, configuration): the query's run time (from
+leaving the queue to its end, DYRS, Fig. 4's query duration), and its time
+from submission (the queue wait in it), plus an "all queries" row with
 the mean of the per-query speedups (DYRS, Fig. 4's "36% faster on average").
 
 ``python -m thaw_bench.scripts.classic_tables bench-out/sort/results.json
@@ -103,21 +105,27 @@ def job_rows(doc: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def query_rows(doc: dict[str, Any]) -> list[dict[str, str]]:
-    """One row per (query, configuration) of a SQL run, then one per
+    """One row per (query, configuration) of a SQL run (run time, time from
+    submission, bytes the workers served it from memory, the share of its
+    input in memory when it left the queue), then one per
     configuration over all queries (the mean of the queries' speedups)."""
     groups: dict[tuple[str, str], list[float]] = defaultdict(list)
     mem: dict[tuple[str, str], list[float]] = defaultdict(list)
+    waited: dict[tuple[str, str], list[float]] = defaultdict(list)
+    at_start: dict[tuple[str, str], list[float]] = defaultdict(list)
     sizes: dict[str, int] = {}
     labels: dict[str, str] = {}
     for run in doc["runs"]:
         labels[run["config"]] = run.get("config_label", run["config"])
         for job in run["jobs"]:
-            groups[(job["job"], run["config"])].append(float(job["duration"]))
+            groups[(job["job"], run["config"])].append(float(job.get("run_s") or job["duration"]))
+            waited[(job["job"], run["config"])].append(float(job["duration"]))
             sizes[job["job"]] = int(job.get("input_bytes") or 0)
-            src = job.get("read_sources") or {}
-            total = sum(src.values())
-            if total:
-                mem[(job["job"], run["config"])].append(sum(v for k, v in src.items() if k in MEM) / total)
+            if job.get("in_memory_at_start") is not None:
+                at_start[(job["job"], run["config"])].append(float(job["in_memory_at_start"]))
+            st = job.get("job_stats") or {}
+            if st.get("bytes_read"):
+                mem[(job["job"], run["config"])].append(st["bytes_from_memory"] / st["bytes_read"])
     rows = []
     speedups: dict[str, list[float]] = defaultdict(list)
     for (query, config), ds in sorted(groups.items(), key=lambda kv: (sizes[kv[0][0]], kv[0][0])):
@@ -134,11 +142,15 @@ def query_rows(doc: dict[str, Any]) -> list[dict[str, str]]:
                 "input (MiB)": f"{sizes[query] / 2**20:.1f}",
                 "configuration": labels[config],
                 "runs": str(len(ds)),
-                "query (s), median": med,
-                "query (s), range": rng,
+                "query run (s), median": med,
+                "query run (s), range": rng,
                 "vs cold": rel,
+                "from submission (s), median": _s(statistics.median(waited[(query, config)])),
                 "bytes read from memory": f"{statistics.mean(mem[(query, config)]) * 100:.0f}%"
                 if mem[(query, config)]
+                else "-",
+                "input in memory at its start": f"{statistics.mean(at_start[(query, config)]) * 100:.0f}%"
+                if at_start[(query, config)]
                 else "-",
             }
         )
