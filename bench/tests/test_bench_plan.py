@@ -93,4 +93,4 @@ def test_classic_tables_medians_ranges_and_relative_to_cold(tmp_path: Path) -> N
     assert rows["dyrs"]["map reads from memory"] == "50%"
     assert rows["dyrs"]["map read (s), mean"] == "0.300"
     assert rows["dyrs"]["map phase (s), median"] == "2.00"
-    assert rows["dyrs"]["blocks migrated, median"] == "1"
+    assert rows["dyrs"]["migrations done, median"] == "1"

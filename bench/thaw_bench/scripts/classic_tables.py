@@ -6,7 +6,8 @@ duration over the repeats and its range, the median relative to cold's (same
 scenario and input, no added lead-time), and what explains it, measured from
 the run's own record: the map phase (first map start to last map end), the
 mean time a map task spent reading its block, the share of map tasks that read
-from memory, the blocks migrated, and the share of the machine's cores busy.
+from memory, the migrations done (the master's events of the run, the
+inputs-in-RAM preload's included), and the share of the machine's cores busy.
 
 SQL rows are one per (query, configuration): the query's run time (from
 leaving the queue to its end, DYRS, Fig. 4's query duration), and its time
@@ -89,7 +90,7 @@ def job_rows(doc: dict[str, Any]) -> list[dict[str, str]]:
             "map phase vs cold": "",
             "map read (s), mean": f"{statistics.mean(g['read']):.3f}" if g["read"] else "-",
             "map reads from memory": f"{statistics.mean(g['mem']) * 100:.0f}%" if g["mem"] else "-",
-            "blocks migrated, median": f"{statistics.median(g['migrated']):.0f}",
+            "migrations done, median": f"{statistics.median(g['migrated']):.0f}",
             "cores busy": f"{statistics.mean(g['busy']) * 100:.0f}%" if g["busy"] else "-",
         }
         if base and not (config == "cold" and lead == 0.0):
