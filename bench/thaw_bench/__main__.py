@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.experiment == "interference":
         ex.interference(bench, a.size, a.lead, a.period_scale, a.scenarios, a.config, r)
     elif a.experiment == "sql":
-        ex.sql(bench, a.sf, a.queries, a.configs, a.scenario, a.ahead)
+        ex.sql(bench, a.sf, a.queries, a.configs, a.scenario, a.ahead, r)
     elif a.experiment == "locality":
         loc.locality(bench, a.kinds, a.blocks, r, a.pagerank_iters)
     elif a.experiment == "pipeline":

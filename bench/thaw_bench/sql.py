@@ -592,11 +592,13 @@ def run_sql(
     threads: int = 2,
     timeout: float = 1800.0,
     eviction: str = "implicit",
+    repeats: int = 1,
 ) -> list[dict[str, Any]]:
     """The SQL experiment: places TPC-H at ``sf`` once (unless ``data`` is
     given; the local copy goes under ``out_dir/tpch-sf<sf>``), then runs
-    ``queries`` under each configuration (:func:`run_config`), writing each run
-    dict to ``out_dir/<run>.json``. Every query's result must equal the same
+    ``queries`` under each configuration (:func:`run_config`), ``repeats`` times
+    (each repeat starting one configuration later; with repeats, runs are named
+    ``<run>-r<N>``), writing each run dict to ``out_dir/<run>.json``. Every query's result must equal the same
     query on the local files, in every configuration: else RuntimeError (after
     all runs are written)."""
     say = progress or (lambda _m: None)
@@ -609,11 +611,19 @@ def run_sql(
     reference = reference_rows(data, queries, threads)
     runs = []
     wrong = []
-    for config in configs:
-        say(f"SQL {scenario.name} / {config.name}")
+    order = [
+        (rep, config)
+        for rep in range(repeats)
+        for config in configs[rep % len(configs) :] + configs[: rep % len(configs)]
+    ]
+    for rep, config in order:
+        say(f"SQL {scenario.name} / {config.name}" + (f" (repeat {rep + 1})" if repeats > 1 else ""))
         run = run_config(
             cluster, data, config, scenario, queries, ahead, reference, threads, timeout, say, eviction
         )
+        if repeats > 1:
+            run["run"] = f"{run['run']}-r{rep}"
+        run["repeat"] = rep
         write_json(out_dir / f"{run['run']}.json", run)
         runs.append(run)
         wrong += [
