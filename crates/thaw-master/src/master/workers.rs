@@ -1,17 +1,7 @@
 //! The master's side of the worker protocol: registration, heartbeats and held
 //! asks, block commits, liveness and the planner's rounds; and the cluster's
 //! status as clients see it.
-//!
-//! Liveness: a worker silent for `worker_timeout` is declared dead. A worker
-//! whose process dies is found sooner: an idle worker holds an ask open at the
-//! master between its heartbeats, and its connection closing drops that ask
-//! unanswered; the master then tries the worker's data port, and a refused
-//! connection (nothing listens there any more) with no heartbeat since
-//! declares it dead at once ([`Master::probe_worker`]). Measured: 0.08 s
-//! for an idle worker killed; one killed while it wrote a checkpoint was still
-//! found only at the timeout (BENCHMARKS.md, the log pipeline).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thaw_common::proto::*;
@@ -22,27 +12,6 @@ use thaw_common::ids::{block_count, block_length, file_of_block, index_of_block}
 
 use super::{Master, State, checkpoints, live_workers};
 use crate::namespace::Namespace;
-
-/// How long [`Master::probe_worker`] waits for a worker's data port to answer.
-const PROBE_WAIT: Duration = Duration::from_secs(1);
-
-/// A held ask; dropped while `master` is still set (unanswered: its
-/// connection closed), it has the worker probed.
-struct HeldAsk {
-    master: Option<Arc<Master>>,
-    worker: u64,
-    since: Instant,
-}
-
-impl Drop for HeldAsk {
-    fn drop(&mut self) {
-        let Some(master) = self.master.take() else { return };
-        let (worker, since) = (self.worker, self.since);
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { master.probe_worker(worker, since).await });
-        }
-    }
-}
 
 impl Master {
     pub fn cluster_status(&self) -> GetClusterStatusResponse {
@@ -271,16 +240,12 @@ impl Master {
     /// as they are planned (DYRS, section III-A: "when a slave queries the master for
     /// more work"; the paper's slaves wait for their next heartbeat). A full
     /// heartbeat, or a light one without a wait, is answered at once.
-    ///
-    /// A held ask dropped before its answer (the worker's connection closed)
-    /// has the worker's data port probed ([`Master::probe_worker`]).
-    pub async fn ask(self: &Arc<Self>, req: HeartbeatRequest) -> HeartbeatResponse {
+    pub async fn ask(&self, req: HeartbeatRequest) -> HeartbeatResponse {
         if !req.light || req.wait_ms == 0 {
             return self.heartbeat(req);
         }
         let wait = Duration::from_millis(req.wait_ms as u64).min(self.config.heartbeat_interval);
         let deadline = tokio::time::Instant::now() + wait;
-        let mut held = HeldAsk { master: Some(self.clone()), worker: req.worker_id, since: Instant::now() };
         loop {
             let notified = self.work.notified();
             tokio::pin!(notified);
@@ -295,49 +260,7 @@ impl Master {
                 break;
             }
         }
-        held.master = None;
         self.heartbeat(req)
-    }
-
-    /// Whether `worker`, whose held ask was dropped unanswered at `since`, is
-    /// gone, and if so declares it dead now rather than after `worker_timeout`:
-    /// a connection to its data port is refused (its process is gone: a kill
-    /// -9, a crash, a stop) and it sent no heartbeat since. Its unpersisted
-    /// files are then lost at once and their rebuild starts (Tachyon's
-    /// pipeline with a worker killed paid the whole timeout before any
-    /// recomputation). A port that accepts, or no answer within
-    /// [`PROBE_WAIT`] (a host down, a partition: no one answers to refuse),
-    /// leaves the worker to the timeout. Returns whether it was declared dead.
-    pub async fn probe_worker(&self, worker: u64, since: Instant) -> bool {
-        let addr = match self.read().cluster.worker(worker) {
-            Some(w) if w.alive => w.data_address.clone(),
-            _ => return false,
-        };
-        let connect = tokio::time::timeout(PROBE_WAIT, tokio::net::TcpStream::connect(&addr)).await;
-        if !matches!(connect, Ok(Err(ref e)) if e.kind() == std::io::ErrorKind::ConnectionRefused) {
-            return false;
-        }
-        let mut st = self.write();
-        let st = &mut *st;
-        if st.cluster.worker(worker).is_none_or(|w| w.last_heartbeat > since) || !st.cluster.declare_dead(worker) {
-            return false;
-        }
-        tracing::warn!(worker, address = %addr, "worker's connection closed and its port refuses connections: declared dead, replicas dropped");
-        self.worker_gone(st, worker);
-        let live = live_workers(&st.cluster);
-        st.migrations.expire(Instant::now(), &live);
-        st.migrations.repair(&st.cluster);
-        self.work_ready();
-        true
-    }
-
-    /// What follows a worker's death: its migrations and checkpoints go
-    /// elsewhere, and its lost files are rebuilt.
-    fn worker_gone(&self, st: &mut State, id: u64) {
-        st.migrations.worker_lost(&st.cluster, id);
-        st.checkpoints.worker_lost(id);
-        st.recomputer.mark_dirty();
-        self.recompute_soon.notify_one();
     }
 
     /// Wakes held light asks: some worker may have work now.
@@ -412,7 +335,10 @@ impl Master {
         let dead = st.cluster.expire(now, self.config.worker_timeout);
         for id in dead {
             tracing::warn!(worker = id, "worker missed its heartbeats: declared dead, replicas dropped");
-            self.worker_gone(st, id);
+            st.migrations.worker_lost(&st.cluster, id);
+            st.checkpoints.worker_lost(id);
+            st.recomputer.mark_dirty();
+            self.recompute_soon.notify_one();
         }
         let live = live_workers(&st.cluster);
         st.migrations.expire(now, &live);
@@ -477,41 +403,8 @@ mod tests {
     }
 
     fn register(m: &Master) {
-        register_at(m, "127.0.0.1:1");
-    }
-
-    fn register_at(m: &Master, addr: &str) -> u64 {
-        let req = RegisterWorkerRequest { data_address: addr.into(), host: "h".into(), ..Default::default() };
-        m.register_worker(req).unwrap().worker_id
-    }
-
-    /// An address nothing listens at: a port bound, then let go.
-    fn closed_port() -> String {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().to_string()
-    }
-
-    /// A worker whose held ask was dropped is declared dead only if its port
-    /// refuses connections and it sent no heartbeat since.
-    #[tokio::test]
-    async fn a_dropped_ask_declares_a_worker_dead_only_if_its_port_refuses() {
-        let (m, _dir) = master(Duration::from_secs(60));
-        let listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let up = register_at(&m, &listening.local_addr().unwrap().to_string());
-        let gone = register_at(&m, &closed_port());
-        let since = Instant::now();
-        assert!(!m.probe_worker(up, since).await, "a worker whose port accepts is alive");
-        assert_eq!(alive(&m), 2);
-        // A heartbeat after the drop: a new connection, a live worker.
-        let later = closed_port();
-        let back = register_at(&m, &later);
-        let before = Instant::now() - Duration::from_secs(1);
-        assert!(!m.probe_worker(back, before).await, "heard from since the drop");
-        assert!(m.probe_worker(gone, since).await, "a refused port is a dead worker");
-        assert!(!m.probe_worker(gone, since).await, "declared dead once");
-        let status = m.cluster_status();
-        let dead: Vec<u64> = status.workers.iter().filter(|w| !w.alive).map(|w| w.id).collect();
-        assert_eq!(dead, vec![gone]);
+        let req = RegisterWorkerRequest { data_address: "127.0.0.1:1".into(), host: "h".into(), ..Default::default() };
+        m.register_worker(req).unwrap();
     }
 
     fn alive(m: &Master) -> usize {
