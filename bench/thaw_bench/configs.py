@@ -4,8 +4,10 @@ migration policy, inputs-in-RAM, the Thaw scheduler plugin) and the scenario
 
 The configurations: the cold baseline (policy none, pages dropped),
 inputs-in-RAM (every input migrated and held in memory before the run: the
-upper bound), Ignem, DYRS, DYRS with smallest-job-first priority, and DYRS with
-memory-locality placement; and the papers' bounds and ablations: instant
+upper bound), Ignem, DYRS (in the paper's FIFO order, named explicitly since
+the master's default for ``dyrs`` is smallest job first), DYRS with
+smallest-job-first priority (Thaw's default), and DYRS with memory-locality
+placement (FIFO too, so placement is all it adds to ``dyrs``); and the papers' bounds and ablations: instant
 migration (Ignem, section IV-C4 and Fig. 7's hypothetical scheme: each job's
 input migrated at its submission with copies the device model does not pace,
 held until the job's tasks have read it), Ignem with prioritisation off (FIFO;
@@ -53,9 +55,9 @@ CONFIGS: dict[str, Config] = {
             plugin="place",
         ),
         Config("ignem", "ignem", label="Ignem", plugin="migrate"),
-        Config("dyrs", "dyrs", label="DYRS", plugin="migrate"),
+        Config("dyrs", "dyrs", "fifo", label="DYRS", plugin="migrate"),
         Config("dyrs-sjf", "dyrs", "smallest-job-first", label="DYRS + smallest-job-first", plugin="migrate"),
-        Config("dyrs-place", "dyrs", label="DYRS + memory-locality placement", plugin="place"),
+        Config("dyrs-place", "dyrs", "fifo", label="DYRS + memory-locality placement", plugin="place"),
         Config(
             "instant",
             "ignem",

@@ -67,7 +67,8 @@ class LocalCluster:
 
     Migration: ``migration_policy`` "dyrs" (late binding to the replica expected
     to finish first), "ignem" (random replica, bound at once) or "none";
-    ``priority`` "fifo" or "smallest-job-first" (default: the policy's paper's);
+    ``priority`` "fifo" or "smallest-job-first" (default: smallest job first;
+    "fifo" for the naive comparison policy);
     ``migration_buffer``: memory per worker for migrated blocks (default 80% of
     ``mem_capacity``); a migration that finds no room in it for
     ``migration_room_wait_ms`` (nothing freed meanwhile) fails, saying which

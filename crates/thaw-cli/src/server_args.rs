@@ -251,8 +251,9 @@ pub struct PlannerArgs {
     /// outstanding migrations, into free queue slots, no estimates). Also `--policy`.
     #[arg(long, visible_alias = "policy", default_value = "dyrs", value_parser = policy_arg)]
     pub migration_policy: Policy,
-    /// Order of migrations: fifo or smallest-job-first (default: fifo for dyrs
-    /// and naive, smallest-job-first for ignem, as in the papers).
+    /// Order of migrations: fifo or smallest-job-first (default:
+    /// smallest-job-first for ignem, as in its paper, and for dyrs, whose paper
+    /// ordered FIFO (measured slower for small jobs); fifo for naive).
     #[arg(long, value_parser = priority_arg)]
     pub priority: Option<Priority>,
     /// Lease of a job whose submitter names none, milliseconds.

@@ -38,7 +38,8 @@
 //!   heartbeat: on a 1 s heartbeat that was 350-840 ms of a 2 s load of 1 GiB,
 //!   now the first copy starts 4-8 ms after the call.
 //! - The pending order is a choice for both policies (`fifo`, as DYRS used, or
-//!   `smallest-job-first`, which Ignem showed helps), so they can be compared.
+//!   `smallest-job-first`, which Ignem showed helps, the default for both: see
+//!   [`Policy::default_priority`] for why DYRS's FIFO is not), so they can be compared.
 //! - Both policies bind only where the block fits: a worker's room is its free
 //!   MEM plus what a migration may evict there, less what is bound to it (see
 //!   [`room`]). A worker full of unpersisted or held data is never chosen while

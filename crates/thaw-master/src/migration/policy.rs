@@ -31,11 +31,19 @@ impl Policy {
             Policy::Naive => "naive",
         }
     }
-    /// The order each paper used: DYRS FIFO (and its naive comparison with
-    /// it), Ignem smallest job first.
+    /// The default order: smallest job first for Ignem (its section III-A1)
+    /// and for DYRS, FIFO for the naive comparison (DYRS, Fig. 10, ran in
+    /// DYRS's FIFO order). DYRS itself ordered FIFO and left "alternative
+    /// policies, and cooperation with the job scheduler" to future work (its
+    /// section IV-A); Thaw improves on it here: with FIFO a small job's block
+    /// waits behind large jobs' at the master and is dropped as "read first",
+    /// and on the SWIM replays with a slow node DYRS with smallest-job-first
+    /// was ahead of Ignem beyond the spread of repeats on both traces, where
+    /// FIFO DYRS was not (BENCHMARKS.md, "SWIM over two traces, two byte
+    /// scales and two cluster sizes"). `--priority fifo` is the paper's DYRS.
     pub fn default_priority(self) -> Priority {
         match self {
-            Policy::Dyrs | Policy::Naive => Priority::Fifo,
+            Policy::Naive => Priority::Fifo,
             _ => Priority::SmallestJobFirst,
         }
     }

@@ -210,8 +210,12 @@ fn a_light_ask_binds_like_a_heartbeat_without_the_job_lists() {
 #[test]
 fn smallest_job_first_with_submission_as_tie_breaker() {
     let (c, w) = cluster(1, 10);
+    // DYRS's default is smallest job first (its paper's FIFO measured slower for
+    // small jobs: Policy::default_priority); naive keeps the paper's FIFO.
+    assert_eq!(Policy::Dyrs.default_priority(), Priority::SmallestJobFirst);
+    assert_eq!(Policy::Naive.default_priority(), Priority::Fifo);
     for (priority, want) in [
-        (Priority::SmallestJobFirst, vec!["small-a", "small-b", "big", "big", "big"]),
+        (Policy::Dyrs.default_priority(), vec!["small-a", "small-b", "big", "big", "big"]),
         (Priority::Fifo, vec!["big", "big", "big", "small-a", "small-b"]),
     ] {
         let mut m = Migrations::new(Policy::Dyrs, priority, Duration::from_secs(60));
