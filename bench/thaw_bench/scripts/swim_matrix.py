@@ -4,9 +4,11 @@ the mean job time with the spread of the repeats' means, the share of the
 inputs-in-RAM bound's speedup over cold, the share of the input read from memory
 beside the share the devices could have moved in each job's lead time (the
 second bound, :mod:`thaw_bench.bounds`), and the small and large jobs' means.
-Then, per replay, the verdict the issue asks for: DYRS ahead of Ignem on the
-mean, and beyond the spread (every DYRS repeat's mean under every Ignem
-repeat's), and DYRS's small jobs against Ignem's.
+Then, per replay and per DYRS variant present (``dyrs``, the paper's FIFO
+order; ``dyrs-sjf``, smallest job first, the master's default), the verdict the
+issue asks for: DYRS ahead of Ignem on the mean, and beyond the spread (every
+DYRS repeat's mean under every Ignem repeat's), and DYRS's small jobs against
+Ignem's.
 
 ``python -m thaw_bench.scripts.swim_matrix DIR [DIR ...] --title T --section S
 --command CMD [--command CMD ...] --commit C --date D --machine M --out FILE``
@@ -83,14 +85,17 @@ def rows_of(doc: dict[str, Any]) -> tuple[list[dict[str, str]], list[dict[str, A
                     "large jobs (s)": _s(st["bins"]["large"]["mean_s"]),
                 }
             )
-        if "ignem" in configs and "dyrs" in configs:
-            d, i = configs["dyrs"], configs["ignem"]
+        for variant in ("dyrs", "dyrs-sjf"):
+            if "ignem" not in configs or variant not in configs:
+                continue
+            d, i = configs[variant], configs["ignem"]
             dm = [m for m in d["run_means"] if m is not None]
             im = [m for m in i["run_means"] if m is not None]
             verdicts.append(
                 {
                     "replay": name,
                     "scenario": scen["label"],
+                    "dyrs": d["config_label"],
                     "dyrs_mean_s": round(d["mean_job_s"], 3),
                     "ignem_mean_s": round(i["mean_job_s"], 3),
                     "dyrs_ahead_on_mean": d["mean_job_s"] < i["mean_job_s"],
@@ -140,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     for v in verdicts:
         print(
             f"{v['replay']} ({v['scenario']}): "
-            f"DYRS {v['dyrs_mean_s']:.2f} s vs Ignem {v['ignem_mean_s']:.2f} s, "
+            f"{v['dyrs']} {v['dyrs_mean_s']:.2f} s vs Ignem {v['ignem_mean_s']:.2f} s, "
             f"ahead on mean {v['dyrs_ahead_on_mean']}, beyond spread {v['dyrs_ahead_beyond_spread']}; "
             f"small jobs {v['dyrs_small_s']:.2f} vs {v['ignem_small_s']:.2f} s"
         )
