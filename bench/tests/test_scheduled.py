@@ -40,7 +40,7 @@ def test_scheduled_quick_on_an_emulated_cluster(tmp_path: Path) -> None:
     assert code == 0
     doc = json.loads((out / "scheduled-quick" / "results.json").read_text())
     runs = {r["config"]: r for r in doc["runs"]}
-    assert set(runs) == {"cold", "ram", "scheduled"} and doc["params"]["startups"] == [2.0]
+    assert set(runs) == {"cold", "ram", "ram-place", "scheduled"} and doc["params"]["startups"] == [2.0]
     for run in runs.values():
         assert check_accounting(run) == [], run["run"]
         assert len(run["jobs"]) == 8 and run["scenario"] == "startup2s"
@@ -51,7 +51,7 @@ def test_scheduled_quick_on_an_emulated_cluster(tmp_path: Path) -> None:
     # of start-up for a few 256 KiB blocks on 64 MiB/s disks) from memory, and
     # scheduled caching on the node holding the block.
     assert sources["cold"] == Counter({"disk": blocks})
-    assert set(sources["ram"]) <= {"mem", "mem-remote"}
+    assert set(sources["ram"]) <= {"mem", "mem-remote"} and set(sources["ram-place"]) <= {"mem", "mem-remote"}
     assert sources["scheduled"] == Counter({"mem": blocks}), sources
     sched = runs["scheduled"]
     assert sched["eviction"] == "explicit" and len(sched["placements"]) == blocks
@@ -59,10 +59,13 @@ def test_scheduled_quick_on_an_emulated_cluster(tmp_path: Path) -> None:
     assert done == {b for j in sched["jobs"] for b in j["blocks"]}
     # The summary: every configuration, the figures the table prints, no misses.
     st = doc["scheduled"]["startups"]["startup2s"]
-    assert set(st["configs"]) == {"cold", "ram", "scheduled"}
+    assert set(st["configs"]) == {"cold", "ram", "ram-place", "scheduled"}
     row = st["configs"]["scheduled"]
     assert row["speedup"] == pytest.approx(st["configs"]["cold"]["mean_job_s"] / row["mean_job_s"])
     assert row["distance"] == pytest.approx(row["mean_job_s"] / st["configs"]["ram"]["mean_job_s"] - 1)
+    placed = st["configs"]["ram-place"]["mean_job_s"]
+    assert row["distance_placed"] == pytest.approx(row["mean_job_s"] / placed - 1)
+    assert row["shared_reachable_share"] is not None and 0.0 <= row["shared_reachable_share"] <= 1.0
     assert row["mem_bytes_share"] == 1.0 and row["mem_local_share"] == 1.0
     assert st["misses"] == [] and st["misses_by_why"] == {}
     assert 0.0 <= st["completion"]["on_disk_share"] <= 1.0
@@ -81,16 +84,17 @@ def test_misses_say_why() -> None:
         return {"kind": "map", "job": "j", "block": block, "source": source, "start": 1.0, "bytes": 1}
 
     run = _run(
-        [task(1, "mem"), task(2, "disk"), task(3, "disk"), task(4, "disk"), task(5, "disk")],
+        [task(1, "mem"), task(2, "disk"), task(3, "disk"), task(4, "disk"), task(5, "disk"), task(6, "disk")],
         [
             {"block_id": 1, "outcome": "done", "end": 0.5},
             {"block_id": 2, "outcome": "done", "end": 1.5},  # copied after the read began
             {"block_id": 3, "outcome": "evicted", "end": 0.5},
             {"block_id": 5, "outcome": "done", "end": 0.2},  # in memory, yet read from disk
+            {"block_id": 6, "outcome": "read-first", "end": 1.3},  # still queued at the read
         ],
     )
     why = {m["block"]: m["why"] for m in sc.misses(run)}
-    assert why == {2: "late", 3: "evicted", 4: "none", 5: "in memory, read from disk"}
+    assert why == {2: "late", 3: "evicted", 4: "none", 5: "in memory, read from disk", 6: "queued"}
 
 
 def test_summary_speedup_distance_per_repeat() -> None:
@@ -114,3 +118,23 @@ def test_bad_startup_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="start-ups must be positive"):
         sc.scheduled(Bench(out=tmp_path), startup=0.0)
+
+
+def test_shared_reachable_charges_overlapping_jobs_for_the_same_disks() -> None:
+    """One 1 MiB/s disk; job a (1 MiB) reads at 1 s, job b (2 MiB) at 2 s, both
+    submitted at 0. Each alone could have its input moved in its lead time; shared,
+    a goes first (earliest deadline) and b gets the second second only."""
+    mib = 1 << 20
+    params = {"nodes": 1, "disk": "1MiB/s", "penalty": 0.0}
+    jobs = [
+        {"job": "a", "submit": 0.0, "duration": 1.5, "input_bytes": mib, "holders": [["node0"]]},
+        {"job": "b", "submit": 0.0, "duration": 2.5, "input_bytes": 2 * mib, "holders": [["node0"]] * 2},
+    ]
+    tasks = [{"kind": "map", "job": "a", "start": 1.0}, {"kind": "map", "job": "b", "start": 2.0}]
+    run = {"scenario": "homogeneous", "jobs": jobs, "tasks": tasks}
+    got = sc.shared_reachable(run, params)
+    assert got["input_bytes"] == 3 * mib and got["reachable_bytes"] == pytest.approx(2 * mib)
+    assert got["jobs"] == pytest.approx({"a": 1.0, "b": 0.5})
+    from thaw_bench.bounds import reachable
+
+    assert reachable(run, params)["reachable_bytes"] == pytest.approx(3 * mib)  # each alone: all of it
