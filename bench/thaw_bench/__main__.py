@@ -2,7 +2,9 @@
 experiments on an emulated cluster on this machine and writes
 ``OUT/EXPERIMENT/results.json`` and ``report.md`` with figures.
 
-Experiments: ``swim``, ``sort``, ``wordcount``, ``interference``, ``sql``,
+Experiments: ``swim``, ``scheduled`` (the scheduled-caching poster's on-disk vs
+in-memory vs scheduled caching on SWIM: :mod:`thaw_bench.scheduled`), ``sort``,
+``wordcount``, ``interference``, ``sql``,
 ``pipeline`` (Tachyon, section 3), ``locality`` (CAVA, Fig. 3's memory-locality
 levels: :mod:`thaw_bench.locality`), ``cava`` (CAVA, section V's cache policies, with
 options and ``--out`` of its own: :mod:`thaw_bench.cava`), ``traces`` (Ignem, section
@@ -25,6 +27,7 @@ from thaw.sizes import parse_size
 from . import experiments as ex
 from . import locality as loc
 from . import pipeline as pipeline_mod
+from . import scheduled as scheduled_mod
 from . import trace_analysis
 from .cava import cli as cava_cli
 from .cava.workloads import APPS
@@ -137,6 +140,30 @@ def _parser() -> argparse.ArgumentParser:
         help="every job's start-up delay after submission, s (a Tez AM launch; default: none, queueing only)",
     )
 
+    sc = sub.add_parser(
+        "scheduled",
+        parents=[common],
+        help="on-disk vs in-memory vs scheduled caching on SWIM (the scheduled-caching poster)",
+    )
+    sc.add_argument("--quick", action="store_true", help="a small replay, one repeat, one start-up (CI)")
+    sc.add_argument("--jobs", type=int, default=None, help="SWIM jobs (default 200; --quick: 24)")
+    sc.add_argument(
+        "--startup",
+        type=float,
+        default=scheduled_mod.STARTUP,
+        help="every job's start-up, s: the lead time at which inputs are reachable (default %(default)s)",
+    )
+    sc.add_argument(
+        "--short-startup",
+        type=float,
+        default=scheduled_mod.SHORT_STARTUP,
+        help="a shorter start-up run beside it, where they are not; negative: none (default %(default)s)",
+    )
+    sc.add_argument("--byte-scale", type=float, default=None, help="default 1/256 (--quick: 1/1024)")
+    sc.add_argument("--time-scale", type=float, default=1 / 800)
+    sc.add_argument("--trace", default=DEFAULT_TRACE, help="a SWIM trace, as swim takes it")
+    sc.set_defaults(repeats=3)
+
     for kind, sizes in (("sort", "256MiB"), ("wordcount", "64MiB,128MiB,256MiB")):
         k = sub.add_parser(kind, parents=[common], help=f"{kind} over input sizes and added lead-times")
         k.add_argument("--sizes", type=_sizes, default=_sizes(sizes))
@@ -234,6 +261,11 @@ def main(argv: list[str] | None = None) -> int:
         ex.swim(
             bench, a.jobs, a.byte_scale, a.time_scale, a.write_scale, a.configs, a.scenarios, a.trace,
             repeats=r, startup=a.startup,
+        )  # fmt: skip
+    elif a.experiment == "scheduled":
+        scheduled_mod.scheduled(
+            bench, a.quick, a.jobs, a.startup, a.short_startup if a.short_startup >= 0 else None,
+            a.byte_scale, a.time_scale, trace=a.trace, repeats=1 if a.quick else r,
         )  # fmt: skip
     elif a.experiment in ("sort", "wordcount"):
         ex.single(bench, a.experiment, a.sizes, a.leads, a.configs, a.scenario, r)

@@ -13,7 +13,16 @@ input migrated at its submission with copies the device model does not pace,
 held until the job's tasks have read it), Ignem with prioritisation off (FIFO;
 Ignem, section IV-C5) and DYRS, Fig. 10's naive load balancing (the master's
 ``naive`` policy: the replica holder with the fewest outstanding migrations,
-no time estimates). The scenarios: homogeneous, one slow node
+no time estimates). And scheduled caching (the scheduled-caching poster, Pundir
+et al.: the scheduler tells storage what a job will read, storage tells the
+scheduler where it sits in memory), ``scheduled``: the plugin prefetches each
+job's inputs at its submission (``update_graph``, the poster's *pre-fetch* hint),
+holds each input file until every task reading it has run (explicit eviction,
+the poster's *do not evict* hint, released file by file rather than at the job's
+end), and places the reading tasks by memory locality (the poster's tasks run
+where their data sits in memory: its in-memory HDFS instance's locality). The
+master plans with DYRS (the poster's ``fetch()`` has no replica choice; DYRS's
+is the best Thaw has). The scenarios: homogeneous, one slow node
 (persistent interference), or interference switching on and off (DYRS, Table II).
 """
 
@@ -68,6 +77,13 @@ CONFIGS: dict[str, Config] = {
         ),
         Config("ignem-fifo", "ignem", "fifo", label="Ignem, prioritisation off (FIFO)", plugin="migrate"),
         Config("naive", "naive", label="naive load balancing (DYRS, Fig. 10)", plugin="migrate"),
+        Config(
+            "scheduled",
+            "dyrs",
+            label="scheduled caching (prefetch, do-not-evict, memory-locality placement)",
+            plugin="place",
+            eviction="explicit",
+        ),
     ]
 }
 
