@@ -331,9 +331,13 @@ def _rel(p: Path, root: Path) -> str:
 
 
 def _commit() -> str:
-    out = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True
-    )
+    """The checkout's commit, or "" outside one."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True
+        )
+    except OSError:
+        return ""
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
@@ -381,7 +385,8 @@ def write_index(doc: dict[str, Any], out: Path) -> Path:
         status = s["status"] + (f": {s.get('error') or s.get('reason')}" if s["status"] != "ok" else "")
         files = ", ".join(f"[{f}]({f})" for f in s["files"]) or f"{s['results_dir']}/"
         lines.append(
-            f"| {s['section']} | {s['paper']} | {status.replace('|', '/')} | {files} | {s['seconds']:.0f} |"
+            f"| {s['section']} | {s['paper']} | {' '.join(status.replace('|', '/').split())} | {files} "
+            f"| {s['seconds']:.0f} |"
         )
     lines += ["", f"Total: {doc.get('total_seconds', 0):.0f} s ({doc.get('total_seconds', 0) / 60:.1f} min)."]
     path = out / "index.md"
