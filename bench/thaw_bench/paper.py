@@ -119,7 +119,7 @@ def swim_queueing(bench: ex.Bench, quick: bool) -> Written:
     if quick:
         quick_swim = {**QUICK_SWIM, "startup": 0.0}
         return _report(ex.swim(_small(bench), **quick_swim, configs=["ignem"], scenarios=["homogeneous"]))
-    return _report(ex.swim(bench, configs=["cold", "ram", "ignem", "dyrs"], repeats=_reps(bench, 2, quick)))
+    return _report(ex.swim(bench, configs=["cold", "ram", "ignem", "dyrs"], repeats=_reps(bench, 1, quick)))
 
 
 def swim_fb2010(bench: ex.Bench, quick: bool) -> Written:
