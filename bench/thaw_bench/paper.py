@@ -8,8 +8,9 @@ files it wrote) and a :class:`Section` entry naming it; adding an experiment is
 one entry in :data:`SECTIONS`. ``quick=True`` asks for a small configuration (a
 few jobs, one repeat, small sizes: a smoke test of every experiment, no
 figures, ``make bench-paper-quick`` and ``bench/tests/test_paper_quick.py``);
-``quick=False`` for the sizes and repeats of the BENCHMARKS.md tables, chosen so
-that the whole run stays under 90 minutes on this machine.
+``quick=False`` for the sizes and repeats of the BENCHMARKS.md tables, chosen to
+aim at 90 minutes for the whole run on this machine (BENCHMARKS.md, "Every
+experiment in one command", has each section's measured time).
 
 A section that raises is recorded as failed with its error and the rest still
 run; the command exits non-zero if any failed. A section marked ``network``
