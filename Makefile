@@ -1,5 +1,5 @@
 # The two commands of the README.
-.PHONY: demo test build bench bench-python bench-paper
+.PHONY: demo test build bench bench-python bench-paper bench-paper-quick
 
 build:
 	./scripts/ensure-toolchain.sh
@@ -26,10 +26,20 @@ bench-python:
 	.venv/bin/python -m thaw_bench.scripts.full_tier --out bench-out/full-tier.json | tee bench-out/full-tier.txt
 	.venv/bin/python -m thaw_bench.scripts.user_paths --size 1GiB --repeats 5 --out bench-out/python-user-paths.json | tee bench-out/python-user-paths.txt
 
-# The papers' experiments, reduced (under 30 minutes here): SWIM, sort, wordcount,
-# interference patterns and TPC-H on an emulated 7-node cluster, every
-# configuration side by side; reports and figures under bench-out/paper/.
+# Every experiment of the five papers (thaw_bench.paper's sections: the trace
+# analyses, SWIM on both traces with the bounds and ablations, on a shaped
+# network too, sort, wordcount, interference, TPC-H, CAVA's locality levels and
+# W1-W6, Tachyon's four), each beside its paper's figure; reports under
+# bench-out/paper/<section>/, the index (sections, figures, times) in
+# bench-out/paper/index.md. Sections on the network need root (skipped otherwise).
 bench-paper:
 	./scripts/python-env.sh release
 	cargo build --locked --release -p thaw-bench
 	.venv/bin/python -m thaw_bench paper --out bench-out/paper
+
+# The same sections, each in a small configuration (a smoke test; make test runs
+# it too, as bench/tests/test_paper_quick.py).
+bench-paper-quick:
+	./scripts/python-env.sh release
+	cargo build --locked --release -p thaw-bench
+	.venv/bin/python -m thaw_bench paper --quick --out bench-out/paper-quick

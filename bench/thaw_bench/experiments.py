@@ -8,6 +8,10 @@ invocation, and returns a results document (see :mod:`thaw_bench.report`).
   added lead-times (Ignem, Table III and Fig. 8, DYRS, Fig. 11).
 - :func:`interference`: a sort job under DYRS with interference persistent or
   switching on and off on one or two nodes (DYRS, Table II and Fig. 9).
+- :func:`sql`: TPC-H queries on DuckDB, queued (DYRS, Fig. 4).
+
+``python -m thaw_bench paper`` runs them with the other papers' experiments
+(:mod:`thaw_bench.paper`).
 
 Scaling (all configurable; BENCHMARKS.md explains the choice): input sizes
 are scaled by 1/256, shuffle and output by 1/1024, trace times by 1/800;
@@ -34,7 +38,6 @@ from typing import Any
 from thaw.dask.placement import Delays
 from thaw.sizes import parse_size
 
-from . import tachyon
 from .cluster import ClusterSpec, EmulatedCluster
 from .configs import CONFIGS, SCENARIOS, Scenario
 from .netdask import start_dask_on
@@ -65,6 +68,11 @@ class Bench:
     root: str | None = None
     #: The plugin's placement waits (CAVA, Algorithm 1) in placed configurations.
     delays: Delays = field(default_factory=Delays)
+    #: ``python -m thaw_bench paper --repeats N``: every section's repeats (None:
+    #: each section's own; :mod:`thaw_bench.paper`).
+    repeats: int | None = None
+    #: Whether reports draw their figures (``paper --quick`` does not: a smoke test).
+    figures: bool = True
 
     def params(self) -> dict[str, Any]:
         params = {k: v for k, v in dataclasses.asdict(self.spec).items() if k != "node_disks"}
@@ -142,7 +150,7 @@ def _finish(bench: Bench, doc: dict[str, Any], results_dir: Path, paper: dict[st
     write_json(results_dir / "results.json", doc)
     from .report import write_report
 
-    report = write_report(doc, results_dir, paper=paper)
+    report = write_report(doc, results_dir, paper=paper, figures=bench.figures)
     bench.say(f"results: {results_dir / 'results.json'}; report: {report}")
     return report
 
@@ -363,23 +371,3 @@ def sql(
     finally:
         cluster.close()
     return _finish(bench, doc, results_dir, None)
-
-
-def paper(bench: Bench) -> list[Path]:
-    """The reduced set behind BENCHMARKS.md (under 30 minutes here): SWIM
-    homogeneous and with one slow node, with queueing as the only lead-time
-    and with a 1 s job start-up (the papers' ~10 s of application-master
-    launch, scaled by block read time), each twice (job means are noisy);
-    sort; wordcount over sizes with and without added lead-time; the
-    interference table; and TPC-H; then Tachyon's write throughput, checkpoint
-    order, log pipeline with and without a failure, and recomputation slots
-    (:func:`thaw_bench.tachyon.paper`)."""
-    return [
-        swim(bench, repeats=2),
-        swim(bench, repeats=2, startup=1.0),
-        single(bench, "sort", [256 * MiB], [0.0], ["cold", "ram", "ignem", "dyrs"]),
-        single(bench, "wordcount", [64 * MiB, 128 * MiB, 256 * MiB], [0.0, 5.0], ["cold", "ram", "dyrs"]),
-        interference(bench, 256 * MiB, lead=5.0),
-        sql(bench, sf=0.1),
-        *tachyon.paper(bench.out / "tachyon", bench.say),
-    ]

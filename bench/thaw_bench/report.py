@@ -673,18 +673,20 @@ def render_markdown(
     return "\n".join(out).rstrip() + "\n"
 
 
-def write_report(results: Results, out_dir: str | Path, paper: Paper | None = None) -> Path:
-    """Writes ``report.md``, ``summary.json`` and the figures into ``out_dir``.
-    ``paper`` maps a paper table's name to its rows ({config or scenario:
-    seconds}); they are shown, with the paper's own speedups, beside ours.
-    Returns the report's path."""
+def write_report(
+    results: Results, out_dir: str | Path, paper: Paper | None = None, figures: bool = True
+) -> Path:
+    """Writes ``report.md``, ``summary.json`` and (unless ``figures`` is False)
+    the figures into ``out_dir``. ``paper`` maps a paper table's name to its
+    rows ({config or scenario: seconds}); they are shown, with the paper's own
+    speedups, beside ours. Returns the report's path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(results)
     problems = {str(run.get("run")): check_accounting(run) for run in results.get("runs", [])}
-    figures = write_figures(results, out)
+    drawn = write_figures(results, out) if figures else {}
     report = out / "report.md"
-    report.write_text(render_markdown(results, summary, problems, figures, paper))
+    report.write_text(render_markdown(results, summary, problems, drawn, paper))
     (out / "summary.json").write_text(json.dumps(dict(summary, accounting=problems), indent=1))
     return report
 
