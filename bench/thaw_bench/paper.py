@@ -48,6 +48,7 @@ from .cava.experiments import cava
 from .cava.workloads import PRESETS
 from .netlab import NetLabError, require_root
 from .results import command_line
+from .scheduled import scheduled
 from .workloads import SWIM_TRACES
 
 MiB = 1 << 20
@@ -97,8 +98,9 @@ def traces(bench: ex.Bench, quick: bool) -> Written:
 
 #: SWIM's configurations in :func:`swim`: the baseline, the two bounds
 #: (inputs in RAM, instant migration), Ignem and its prioritisation-off
-#: ablation, DYRS, its naive load balancing, and DYRS with placement.
-SWIM_CONFIGS = ["cold", "ram", "instant", "ignem", "ignem-fifo", "dyrs", "naive", "dyrs-place"]
+#: ablation, DYRS (the paper's FIFO), DYRS with smallest job first (the
+#: master's default), its naive load balancing, and DYRS with placement.
+SWIM_CONFIGS = ["cold", "ram", "instant", "ignem", "ignem-fifo", "dyrs", "dyrs-sjf", "naive", "dyrs-place"]
 
 
 #: The quick SWIM replays: FB-2009's first 20 jobs, a quarter of the bytes
@@ -124,21 +126,26 @@ def swim_queueing(bench: ex.Bench, quick: bool) -> Written:
 
 
 def swim_fb2010(bench: ex.Bench, quick: bool) -> Written:
-    """The other SWIM trace, FB-2010: its first 40 jobs on 4 nodes, homogeneous
-    and with a slow node, 1 s start-up, inputs scaled by 1/2048 to fit memory
-    (651 MiB; the replay issue 30 found DYRS at 0.36-0.41 of the in-RAM bound
-    on). Quick: its first 4 jobs (26 MiB at 1/4096)."""
+    """The other SWIM trace, FB-2010: its first 200 jobs with a slow node, 1 s
+    start-up, inputs scaled by 1/16384 (421 MiB: FB-2010's inputs are 53 times
+    FB-2009's), as one replay of BENCHMARKS.md's "SWIM over two traces, two
+    byte scales and two cluster sizes". Quick: its first 4 jobs (26 MiB at 1/4096)."""
     trace = SWIM_TRACES[1]
     if quick:
         small = _small(bench)
         quick_swim = {**QUICK_SWIM, "jobs": 4, "byte_scale": 1 / 4096}
         return _report(ex.swim(small, **quick_swim, configs=["dyrs"], scenarios=["slow-node"], trace=trace))
-    four = dataclasses.replace(bench, spec=dataclasses.replace(bench.spec, nodes=4))
-    configs, scenarios = ["cold", "ram", "ignem", "dyrs"], ["homogeneous", "slow-node"]
+    configs = ["cold", "ram", "ignem", "dyrs", "dyrs-sjf"]
     return _report(
-        ex.swim(four, 40, 1 / 2048, configs=configs, scenarios=scenarios, trace=trace,
+        ex.swim(bench, 200, 1 / 16384, configs=configs, scenarios=["slow-node"], trace=trace,
                 repeats=_reps(bench, 3, quick), startup=1.0)
     )  # fmt: skip
+
+
+def scheduled_section(bench: ex.Bench, quick: bool) -> Written:
+    """The scheduled-caching poster: on-disk, in-memory and scheduled caching
+    on SWIM (:mod:`thaw_bench.scheduled`)."""
+    return _report(scheduled(bench, quick=quick, repeats=_reps(bench, 3, quick)))
 
 
 def swim_network(bench: ex.Bench, quick: bool) -> Written:
@@ -224,7 +231,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("traces", "Ignem II-C, DYRS II: memory sufficiency over the SWIM traces", traces),
     Section("swim", "Ignem Tables I-II, Fig. 7, IV-C5; DYRS Table I, Fig. 10 (1 s start-up)", swim),
     Section("swim-queueing", "Ignem Table I, DYRS Table I: queueing as the only lead-time", swim_queueing),
-    Section("swim-fb2010", "DYRS Table I on the FB-2010 trace, 4 nodes", swim_fb2010),
+    Section("swim-fb2010", "DYRS Table I on the FB-2010 trace, a slow node", swim_fb2010),
+    Section("scheduled", "Scheduled caching: on-disk vs in-memory vs scheduled (SWIM)", scheduled_section),
     Section("swim-network", "CAVA Alg. 1: SWIM placement on a shaped network", swim_network, network=True),
     Section("sort", "Ignem Table III; DYRS Fig. 11 (added lead-time)", sort),
     Section("wordcount", "Ignem Fig. 8: wordcount by input size and lead-time", wordcount),
