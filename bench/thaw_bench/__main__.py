@@ -6,13 +6,16 @@ Experiments: ``swim``, ``scheduled`` (the scheduled-caching poster's on-disk vs
 in-memory vs scheduled caching on SWIM: :mod:`thaw_bench.scheduled`), ``sort``,
 ``wordcount``, ``interference``, ``sql``,
 ``pipeline`` (Tachyon, section 3), ``locality`` (CAVA, Fig. 3's memory-locality
-levels: :mod:`thaw_bench.locality`), ``cava`` (CAVA, section V's cache policies, with
-options and ``--out`` of its own: :mod:`thaw_bench.cava`), ``traces`` (Ignem, section
-II-C's and DYRS, section II's trace analyses over the SWIM traces: no cluster, options
-of its own: :mod:`thaw_bench.trace_analysis`), and ``paper`` (every one of them,
-section by section, Tachyon's four experiments too, with an index of what ran
-and how long it took: :mod:`thaw_bench.paper`). Every configuration of a table
-runs in one invocation, on the same placed data.
+levels: :mod:`thaw_bench.locality`), ``devices`` (Ignem, Figs. 1-2: block reads
+and map tasks from HDD, SSD and RAM: :mod:`thaw_bench.devices`), ``do-not-harm``
+(Ignem, section III-A3's rule on and off: :mod:`thaw_bench.do_not_harm`), ``cava``
+(CAVA, section V's cache policies, with options and ``--out`` of its own:
+:mod:`thaw_bench.cava`), ``traces`` (Ignem, section II-C's and DYRS, section II's
+trace analyses over the SWIM traces: no cluster, options of its own:
+:mod:`thaw_bench.trace_analysis`), and ``paper`` (every one of them, section by
+section, Tachyon's four experiments too, with an index of what ran and how long
+it took: :mod:`thaw_bench.paper`). Every configuration of a table runs in one
+invocation, on the same placed data.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from pathlib import Path
 from thaw.dask.placement import Delays
 from thaw.sizes import parse_size
 
+from . import devices as devices_mod
+from . import do_not_harm as harm_mod
 from . import experiments as ex
 from . import locality as loc
 from . import paper as paper_mod
@@ -57,8 +62,11 @@ def _sizes(s: str) -> list[int]:
     return [parse_size(x) for x in s.split(",") if x.strip()]
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m thaw_bench", description=__doc__.split("\n\n")[0])
+def _common() -> argparse.ArgumentParser:
+    """The emulated cluster's options, a new parser (and new actions) for each
+    subcommand: a subcommand's ``set_defaults`` changes its own defaults only
+    (on one shared parent it changed every subcommand's: locality's 2 MiB blocks
+    and 3 repeats had become swim's)."""
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("emulated cluster (defaults: the scaling in BENCHMARKS.md)")
     d = ClusterSpec()
@@ -118,11 +126,18 @@ def _parser() -> argparse.ArgumentParser:
         help="placed configurations: no step down waits longer than this many of the tasks' measured "
         "run times (default %(default)s)",
     )
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m thaw_bench", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="experiment", required=True)
     configs = _list(str, CONFIGS)  # type: ignore[arg-type]
     scenarios = _list(str, SCENARIOS)  # type: ignore[arg-type]
 
-    s = sub.add_parser("swim", parents=[common], help="SWIM trace replay (ignem Tables I-II, dyrs Table I)")
+    s = sub.add_parser(
+        "swim", parents=[_common()], help="SWIM trace replay (ignem Tables I-II, dyrs Table I)"
+    )
     s.add_argument("--jobs", type=int, default=200)
     s.add_argument("--byte-scale", type=float, default=1 / 256)
     s.add_argument("--time-scale", type=float, default=1 / 800)
@@ -144,7 +159,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sc = sub.add_parser(
         "scheduled",
-        parents=[common],
+        parents=[_common()],
         help="on-disk vs in-memory vs scheduled caching on SWIM (the scheduled-caching poster)",
     )
     sc.add_argument("--quick", action="store_true", help="a small replay, one repeat, one start-up (CI)")
@@ -167,14 +182,14 @@ def _parser() -> argparse.ArgumentParser:
     sc.set_defaults(repeats=3)
 
     for kind, sizes in (("sort", "256MiB"), ("wordcount", "64MiB,128MiB,256MiB")):
-        k = sub.add_parser(kind, parents=[common], help=f"{kind} over input sizes and added lead-times")
+        k = sub.add_parser(kind, parents=[_common()], help=f"{kind} over input sizes and added lead-times")
         k.add_argument("--sizes", type=_sizes, default=_sizes(sizes))
         k.add_argument("--leads", type=_list(float), default=[0.0], help="added lead-times, s (e.g. 0,5)")
         k.add_argument("--configs", type=configs, default=["cold", "ram", "ignem", "dyrs"])
         k.add_argument("--scenario", choices=list(SCENARIOS), default="homogeneous")
 
     i = sub.add_parser(
-        "interference", parents=[common], help="sort under DYRS, interference patterns (dyrs Table II)"
+        "interference", parents=[_common()], help="sort under DYRS, interference patterns (dyrs Table II)"
     )
     i.add_argument("--size", type=parse_size, default=parse_size("256MiB"))
     i.add_argument("--lead", type=float, default=5.0, help="added lead-time, s")
@@ -186,7 +201,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     i.add_argument("--config", choices=list(CONFIGS), default="dyrs")
 
-    q = sub.add_parser("sql", parents=[common], help="TPC-H on DuckDB, migrate after planning")
+    q = sub.add_parser("sql", parents=[_common()], help="TPC-H on DuckDB, migrate after planning")
     q.add_argument("--sf", type=float, default=0.1)
     q.add_argument("--queries", type=_list(int), default=None)
     q.add_argument("--configs", type=configs, default=["cold", "ram", "ignem", "dyrs"])
@@ -197,7 +212,7 @@ def _parser() -> argparse.ArgumentParser:
 
     pp = sub.add_parser(
         "pipeline",
-        parents=[common],
+        parents=[_common()],
         help="Tachyon, section 3's log pipeline by write type, and with a worker killed",
     )
     pp.add_argument("--parts", type=int, default=8, help="log partitions (one task per step each)")
@@ -207,7 +222,7 @@ def _parser() -> argparse.ArgumentParser:
 
     lo = sub.add_parser(
         "locality",
-        parents=[common],
+        parents=[_common()],
         help="CAVA, Fig. 3: map tasks' total time with the input in the task node's memory, a co-resident "
         "node's, another host's, another rack's, or on the local disk (use with --network)",
     )
@@ -222,12 +237,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     lo.set_defaults(repeats=3, block_size="2MiB")
 
+    devices_mod.add_parser(sub, _common())
+    harm_mod.add_parser(sub, _common())
     cava_cli.add_parser(sub)
     trace_analysis.add_parser(sub)
 
     pa = sub.add_parser(
         "paper",
-        parents=[common],
+        parents=[_common()],
         help="every experiment of the five papers, section by section, with an index (make bench-paper)",
     )
     paper_mod.add_arguments(pa)
@@ -282,6 +299,15 @@ def main(argv: list[str] | None = None) -> int:
         ex.interference(bench, a.size, a.lead, a.period_scale, a.scenarios, a.config, r)
     elif a.experiment == "sql":
         ex.sql(bench, a.sf, a.queries, a.configs, a.scenario, a.ahead, r)
+    elif a.experiment == "devices":
+        devices_mod.devices(
+            bench, a.quick, nodes=a.nodes, slots=a.slots, blocks=a.blocks, repeats=r, ssd=a.ssd
+        )  # fmt: skip
+    elif a.experiment == "do-not-harm":
+        harm_mod.do_not_harm(
+            bench, a.quick, nodes=a.nodes, slots=a.slots, mem=a.mem, jobs=a.jobs, job_blocks=a.job_blocks,
+            lead=a.lead, migration_io=a.migration_io, repeats=r,
+        )  # fmt: skip
     elif a.experiment == "locality":
         loc.locality(bench, a.kinds, a.blocks, r, a.pagerank_iters)
     else:  # pipeline

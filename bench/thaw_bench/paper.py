@@ -46,6 +46,8 @@ from . import locality as loc
 from . import tachyon, trace_analysis
 from .cava.experiments import cava
 from .cava.workloads import PRESETS
+from .devices import devices
+from .do_not_harm import do_not_harm
 from .netlab import NetLabError, require_root
 from .results import command_line
 from .scheduled import scheduled
@@ -142,6 +144,18 @@ def swim_fb2010(bench: ex.Bench, quick: bool) -> Written:
     )  # fmt: skip
 
 
+def devices_section(bench: ex.Bench, quick: bool) -> Written:
+    """Ignem, Figs. 1-2: block reads and map tasks from HDD, SSD and RAM
+    (:mod:`thaw_bench.devices`)."""
+    return _report(devices(bench, quick=quick, repeats=_reps(bench, 3, quick)))
+
+
+def do_not_harm_section(bench: ex.Bench, quick: bool) -> Written:
+    """Ignem, section III-A3: the do-not-harm rule on and off, memory too small
+    for the queued jobs (:mod:`thaw_bench.do_not_harm`)."""
+    return _report(do_not_harm(bench, quick=quick, repeats=_reps(bench, 3, quick)))
+
+
 def scheduled_section(bench: ex.Bench, quick: bool) -> Written:
     """The scheduled-caching poster: on-disk, in-memory and scheduled caching
     on SWIM (:mod:`thaw_bench.scheduled`)."""
@@ -229,11 +243,13 @@ def tachyon_section(bench: ex.Bench, quick: bool) -> Written:
 # fmt: off
 SECTIONS: tuple[Section, ...] = (
     Section("traces", "Ignem II-C, DYRS II: memory sufficiency over the SWIM traces", traces),
+    Section("devices", "Ignem Figs. 1-2: block reads and map tasks from HDD, SSD and RAM", devices_section),
     Section("swim", "Ignem Tables I-II, Fig. 7, IV-C5; DYRS Table I, Fig. 10 (1 s start-up)", swim),
     Section("swim-queueing", "Ignem Table I, DYRS Table I: queueing as the only lead-time", swim_queueing),
     Section("swim-fb2010", "DYRS Table I on the FB-2010 trace, a slow node", swim_fb2010),
     Section("scheduled", "Scheduled caching: on-disk vs in-memory vs scheduled (SWIM)", scheduled_section),
     Section("swim-network", "CAVA Alg. 1: SWIM placement on a shaped network", swim_network, network=True),
+    Section("do-not-harm", "Ignem III-A3: the do-not-harm rule on and off", do_not_harm_section),
     Section("sort", "Ignem Table III; DYRS Fig. 11 (added lead-time)", sort),
     Section("wordcount", "Ignem Fig. 8: wordcount by input size and lead-time", wordcount),
     Section("interference", "DYRS Table II: interference patterns", interference),

@@ -291,6 +291,11 @@ pub struct BufferArgs {
     /// which nothing frees up, then fails saying which jobs hold it, milliseconds.
     #[arg(long, default_value_t = 5000)]
     pub migration_room_wait_ms: u64,
+    /// Ignem's do-not-harm rule (section III-A3): on, a migration never evicts a
+    /// migrated block a job has yet to read (it waits for room); off, for the
+    /// ablation, it evicts the least recently used of them.
+    #[arg(long, default_value = "on", action = clap::ArgAction::Set, value_parser = on_off_arg)]
+    pub do_not_harm: bool,
     /// Which cached blocks (read into memory, released by their jobs, or with
     /// another copy) a full tier evicts to make room: lru (least recently read),
     /// lfu (least often read since admitted, least recently among equals),
@@ -334,6 +339,7 @@ impl Default for BufferArgs {
             implicit_eviction_delay_ms: 2000,
             migration_io: MigrationIo::Idle,
             migration_room_wait_ms: 5000,
+            do_not_harm: true,
             replacement: thaw_worker::replacement::Policy::Lru,
             cache_window: thaw_worker::tier::DEFAULT_WINDOW,
             keep_page_cache: false,
@@ -348,6 +354,7 @@ impl BufferArgs {
             implicit_delay: Duration::from_millis(self.implicit_eviction_delay_ms),
             io: self.migration_io,
             room_wait: Duration::from_millis(self.migration_room_wait_ms),
+            do_not_harm: self.do_not_harm,
             ..Default::default()
         }
     }
@@ -359,6 +366,14 @@ fn replacement_arg(s: &str) -> Result<thaw_worker::replacement::Policy, String> 
 
 fn checkpoint_order_arg(s: &str) -> Result<CheckpointOrder, String> {
     CheckpointOrder::parse(s).map_err(|e| e.message)
+}
+
+fn on_off_arg(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("expected on or off, not {s:?}")),
+    }
 }
 
 fn migration_io_arg(s: &str) -> Result<MigrationIo, String> {

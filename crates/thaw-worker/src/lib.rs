@@ -255,9 +255,10 @@ impl Worker {
         })
     }
 
-    /// A tier's use, its held bytes being the blocks jobs still expect here.
+    /// A tier's use, its held bytes being the blocks jobs still expect here
+    /// that no migration may evict (all of them under do-not-harm).
     pub fn tier_usage(&self, store: &TierStore) -> thaw_common::proto::TierUsage {
-        self.migrator.protecting(|held| store.usage(held))
+        self.migrator.protecting_from_migrations(|held| store.usage(held))
     }
 
     /// Runs one migration: copies the block into the MEM tier from the DISK tier

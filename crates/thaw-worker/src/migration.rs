@@ -19,7 +19,8 @@
 //!   implicit read, when the master says the job is dead (asked only once buffer
 //!   use passes a threshold), and all at once when the master restarts.
 //! - When the buffer is full, migrations wait: a referenced block is never evicted
-//!   to make room (do-not-harm). A queued migration whose jobs have all read the
+//!   to make room (do-not-harm; `--do-not-harm off` turns the rule off for the
+//!   ablation: see [`harm`]). A queued migration whose jobs have all read the
 //!   block already is dropped.
 //! - A block a job expects that was in memory already (a read cached it, a write
 //!   left it) is held too, so the tier's replacement never evicts it; when its
@@ -44,6 +45,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod estimate;
+pub mod harm;
 pub(crate) mod parallelism;
 mod reads;
 mod refs;
@@ -74,6 +76,10 @@ pub struct MigrationConfig {
     /// A migration waits this long for room in a full buffer in which nothing
     /// frees up, then fails with the reason.
     pub room_wait: Duration,
+    /// Ignem's do-not-harm rule: a migrated block a job still expects is never
+    /// evicted to make room for another migration. Off: the least recently
+    /// used of them are ([`harm`]).
+    pub do_not_harm: bool,
 }
 
 impl Default for MigrationConfig {
@@ -84,6 +90,7 @@ impl Default for MigrationConfig {
             dead_job_threshold: 0.8,
             io: MigrationIo::Idle,
             room_wait: Duration::from_secs(5),
+            do_not_harm: true,
         }
     }
 }
@@ -188,6 +195,8 @@ struct Held {
     /// Brought in by a migration (counts in the buffer, evicted when released);
     /// else it was in memory already and stays there, as cache, when released.
     migrated: bool,
+    /// When it was held (without do-not-harm, least recently used go first).
+    since: Instant,
 }
 
 #[derive(Debug)]
@@ -223,6 +232,10 @@ struct State {
     /// Migrations ended since the worker started, by device and [`Outcome`]
     /// (the events go to the master; these stay, for the metrics).
     ended: HashMap<(i32, Outcome), u64>,
+    /// Without do-not-harm: migrated blocks evicted unread to make room, since
+    /// the worker started, and those the tier has yet to delete.
+    evicted_unread: u64,
+    harmed: Vec<u64>,
 }
 
 /// How a migration ended, as its event's outcome says.
@@ -497,6 +510,15 @@ impl Migrator {
                     format_size(self.limit)
                 )
             } else if st.used + length > self.limit {
+                if !self.config.do_not_harm {
+                    let need = st.used + length - self.limit;
+                    let mut fx = Effects { evict: std::mem::take(&mut st.harmed) };
+                    let made = harm::make_room(&mut st, need, &mut fx);
+                    st.harmed = fx.evict;
+                    if made {
+                        continue;
+                    }
+                }
                 let used = st.used;
                 let since = st.room_wait.entry(source).or_insert((now, used));
                 if used < since.1 {
@@ -533,6 +555,18 @@ impl Migrator {
         st.used += task.length;
         st.active.insert(source, Active { task: task.clone(), started: now });
         Some(task)
+    }
+
+    /// The blocks [`Migrator::next`] evicted unread to make room (do-not-harm
+    /// off), for the tier to delete before the copy starts.
+    pub fn take_evictions(&self) -> Effects {
+        Effects { evict: std::mem::take(&mut self.lock().harmed) }
+    }
+
+    /// Migrated blocks evicted unread to make room since the worker started
+    /// (always 0 with do-not-harm).
+    pub fn evicted_unread(&self) -> u64 {
+        self.lock().evicted_unread
     }
 
     /// Who holds memory here, for error messages: "jobs a (1.0 GiB), b (64.0
@@ -618,7 +652,8 @@ impl Migrator {
                         fx.evict.push(task.block);
                     } else {
                         st.used += task.length;
-                        st.held.insert(task.block, Held { length: task.length, refs, migrated: true });
+                        let held = Held { length: task.length, refs, migrated: true, since: Instant::now() };
+                        st.held.insert(task.block, held);
                     }
                 }
             }
@@ -724,6 +759,7 @@ pub(crate) async fn run_device(
         tokio::pin!(woken);
         woken.as_mut().enable();
         if let Some(task) = m.next(source) {
+            worker.carry_out(m.take_evictions());
             // The last queued block started: ask for more now, not when it ends.
             m.ran_dry(source);
             let outcome = worker.migrate_block(&task).await;

@@ -170,10 +170,13 @@ impl Migrations {
                 }
             }
         }
-        let bound_here = matches!(
-            self.migrations.get(&block).map(|m| m.state),
-            Some(State::Bound { worker: w, .. }) if w == worker
-        );
+        // A block evicted unread (a worker without do-not-harm) ends no
+        // migration: one bound there now is the block's next.
+        let bound_here = e.outcome != "evicted unread"
+            && matches!(
+                self.migrations.get(&block).map(|m| m.state),
+                Some(State::Bound { worker: w, .. }) if w == worker
+            );
         if bound_here {
             if e.outcome.starts_with("failed") {
                 let why = e.outcome.trim_start_matches("failed: ").to_string();

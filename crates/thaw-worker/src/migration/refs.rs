@@ -4,6 +4,7 @@
 //! functions over the migrator's state; the executor is in the parent module.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use thaw_common::proto::JobRef;
 use thaw_common::size::format_size;
@@ -86,7 +87,12 @@ pub(super) fn drop_ref(st: &mut State, block: u64, job: &str, fx: &mut Effects) 
 
 /// Holds a block that is in memory already (not migrated) for `job`.
 pub(super) fn hold_cached(st: &mut State, block: u64, length: u64, job: &JobRef) {
-    let h = st.held.entry(block).or_insert_with(|| Held { length, refs: HashMap::new(), migrated: false });
+    let h = st.held.entry(block).or_insert_with(|| Held {
+        length,
+        refs: HashMap::new(),
+        migrated: false,
+        since: Instant::now(),
+    });
     h.refs.entry(job.job_id.clone()).or_insert(Ref { implicit: job.implicit, bytes_read: 0, last_read: None });
 }
 
