@@ -23,9 +23,23 @@ Configurations, side by side in one invocation, the order rotating per repeat:
 - ``async-through``: to memory, persisted in the background;
 - ``async-through-kill``: the same, with one node's Thaw worker killed (kill -9)
   once the grep step is done: its grep outputs not yet checkpointed are lost and
-  rebuilt from lineage by the master (proactive mode, the local executor running
-  ``python -m thaw rerun``) while the count and wordcount tasks that need
-  them wait (giving their Dask slots back).
+  rebuilt from lineage (the master proactive, ``--recompute-executor
+  external``) by the running Dask cluster's workers
+  (:class:`thaw.dask.recompute.RecomputeExecutor`: each rerun a Dask task that
+  runs the step in the worker's interpreter), while the count and wordcount
+  tasks that need them wait (giving their Dask slots back). The rerun goes
+  at Dask priority +1, ahead of the pipeline's queued tasks: the pipeline is
+  the one job, and it waits for the rerun (Tachyon, section 4: a
+  recomputation ranks above the jobs waiting for it; the case of jobs that do
+  not wait is ``thaw_bench.scripts.recompute_priority``'s);
+- ``async-through-kill-process``: the same kill, the lost outputs rebuilt by
+  the master's local executor (a new ``python -m thaw rerun`` process on the
+  master's host, cold: it imports the step's module), as before the Dask
+  executor was used here.
+
+Dead-worker detection is the master's probe (a worker silent for 1.5
+heartbeat intervals whose data port refuses is dead: 0.3 s here), not the
+2 s heartbeat timeout (``crates/thaw-master/src/liveness.rs``).
 
 The under-store is an emulated device per node (``--ufs``, default 40 MiB/s: a
 disk shared by three HDFS replicas' writes); the machine's own disk and page
@@ -33,8 +47,9 @@ cache would hide it. Every configuration's final outputs are compared, byte for
 byte, with the first's. Each run records its timeline (seconds from its start):
 every task's node, start, end and seconds spent reading (a wait for a lost
 input's rebuild included); with a kill, when the kill came and when the master
-declared the worker dead, and the victim's grep outputs, each persisted before
-the kill or lost and rebuilt (from when to when).
+declared the worker dead, the victim's grep outputs, each persisted before
+the kill or lost and rebuilt (from when to when), and each rerun's Dask task
+(from when to when, where it ran).
 """
 
 from __future__ import annotations
@@ -51,11 +66,22 @@ from typing import Any
 
 from thaw import lineage
 from thaw.client import Client
+from thaw.dask.recompute import RecomputeExecutor
 
 from .cluster import ClusterSpec, EmulatedCluster
 from .netdask import start_dask_on
 
-CONFIGS = ("through", "must-cache", "cache-through", "async-through", "async-through-kill")
+CONFIGS = (
+    "through",
+    "must-cache",
+    "cache-through",
+    "async-through",
+    "async-through-kill",
+    "async-through-kill-process",
+)
+KILLS = ("async-through-kill", "async-through-kill-process")
+#: Dask priority of a rerun in the killed pipeline (see the module doc).
+RERUN_PRIORITY = 1
 LEVELS = ("INFO",) * 10 + ("WARN",) * 6 + ("ERROR",) * 4
 SERVICES = [f"svc{i}" for i in range(8)]
 WORDS = [f"w{i:03d}" for i in range(400)]
@@ -180,7 +206,11 @@ def run_pipeline(
     t_grep = time.monotonic() - t0
     lost_at_kill = 0
     c = cluster.client()
-    if config.endswith("-kill"):
+    executor = None
+    if config in KILLS:
+        if config == "async-through-kill":
+            executor = RecomputeExecutor(dask.scheduler.address, m, priority=RERUN_PRIORITY, poll=0.05)
+            executor.start()
         timeline["kill"] = at()
         cluster.kill_node(victim)
         deadline = time.monotonic() + 60
@@ -201,6 +231,18 @@ def run_pipeline(
     total = task(total_step, wc_paths, f"{root}/wc/total", "wide", *wcs)
     wait([*counts, total])
     took = time.monotonic() - t0
+    if executor is not None:
+        executor.stop()
+        timeline["reruns"] = [
+            {
+                "lineage": r["lineage_id"],
+                "start": r["start"] and round(r["start"] - wall0, 3),
+                "end": r["end"] and round(r["end"] - wall0, 3),
+                "where": r.get("where", ""),
+                "error": r["error"],
+            }
+            for r in executor.ran
+        ]
     timeline["tasks"] = [
         {
             "output": r["output"].removeprefix(root + "/"),
@@ -211,7 +253,7 @@ def run_pipeline(
         }
         for r in (f.result() for f in [*grep, *counts, *wcs, total])
     ]
-    if config.endswith("-kill"):
+    if config in KILLS:
         # The victim's grep outputs: each persisted before the kill, or lost and rebuilt (when).
         for p, g in zip(grep_paths, grep, strict=True):
             info = c.stat(p)
@@ -269,6 +311,9 @@ def pipeline(
         for r in range(repeats):
             order = list(configs[r % len(configs) :]) + list(configs[: r % len(configs)])
             for config in order:
+                # Reruns by the Dask cluster's workers, or by the master's local executor.
+                external = ["--recompute-executor", "external"] if config == "async-through-kill" else []
+                cluster.spec.master_args = external
                 cluster.start("none")  # fresh memory; the journal and the under-store stay
                 c = Client(cluster.master, read_cache="mem")
                 if r == 0 and config == order[0]:

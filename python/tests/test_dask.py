@@ -500,14 +500,16 @@ def test_a_task_reading_a_lost_file_gives_its_slot_to_the_rerun_dask_runs_for_it
             thaw.dask.install(c, addr, recompute=True, placement=False)
             assert c.submit(_read, "/errors", addr, pure=False).result(timeout=120) == want
 
-            def ran() -> list[tuple[int, str]]:
+            def ran() -> list[tuple[int, str, str]]:
                 done = c.run_on_scheduler(
                     lambda dask_scheduler: dask_scheduler.plugins["thaw"].recompute_executor.ran
                 )
-                return [(r["lineage_id"], r["error"]) for r in done]
+                return [(r["lineage_id"], r["error"], r["where"]) for r in done]
 
-            # Reported once the rerun's task ends (just after its last write).
-            wait_for(lambda: ran() == [(client.stat("/errors")["lineage_id"], "")], timeout=30)
+            # Reported once the rerun's task ends (just after its last write); a
+            # step's rerun runs in the Dask worker's interpreter, not a new process.
+            lineage_id = client.stat("/errors")["lineage_id"]
+            wait_for(lambda: ran() == [(lineage_id, "", "in-process")], timeout=30)
         assert client.status()["persistence"]["recomputations_done"] == 1
     finally:
         for p in procs:

@@ -195,3 +195,66 @@ def test_the_module_docstring_example_runs_as_written(tmp_path: Path) -> None:
         entry = thaw.lineage.get("/errors/day1", client=thaw.Client(c.master))
     assert entry["kind"] == "narrow"
     assert [i["path"] for i in entry["inputs"]] == ["/logs/day1"]
+
+
+def test_a_rerun_in_this_process_rebuilds_its_output_and_leaves_other_threads_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a Dask worker does with a step's rerun (thaw.dask.recompute): runs it
+    # in its own interpreter, in a context whose writes rebuild the lost output,
+    # while its other threads write as usual.
+    import threading
+
+    from thaw._context import recovering
+    from thaw.dask.recompute import in_process, run_recomputation
+
+    flags = ["--recompute", "reactive", "--recompute-executor", "external"]
+    addr, procs = lossy_cluster(tmp_path, flags)
+    try:
+        client = thaw.Client(addr, host="h0")
+        wait_for(lambda: alive_workers(client) == 2, timeout=30)
+        logs = b"".join(f"{i} {'ERROR' if i % 4 == 0 else 'ok'} line\n".encode() for i in range(20_000))
+        client.write_bytes("/logs", logs, write_type="cache-through")
+        monkeypatch.setenv("THAW_HOST", "h0")
+        thaw.lineage.step(inputs=["/logs"], outputs=["/errors"], kind="narrow", client=client)(grep)(
+            pattern="ERROR"
+        )
+        want, lineage_id = client.cat("/errors"), client.stat("/errors")["lineage_id"]
+        procs[1].kill()  # kill -9 of the Thaw worker holding /errors
+        procs[1].wait()
+        wait_for(lambda: client.stat("/errors")["lost"], timeout=30)
+        # A write in a recovering context is a rebuild (refused here: no rerun
+        # started yet, reactive mode waits for a read); the same write from
+        # another thread at once is not.
+        seen: dict[str, str] = {}
+
+        def write(name: str, recovery: int) -> None:
+            try:
+                if recovery:
+                    with recovering(recovery):
+                        thaw.Client(addr).write_bytes("/errors", b"x", overwrite=False)
+                else:
+                    thaw.Client(addr).write_bytes("/errors", b"x", overwrite=False)
+            except Exception as e:
+                seen[name] = str(e)
+
+        threads = [threading.Thread(target=write, args=a) for a in (("rebuild", lineage_id), ("plain", 0))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert "not being rerun by this master" in seen["rebuild"], seen
+        assert "not being rerun" not in seen["plain"], seen
+        client.recompute("/errors", wait=False)
+        tasks: list[dict[str, object]] = []
+        wait_for(lambda: tasks.extend(client.native().claim_recomputations("test", 1)) or tasks, timeout=30)
+        assert in_process(tasks[0])
+        outcome = run_recomputation(tasks[0])
+        assert (outcome["error"], outcome["where"]) == ("", "in-process"), outcome
+        client.native().recomputation_done(tasks[0]["lineage_id"], tasks[0]["attempt"], "")
+        assert client.cat("/errors") == want
+        assert not client.stat("/errors")["lost"]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

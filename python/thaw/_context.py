@@ -8,6 +8,9 @@ the job context so that both can read it without importing each other.
 - The cluster a ``Client()`` with no address reaches (:func:`default_master`):
   the running :func:`thaw.lineage.step`'s, else the latest
   :class:`~thaw.LocalCluster` of this process, else ``THAW_MASTER``.
+- The lineage whose lost outputs a write rebuilds (:func:`recovering`): a
+  rerun run inside a process that does other work too (a Dask worker's), as
+  ``THAW_RECOVER_LINEAGE`` does for a process of its own.
 """
 
 from __future__ import annotations
@@ -108,3 +111,31 @@ def default_master() -> str:
     if clusters:
         return str(clusters[-1].master)
     return os.environ.get("THAW_MASTER") or DEFAULT_MASTER
+
+
+# -- a rerun in this process -----------------------------------------------------
+
+#: The lineage whose lost outputs the rerun running in this context rebuilds
+#: (0: none): every client's writes here carry it (:meth:`thaw.Client.native`).
+current_recovery: contextvars.ContextVar[int] = contextvars.ContextVar("thaw_recovery", default=0)
+
+
+class recovering:
+    """``with recovering(lineage, job_id):`` the calls made in this context
+    (this thread, this task) rebuild ``lineage``'s lost outputs and carry job
+    ``job_id``; other threads of the process are untouched."""
+
+    def __init__(self, lineage: int, job_id: str | None = None) -> None:
+        self.lineage, self.job_id = lineage, job_id
+        self._tokens: list[Any] = []
+
+    def __enter__(self) -> recovering:
+        self._tokens = [current_recovery.set(self.lineage)]
+        if self.job_id:
+            self._tokens.append(_current.set(self.job_id))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if len(self._tokens) > 1:
+            _current.reset(self._tokens[1])
+        current_recovery.reset(self._tokens[0])

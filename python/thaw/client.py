@@ -18,7 +18,7 @@ from typing import Any
 
 from . import _native, errors
 from ._connect import _SETTINGS, _native_client
-from ._context import DEFAULT_MASTER, current_job_id, current_step_master, default_master
+from ._context import DEFAULT_MASTER, current_job_id, current_recovery, current_step_master, default_master
 from ._progress import Progress
 from .errors import InvalidArgument
 from .files import ThawFile, ThawWriter
@@ -91,8 +91,12 @@ class Client:
 
     def native(self, job_id: str | None = None) -> _native.NativeClient:
         """The native client carrying ``job_id`` (default: :attr:`job_id`): a
-        cheap view sharing the cluster's connections."""
-        return self._native_base().with_job(job_id if job_id is not None else self.job_id)
+        cheap view sharing the cluster's connections. Inside a rerun
+        (:class:`thaw._context.recovering`) its writes rebuild the rerun's lost
+        outputs."""
+        native = self._native_base().with_job(job_id if job_id is not None else self.job_id)
+        recovery = current_recovery.get()
+        return native.with_recovery(recovery) if recovery else native
 
     # -- metadata -------------------------------------------------------------
 

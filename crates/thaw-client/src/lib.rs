@@ -112,6 +112,22 @@ impl Client {
         }
     }
 
+    /// The same cluster, its writes at lineage `lineage`'s output paths
+    /// rebuilding that lineage's lost files in place (what
+    /// `THAW_RECOVER_LINEAGE` does for a whole process): for a rerun run in
+    /// a process that does other work too (a Dask worker's). 0: none.
+    pub fn with_recovery(&self, lineage: u64) -> Client {
+        let mut config = (*self.config).clone();
+        config.recover_lineage = lineage;
+        Client {
+            master: self.master.clone(),
+            credentials: self.credentials.clone(),
+            config: Arc::new(config),
+            pool: self.pool.clone(),
+            writer: self.writer.clone(),
+        }
+    }
+
     /// The same cluster, with reads of lost files failing at once (`DataLost`)
     /// instead of waiting for their rebuild: for a caller that waits its own
     /// way (a Dask task gives its thread back first).

@@ -279,12 +279,22 @@ impl Cluster {
             .map(|w| w.id)
             .collect();
         for &id in &dead {
-            self.forget_replicas(id);
-            if let Some(w) = self.workers.get_mut(&id) {
-                w.alive = false;
-            }
+            self.declare_dead(id);
         }
         dead
+    }
+
+    /// Declares a live worker dead now; its replicas are dropped so reads
+    /// fail over. False if it was not alive.
+    pub fn declare_dead(&mut self, id: u64) -> bool {
+        if self.worker(id).is_none_or(|w| !w.alive) {
+            return false;
+        }
+        self.forget_replicas(id);
+        if let Some(w) = self.workers.get_mut(&id) {
+            w.alive = false;
+        }
+        true
     }
 
     /// A worker's MEM commit was answered: the memory set aside for the

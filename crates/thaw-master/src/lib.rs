@@ -12,7 +12,8 @@
 //! 2. State and decisions, each alone (no locks, no I/O, no RPC):
 //!    [`namespace`], [`lineage`], [`leases`], [`cluster`] (membership and
 //!    block locations), [`migration`] (planning), [`affinity`] (CAVA),
-//!    [`checkpoint_order`] (which file is checkpointed next) and
+//!    [`checkpoint_order`] (which file is checkpointed next), [`liveness`]
+//!    (which silent workers to probe, and what a probe means) and
 //!    [`recompute_plan`] (which lineages rebuild the lost files, on which
 //!    partitions, in what order). Their services are `master/checkpoints.rs` and
 //!    `master/recompute.rs`.
@@ -31,6 +32,7 @@ pub mod checkpoint_order;
 pub mod cluster;
 pub mod leases;
 pub mod lineage;
+pub mod liveness;
 pub mod migration;
 pub mod namespace;
 pub mod recompute_plan;

@@ -73,6 +73,8 @@ struct State {
     warm_until: Instant,
     /// When silent workers were last looked for (`expire_workers`).
     last_expiry: Option<Instant>,
+    /// Silent workers probed for death (`probe_silent_workers`).
+    suspicion: crate::liveness::Suspicion,
     /// Unfinished through and cache-through files removed (deleted, or their
     /// writer's lease ran out) while a writer may still be writing them, with
     /// their paths: a worker that closes the under-store copy after that puts
@@ -236,6 +238,7 @@ impl Master {
                 // replicas on workers that have not re-registered yet.
                 warm_until: Instant::now() + if unpersisted_at_start { config.worker_timeout } else { Duration::ZERO },
                 last_expiry: None,
+                suspicion: Default::default(),
                 deleted_writes: Default::default(),
             }),
             journal,

@@ -1,7 +1,7 @@
 //! The serving master's companions, spawned beside its gRPC service (by
 //! `serve_with_http` for a lone master, by the group for its leader): the
-//! periodic loops that drive [`Master`] (liveness, the migration planner,
-//! the workflow manager) and its HTTP servers.
+//! periodic loops that drive [`Master`] (liveness and the dead-worker probe,
+//! the migration planner, the workflow manager) and its HTTP servers.
 
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ pub struct HttpListeners {
 }
 
 /// The serving master's background tasks, all stopping with `stop`: the
-/// liveness checker, the migration planner, the workflow manager (lineage
+/// liveness checker and the dead-worker probe, the migration planner, the workflow manager (lineage
 /// reruns), and the HTTP servers of `http`.
 pub(crate) fn spawn_background(
     master: &Arc<Master>,
@@ -44,6 +44,22 @@ pub(crate) fn spawn_background(
                         let copies = master.expire_writer_leases();
                         master.drop_ufs_copies(copies).await;
                     }
+                }
+            }
+        })
+    });
+    // The dead-worker probe: silent workers whose port refuses are dead now.
+    tasks.push({
+        let master = master.clone();
+        let shutdown = stop.clone();
+        let every = (interval / 4).max(std::time::Duration::from_millis(10));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tick.tick() => { master.probe_silent_workers().await; }
                 }
             }
         })

@@ -122,6 +122,12 @@ impl NativeClient {
         Ok(NativeClient { client: Owned::new(self.c()?.with_job(job_id)) })
     }
 
+    /// The same cluster and connections, its writes rebuilding lineage
+    /// `lineage`'s lost outputs (a rerun in this process; 0: none).
+    fn with_recovery(&self, lineage: u64) -> PyResult<NativeClient> {
+        Ok(NativeClient { client: Owned::new(self.c()?.with_recovery(lineage)) })
+    }
+
     /// A file's or directory's status as a dict; with `blocks`, each block and its
     /// replicas (ordered by locality to this client).
     #[pyo3(signature = (path, blocks=false))]

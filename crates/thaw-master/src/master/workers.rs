@@ -1,6 +1,13 @@
 //! The master's side of the worker protocol: registration, heartbeats and held
 //! asks, block commits, liveness and the planner's rounds; and the cluster's
 //! status as clients see it.
+//!
+//! Liveness: a worker silent for `worker_timeout` is declared dead
+//! ([`Master::expire_workers`]). One whose process is gone is found sooner: a
+//! live worker silent for one and a half heartbeat intervals is probed, and a
+//! refused connection to its data port (nothing listens there) with no
+//! heartbeat since declares it dead at once ([`Master::probe_silent_workers`];
+//! the decision in [`crate::liveness`]).
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +18,12 @@ use thaw_common::{Result, ThawError};
 use thaw_common::ids::{block_count, block_length, file_of_block, index_of_block};
 
 use super::{Master, State, checkpoints, live_workers};
+use crate::liveness::Probe;
 use crate::namespace::Namespace;
+
+/// How long [`Master::probe_silent_workers`] waits for a worker's data port
+/// to answer (no answer: a host down or cut off, left to the timeout).
+const PROBE_WAIT: Duration = Duration::from_secs(1);
 
 impl Master {
     pub fn cluster_status(&self) -> GetClusterStatusResponse {
@@ -335,15 +347,68 @@ impl Master {
         let dead = st.cluster.expire(now, self.config.worker_timeout);
         for id in dead {
             tracing::warn!(worker = id, "worker missed its heartbeats: declared dead, replicas dropped");
-            st.migrations.worker_lost(&st.cluster, id);
-            st.checkpoints.worker_lost(id);
-            st.recomputer.mark_dirty();
-            self.recompute_soon.notify_one();
+            self.worker_gone(st, id);
         }
         let live = live_workers(&st.cluster);
         st.migrations.expire(now, &live);
         st.migrations.repair(&st.cluster);
         self.work_ready();
+    }
+
+    /// Probes the data port of every live worker silent for longer than
+    /// [`crate::liveness::suspect_after`] (each at most once per such
+    /// silence), all at once, each for at most [`PROBE_WAIT`]; a worker whose
+    /// port refuses the connection, and which sent no heartbeat since, is
+    /// declared dead now, not after `worker_timeout` (see [`crate::liveness`]
+    /// for why only a refusal counts). Returns the workers declared dead.
+    pub async fn probe_silent_workers(&self) -> Vec<u64> {
+        let now = Instant::now();
+        let suspects: Vec<(u64, String)> = {
+            let mut st = self.write();
+            let st = &mut *st;
+            let live: Vec<(u64, Instant)> =
+                st.cluster.workers().filter(|w| w.alive).map(|w| (w.id, w.last_heartbeat)).collect();
+            let after = crate::liveness::suspect_after(self.config.heartbeat_interval);
+            let due = st.suspicion.due(&live, now, after);
+            due.into_iter().filter_map(|id| st.cluster.worker(id).map(|w| (id, w.data_address.clone()))).collect()
+        };
+        if suspects.is_empty() {
+            return Vec::new();
+        }
+        let probes = suspects.into_iter().map(|(id, addr)| async move {
+            let connect = tokio::time::timeout(PROBE_WAIT, tokio::net::TcpStream::connect(addr.clone()));
+            let outcome = connect.await.ok().map(|r| r.map(drop));
+            (id, addr, Probe::of(outcome))
+        });
+        let outcomes = futures::future::join_all(probes).await;
+        let mut dead = Vec::new();
+        let mut st = self.write();
+        let st = &mut *st;
+        for (id, addr, probe) in outcomes {
+            let Some(w) = st.cluster.worker(id).filter(|w| w.alive) else { continue };
+            if !crate::liveness::verdict(probe, w.last_heartbeat > now) || !st.cluster.declare_dead(id) {
+                continue;
+            }
+            tracing::warn!(worker = id, address = %addr, "worker is silent and its data port refuses connections: declared dead, replicas dropped");
+            self.worker_gone(st, id);
+            dead.push(id);
+        }
+        if !dead.is_empty() {
+            let live = live_workers(&st.cluster);
+            st.migrations.expire(Instant::now(), &live);
+            st.migrations.repair(&st.cluster);
+            self.work_ready();
+        }
+        dead
+    }
+
+    /// What follows a worker's death: its migrations and checkpoints go
+    /// elsewhere, and its lost files are rebuilt.
+    fn worker_gone(&self, st: &mut State, id: u64) {
+        st.migrations.worker_lost(&st.cluster, id);
+        st.checkpoints.worker_lost(id);
+        st.recomputer.mark_dirty();
+        self.recompute_soon.notify_one();
     }
 
     /// One planning pass (DYRS, Algorithm 1), off the heartbeat path.
