@@ -38,7 +38,9 @@ async fn until<T: std::fmt::Debug>(limit: Duration, mut f: impl FnMut() -> (bool
 }
 
 /// A `thaw migrate --wait` of `/slow` as job `id`, still waiting once a
-/// block of it is in memory (the under-store is modelled at 1 MiB/s).
+/// block of it is in memory and its migration is counted done (the under-store
+/// is modelled at 1 MiB/s; the block's replica can be reported a heartbeat
+/// before the worker's migration report, on a loaded machine).
 async fn waiting_migrate(c: &Cluster, client: &Client, id: &str, extra: &[&str]) -> Child {
     let mut child = Command::new(BIN)
         .args(["--master", c.master_addr(), "--job", id, "migrate", "--wait", "/slow"])
@@ -51,7 +53,9 @@ async fn waiting_migrate(c: &Cluster, client: &Client, id: &str, extra: &[&str])
     loop {
         let seen = job(client, id).await;
         let why = match &seen {
-            Some(j) if j.blocks_in_memory >= 1 && j.blocks_in_memory < j.blocks => return child,
+            Some(j) if j.blocks_in_memory >= 1 && j.blocks_migrated >= 1 && j.blocks_in_memory < j.blocks => {
+                return child;
+            }
             Some(j) if j.blocks_in_memory >= 1 => format!("the migration ended before the interrupt: {j:?}"),
             _ if Instant::now() >= deadline => format!("job {id} never got a block into memory: {seen:?}"),
             _ => String::new(),
