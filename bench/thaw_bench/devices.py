@@ -37,7 +37,6 @@ local and remote costs, so a difference can be told apart.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import statistics
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ from thaw.sizes import parse_size
 
 from .configs import CONFIGS, SCENARIOS
 from .experiments import Bench, _document, _place, emulated
-from .record import write_json
+from .record import finish_document
 from .report import check_accounting
 from .results import map_tasks
 from .workloads import JobSpec
@@ -358,15 +357,7 @@ def devices(
                 took, mean = res["jobs"][0]["duration"], statistics.fmean(reads) * 1000
                 bench.say(f"  job {took:.2f}s, mean block read {mean:.1f} ms")
                 doc["runs"].append(res)
-    doc["summary"] = summarize(doc)
-    doc["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
-    results_dir.mkdir(parents=True, exist_ok=True)
-    write_json(results_dir / "results.json", doc)
-    report = write_report(doc, results_dir)
-    for line in table_lines(doc):
-        bench.say(line)
-    bench.say(f"results: {results_dir / 'results.json'}; report: {report}")
-    return report
+    return finish_document(doc, results_dir, bench.say, summarize, write_report, table_lines)
 
 
 def add_parser(sub: Any, common: Any) -> None:

@@ -29,7 +29,6 @@ on while the jobs run.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import statistics
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from thaw.sizes import parse_size
 
 from .configs import CONFIGS, SCENARIOS, Config
 from .experiments import Bench, _document, _place, emulated
-from .record import write_json
+from .record import finish_document
 from .report import MEM_SOURCES, check_accounting
 from .results import map_tasks
 from .workloads import JobSpec
@@ -233,15 +232,7 @@ def do_not_harm(
                     f"{st['migrated']} migrated, {st['evicted_unread']} evicted unread"
                 )
                 doc["runs"].append(res)
-    doc["summary"] = summarize(doc)
-    doc["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
-    results_dir.mkdir(parents=True, exist_ok=True)
-    write_json(results_dir / "results.json", doc)
-    report = write_report(doc, results_dir)
-    for line in table_lines(doc):
-        bench.say(line)
-    bench.say(f"results: {results_dir / 'results.json'}; report: {report}")
-    return report
+    return finish_document(doc, results_dir, bench.say, summarize, write_report, table_lines)
 
 
 def add_parser(sub: Any, common: Any) -> None:

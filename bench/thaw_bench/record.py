@@ -9,6 +9,7 @@ saw, the master's migration events), which the report reads; and
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import threading
@@ -238,3 +239,25 @@ def run_record(
             for e in events
         ],
     }
+
+
+def finish_document(
+    doc: dict[str, Any],
+    results_dir: Path,
+    say: Callable[[str], None],
+    summarize: Callable[[dict[str, Any]], Any],
+    write_report: Callable[[dict[str, Any], Path], Path],
+    table_lines: Callable[[dict[str, Any]], list[str]],
+) -> Path:
+    """An experiment's end: its summary and finish time into ``doc``,
+    ``results.json`` and the report into ``results_dir``, the tables said;
+    returns the report's path (as :func:`thaw_bench.experiments.swim` does)."""
+    doc["summary"] = summarize(doc)
+    doc["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    results_dir.mkdir(parents=True, exist_ok=True)
+    write_json(results_dir / "results.json", doc)
+    report = write_report(doc, results_dir)
+    for line in table_lines(doc):
+        say(line)
+    say(f"results: {results_dir / 'results.json'}; report: {report}")
+    return report
