@@ -419,8 +419,16 @@ impl Cluster {
         self.workers[i] = self.spawn_worker(i, port)?;
         let addr = self.workers[i].addr.clone();
         let deadline = restarted + Duration::from_secs(20);
+        // The master's view of the new process's MEM tier, as the process
+        // itself reports it: on a loaded machine the old process's last
+        // heartbeat can reach the master after the kill, seconds late, so a
+        // recent heartbeat alone does not say the new process registered.
+        let mem = |tiers: &[thaw_common::proto::TierUsage]| {
+            tiers.iter().find(|t| t.tier == thaw_common::proto::Tier::Mem as i32).map(|t| (t.used, t.blocks))
+        };
         loop {
             let status = self.remote_client().cluster_status().await?;
+            let own = self.remote_client().worker_stats(&addr).await.ok().map(|s| mem(&s.tiers));
             let heard = status.workers.iter().any(|w| {
                 w.data_address == addr
                     && w.alive
@@ -428,6 +436,7 @@ impl Cluster {
                     // last heartbeat may land just after the kill; a new process
                     // takes far longer than that to start and register.
                     && Duration::from_millis(w.last_heartbeat_ms_ago + 2) < restarted.elapsed()
+                    && own.is_some_and(|own| own == mem(&w.tiers))
             });
             if heard {
                 return Ok(());
