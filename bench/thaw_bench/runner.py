@@ -471,6 +471,16 @@ def start_dask(nodes: list[tuple[str, ...]], slots: int, short_circuit: bool = T
     return cluster, client
 
 
+def _die_with_parent() -> None:
+    """In a child before it runs: the kernel sends it SIGTERM when the process
+    that started it dies (``PR_SET_PDEATHSIG``), so a harness killed mid-run
+    leaves no Dask scheduler behind (its cluster's close is never reached)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
 def _scheduler_process() -> Any:
     """The class of :func:`start_dask`'s scheduler (imported late: distributed
     is loaded only by the experiments that run Dask)."""
@@ -485,7 +495,8 @@ def _scheduler_process() -> Any:
         the harness sent them (SWIM, queueing only). Its log goes to a file:
         the pipe distributed's class gives it is never read, and would fill and
         stop it. Its address file is removed once read (the process is killed
-        at the end, before it could remove it itself)."""
+        at the end, before it could remove it itself). It dies with the
+        harness (:func:`_die_with_parent`)."""
 
         async def _start(self) -> None:
             import asyncio
@@ -497,7 +508,7 @@ def _scheduler_process() -> Any:
             log = tempfile.TemporaryFile()  # noqa: SIM115 (the process's stderr, closed with it)
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "dask", "spec", "--spec", json.dumps(spec),
-                stdout=log, stderr=log, env=env,
+                stdout=log, stderr=log, env=env, preexec_fn=_die_with_parent,
             )  # fmt: skip
             scheduler_file = Path(self.scheduler_kwargs["scheduler_file"])
             deadline = time.monotonic() + self.timeout
