@@ -49,10 +49,13 @@ def test_scheduled_quick_on_an_emulated_cluster(tmp_path: Path) -> None:
     blocks = sum(len(j["blocks"]) for j in runs["cold"]["jobs"])
     # On-disk reads every block from disk; the ideal and scheduled caching (2 s
     # of start-up for a few 256 KiB blocks on 64 MiB/s disks) from memory, and
-    # scheduled caching on the node holding the block.
+    # scheduled caching mostly on the node holding the block (placement is delay
+    # scheduling: a task whose node's slot stays busy past the wait's bound runs
+    # elsewhere and reads the block from that node's memory).
     assert sources["cold"] == Counter({"disk": blocks})
     assert set(sources["ram"]) <= {"mem", "mem-remote"}
-    assert sources["scheduled"] == Counter({"mem": blocks}), sources
+    assert set(sources["scheduled"]) <= {"mem", "mem-remote"}, sources
+    assert sources["scheduled"]["mem"] > blocks // 2, sources
     sched = runs["scheduled"]
     assert sched["eviction"] == "explicit" and len(sched["placements"]) == blocks
     done = {m["block_id"] for m in sched["migrations"] if m["outcome"] == "done"}
@@ -65,7 +68,7 @@ def test_scheduled_quick_on_an_emulated_cluster(tmp_path: Path) -> None:
     assert row["distance"] == pytest.approx(row["mean_job_s"] / st["configs"]["ram"]["mean_job_s"] - 1)
     assert row["distance_placed"] is None  # no ram-place in the quick run
     assert row["shared_reachable_share"] is not None and 0.0 <= row["shared_reachable_share"] <= 1.0
-    assert row["mem_bytes_share"] == 1.0 and row["mem_local_share"] == 1.0
+    assert row["mem_bytes_share"] == 1.0 and row["mem_local_share"] > 0.5
     assert st["misses"] == [] and st["misses_by_why"] == {}
     assert 0.0 <= st["completion"]["on_disk_share"] <= 1.0
     text = (out / "scheduled-quick" / "report.md").read_text()
