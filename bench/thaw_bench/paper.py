@@ -32,7 +32,6 @@ import datetime
 import json
 import multiprocessing
 import os
-import subprocess
 import sys
 import time
 import traceback
@@ -49,7 +48,7 @@ from .cava.workloads import PRESETS
 from .devices import devices
 from .do_not_harm import do_not_harm
 from .netlab import NetLabError, require_root
-from .results import command_line
+from .results import checkout_commit, command_line
 from .scheduled import scheduled
 from .workloads import SWIM_TRACES
 
@@ -355,17 +354,6 @@ def _rel(p: Path, root: Path) -> str:
         return str(p)
 
 
-def _commit() -> str:
-    """The checkout's commit, or "" outside one."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True
-        )
-    except OSError:
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
-
-
 def run_paper(
     bench: ex.Bench, sections: Sequence[Section], *, quick: bool = False, network: str = loc.NETWORK,
     command: str | None = None,
@@ -375,7 +363,7 @@ def run_paper(
     doc: dict[str, Any] = {
         "title": "make bench-paper" + (" --quick" if quick else "") + ": every paper's experiment",
         "command": command or command_line(),
-        "commit": _commit(),
+        "commit": checkout_commit(),
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "quick": quick,
         "network": network,

@@ -9,7 +9,9 @@ from __future__ import annotations
 import datetime
 import re
 import shlex
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 Run = dict[str, Any]
@@ -95,3 +97,14 @@ def group_runs(results: Results) -> dict[str, dict[str, list[Run]]]:
 def first_label(runs: list[Run], key: str, default: str) -> str:
     """The first of the runs' ``key`` (a label), else ``default``."""
     return next((r[key] for r in runs if r.get(key)), default)
+
+
+def checkout_commit() -> str:
+    """The harness checkout's commit (short), or "" outside one or without git."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True
+        )
+    except OSError:
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""

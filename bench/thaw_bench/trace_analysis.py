@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
-import subprocess
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,7 +66,7 @@ import numpy as np
 from thaw.sizes import parse_size
 
 from .record import write_json
-from .results import command_line
+from .results import checkout_commit, command_line
 from .workloads import SWIM_TRACES, TraceJob, find_trace, read_trace
 
 MiB, GiB, TiB = 1 << 20, 1 << 30, 1 << 40
@@ -474,16 +473,6 @@ def table(rows: list[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def _commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True
-        )
-    except OSError:
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
-
-
 def run(
     traces: Sequence[str], out: Path, command: str, nodes: int | None = None, **kw: Any
 ) -> dict[str, Any]:
@@ -505,7 +494,7 @@ def run(
         "beside the papers' Google-trace figures (modelled: the traces give sizes and submissions only)",
         "section": SECTION,
         "command": [command],
-        "commit": _commit(),
+        "commit": checkout_commit(),
         "commit_is": "the build that computed it",
         "date": datetime.datetime.now(datetime.UTC).date().isoformat(),
         "machine": "any: a computation over the trace files, no cluster and no timing",
