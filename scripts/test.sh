@@ -64,5 +64,5 @@ step ruff .venv/bin/ruff check python bench scripts
 step ruff-format .venv/bin/ruff format --check python bench scripts
 # One session per package (each under its own pyproject.toml's settings).
 step python-tests .venv/bin/python -m pytest python/tests -q -n 2 -m "not serial"
-step bench-tests .venv/bin/python -m pytest bench/tests -q -n 2 -m "not serial"
+step bench-tests .venv/bin/python -m pytest bench/tests -q -n 2 -m "not serial" --durations=5
 step serial-tests run_serial
