@@ -93,9 +93,15 @@ def test_tasks_run_where_their_blocks_are_in_memory(emulated: EmulatedCluster) -
             with dask.annotate(thaw_inputs=[path]):
                 tasks.append(dask.delayed(read_where, pure=False)(emulated.master, path))
         ran_on = c.compute(tasks, sync=True)
-        assert [node_of(c, nodes)[a] for a in ran_on] == list(files.values())
+        on, wanted = [node_of(c, nodes)[a] for a in ran_on], list(files.values())
+        # Delay scheduling waits for the node's slot only up to its bound: on a
+        # loaded machine one task of the eight may pass it and launch elsewhere,
+        # but then the placement log must say so (no silent misplacement).
+        elsewhere = sum(a != b for a, b in zip(on, wanted, strict=True))
+        assert elsewhere <= 1, (on, wanted)
         log = thaw.dask.placements(c)
-        assert len(log) == len(files) and all(e["level"] == "worker-memory" for e in log), log
+        assert len(log) == len(files), log
+        assert sum(e["level"] == "worker-memory" for e in log) == len(files) - elsewhere, (log, on, wanted)
         # The reading tasks' run time was measured (it caps the waits).
         took = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins["thaw"].placer.task_time)
         assert took is not None and 0 < took < 5, took
