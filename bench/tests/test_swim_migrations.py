@@ -39,7 +39,7 @@ def test_tables_count_where_copies_went_and_small_jobs(tmp_path: Path) -> None:
     doc = {"runs": [_run("dyrs", 2, 40, 3), _run("naive", 10, 40, 1), _run("cold", 0, 0, 0)]}
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))
-    migr, small = swim_migrations.tables(swim_migrations._load(path), "slow-node")
+    migr, small = swim_migrations.tables(swim_migrations.load(path), "slow-node")
     assert [r["configuration"] for r in migr] == ["DYRS", "NAIVE"]  # cold has no migrations row
     dyrs, naive = migr
     assert dyrs["migrations per run"] == "42" and dyrs["on the slow node, per run"] == "2"

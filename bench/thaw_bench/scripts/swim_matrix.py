@@ -31,7 +31,8 @@ from ..report import summarize
 ORDER = ("cold", "ram", "instant", "ignem", "ignem-fifo", "dyrs", "dyrs-sjf", "naive", "dyrs-place")
 
 
-def _load(path: Path) -> dict[str, Any]:
+def load(path: Path) -> dict[str, Any]:
+    """A swim output directory's (or a given) results.json, which must hold runs."""
     if path.is_dir():
         found = sorted(path.glob("**/results.json"))
         if len(found) != 1:
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, str]] = []
     verdicts: list[dict[str, Any]] = []
     for d in a.dirs:
-        r, v = rows_of(_load(d))
+        r, v = rows_of(load(d))
         rows += r
         verdicts += v
     out: dict[str, Any] = {"title": a.title, "section": a.section}

@@ -22,7 +22,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from .swim_matrix import ORDER, _load
+from .swim_matrix import ORDER, load
 
 
 def _median(xs: list[float]) -> float | None:
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("results", type=Path, help="a swim output directory or its results.json")
     p.add_argument("--scenario", default="slow-node")
     a = p.parse_args(argv)
-    migr, small = tables(_load(a.results), a.scenario)
+    migr, small = tables(load(a.results), a.scenario)
     print(markdown(migr))
     print(markdown(small))
     return 0
