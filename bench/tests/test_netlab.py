@@ -223,6 +223,9 @@ def _locality(tmp_path: Path, network: list[str]) -> dict:
     assert set(runs) == {"vm-ml", "pm-ml", "rm-ml", "off-rack-ml", "vm-dl"}
     assert all(r["source_ok"] for r in runs.values()), runs
     assert runs["vm-dl"]["bytes_mem"] == 0 and runs["vm-ml"]["bytes_mem"] == runs["vm-ml"]["bytes"]
+    # The report holds both tables, one row per level.
+    report = (tmp_path / "locality" / "report.md").read_text()
+    assert report.count("| VM ML") == 2 and "| VM DL: map total, s" in report, report
     return doc
 
 

@@ -230,8 +230,9 @@ def locality(
     iters: int = 40,
 ) -> Path:
     """Runs every kind at every level ``repeats`` times (kinds and levels in a
-    rotated order each repeat), writes ``locality/results.json``, prints the
-    table."""
+    rotated order each repeat), writes ``locality/results.json`` and
+    ``report.md`` (the improvement and per-task tables), prints the tables;
+    returns the report's path."""
     kinds = kinds or list(APPS)
     unknown = [k for k in kinds if k not in APPS]
     if unknown:
@@ -286,9 +287,13 @@ def locality(
     doc["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     results_dir.mkdir(parents=True, exist_ok=True)
     write_json(results_dir / "results.json", doc)
-    for line in [*table_lines(doc), "", *table_lines(doc, task_rows(doc))]:
+    tables = [*table_lines(doc), "", *table_lines(doc, task_rows(doc))]
+    report = results_dir / "report.md"
+    head = f"# {doc['title']}\n\n`{doc['command']}` · {doc['started']}\n\n"
+    report.write_text(head + "\n".join(tables) + "\n")
+    for line in tables:
         bench.say(line)
-    return results_dir / "results.json"
+    return report
 
 
 SHORT = {

@@ -210,10 +210,10 @@ def sql(bench: ex.Bench, quick: bool) -> Written:
 def locality(bench: ex.Bench, quick: bool) -> Written:
     """Map tasks' time with the input at each memory-locality level, on emulated hosts."""
     if quick:
-        return loc.locality(bench, ["grep", "sort"], blocks=4, repeats=1, iters=5)
+        return _report(loc.locality(bench, ["grep", "sort"], blocks=4, repeats=1, iters=5))
     # 2 MiB blocks, as `python -m thaw_bench locality` and its BENCHMARKS.md table.
     wide = dataclasses.replace(bench, spec=dataclasses.replace(bench.spec, block_size="2MiB"))
-    return loc.locality(wide, None, blocks=12, repeats=_reps(bench, 3, quick))
+    return _report(loc.locality(wide, None, blocks=12, repeats=_reps(bench, 3, quick)))
 
 
 def cava_section(bench: ex.Bench, quick: bool) -> Written:
