@@ -192,8 +192,27 @@ impl Client {
 
     /// A listing whose files carry their blocks, replicas ordered by locality.
     pub async fn list_blocks(&self, path: &str, blocks: bool) -> Result<Vec<FileInfo>> {
-        let req = ListStatusRequest { path: path.to_string(), blocks, client: Some(self.config.position.clone()) };
-        Ok(self.master.clone().list_status(req).await.map_err(|s| self.rpc_err(s))?.into_inner().entries)
+        Ok(self.list_page(path, blocks, "", 0).await?.entries)
+    }
+
+    /// A page of a directory's entries in name order: those after
+    /// `start_after` ("": from the first), at most `limit` (0: all);
+    /// `truncated` says more follow.
+    pub async fn list_page(
+        &self,
+        path: &str,
+        blocks: bool,
+        start_after: &str,
+        limit: u32,
+    ) -> Result<ListStatusResponse> {
+        let req = ListStatusRequest {
+            path: path.to_string(),
+            blocks,
+            client: Some(self.config.position.clone()),
+            start_after: start_after.to_string(),
+            limit,
+        };
+        Ok(self.master.clone().list_status(req).await.map_err(|s| self.rpc_err(s))?.into_inner())
     }
 
     pub async fn delete(&self, path: &str, recursive: bool) -> Result<()> {

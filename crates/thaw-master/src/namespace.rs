@@ -198,6 +198,24 @@ impl Namespace {
         self.inodes.get(&id).map(|i| i.children.iter().map(|(n, c)| (n.clone(), *c)).collect()).unwrap_or_default()
     }
 
+    /// A page of a directory's children in name order: those after
+    /// `start_after` ("": from the first), at most `limit` (0: all), and
+    /// whether more follow.
+    pub fn children_page(&self, id: u64, start_after: &str, limit: usize) -> (Vec<(String, u64)>, bool) {
+        use std::ops::Bound;
+        let Some(i) = self.inodes.get(&id) else {
+            return (Vec::new(), false);
+        };
+        let from = if start_after.is_empty() { Bound::Unbounded } else { Bound::Excluded(start_after.to_string()) };
+        let mut it = i.children.range((from, Bound::Unbounded)).map(|(n, c)| (n.clone(), *c));
+        if limit == 0 {
+            return (it.collect(), false);
+        }
+        let page: Vec<_> = it.by_ref().take(limit).collect();
+        let more = it.next().is_some();
+        (page, more)
+    }
+
     /// Adds `name` under directory `parent`.
     pub fn add(&mut self, parent: u64, name: &str, new: NewInode) -> Result<(u64, JournalOp)> {
         let p = self.inodes.get(&parent).ok_or_else(|| ThawError::not_found("parent directory vanished"))?;

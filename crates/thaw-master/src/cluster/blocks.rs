@@ -202,4 +202,19 @@ impl Cluster {
         out.sort_by_key(|(k, _)| *k);
         out.into_iter().map(|(_, r)| r).collect()
     }
+
+    /// Worker `worker`'s `tier` as a replica seen from `client` (a block's
+    /// migration target: where it will be); none if the worker is not alive.
+    pub fn replica_at(&self, worker: u64, tier: Tier, client: &Position) -> Option<BlockReplica> {
+        let w = self.workers.get(&worker).filter(|w| w.alive)?;
+        let place = w.place(tier);
+        Some(BlockReplica {
+            worker_id: w.id,
+            data_address: w.data_address.clone(),
+            host: w.host.clone(),
+            rack: w.rack.clone(),
+            tier: tier as i32,
+            locality: level(client, &place) as i32,
+        })
+    }
 }

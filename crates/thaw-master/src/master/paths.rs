@@ -163,7 +163,14 @@ impl Master {
                 info.lost = true;
             }
             if with_blocks {
-                info.blocks.push(BlockInfo { block_id: bid, offset: index * r.block_size, length, replicas });
+                // Where a pending migration will copy it (none once it is in memory).
+                let migration_target = st
+                    .migrations
+                    .target_of(bid)
+                    .filter(|_| !replicas.iter().any(|x| x.tier == Tier::Mem as i32))
+                    .and_then(|(w, _)| st.cluster.replica_at(w, Tier::Mem, client));
+                let offset = index * r.block_size;
+                info.blocks.push(BlockInfo { block_id: bid, offset, length, replicas, migration_target });
             }
         }
         info.temporary = r.temporary;
@@ -226,15 +233,16 @@ impl Master {
         }
         let st = self.read();
         let client = req.client.unwrap_or_default();
-        let mut entries: Vec<FileInfo> = if is_dir {
-            st.ns.children(id).into_iter().map(|(_, c)| Self::file_info(&st, c, req.blocks, &client)).collect()
+        let (mut entries, truncated) = if is_dir {
+            let (page, more) = st.ns.children_page(id, &req.start_after, req.limit as usize);
+            (page.into_iter().map(|(_, c)| Self::file_info(&st, c, req.blocks, &client)).collect(), more)
         } else {
-            vec![Self::file_info(&st, id, req.blocks, &client)]
+            (vec![Self::file_info(&st, id, req.blocks, &client)], false)
         };
         for e in &mut entries {
             self.grant_reads(&st, e);
         }
-        Ok(ListStatusResponse { entries })
+        Ok(ListStatusResponse { entries, truncated })
     }
 
     pub async fn mkdir(&self, req: MkdirRequest) -> Result<MkdirResponse> {
