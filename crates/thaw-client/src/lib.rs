@@ -8,12 +8,14 @@ pub mod copy;
 mod data;
 pub mod json;
 mod local_write;
+mod options;
 mod reader;
 mod writer;
 
 use std::sync::Arc;
 
 pub use config::{ClientConfig, DEFAULT_MASTER};
+pub use options::connect_with;
 pub use reader::{FileReader, LocalBlock, ReadStats};
 use thaw_common::auth::{Credentials, MasterClient};
 use thaw_common::proto::*;

@@ -151,6 +151,17 @@ impl FileReader {
         self.stats
     }
 
+    /// Drops the open stream or local file and any read-ahead, keeping the
+    /// position: the next read opens them again (Hadoop's `unbuffer`, for a
+    /// reader kept open but idle, as an engine's input-stream cache does).
+    pub fn unbuffer(&mut self) {
+        self.source = None;
+        if let Some((_, task)) = self.ahead.take() {
+            task.abort();
+        }
+        self.last_end = None;
+    }
+
     /// Moves the read position (past the end is allowed: reads then return 0).
     pub fn seek(&mut self, pos: u64) {
         if pos != self.pos {

@@ -9,14 +9,13 @@ mod owned;
 mod reader;
 mod runtime;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use thaw_client::{Client, ClientConfig, FileWriter, WriteOptions};
+use thaw_client::{Client, FileWriter, WriteOptions};
 use thaw_common::ThawError;
-use thaw_common::auth::{Credentials, Secret};
-use thaw_common::proto::{DependencyKind, EvictionMode, LineageInfo, Tier};
+use thaw_common::proto::{DependencyKind, EvictionMode, LineageInfo};
 
 use crate::buffer::RawView;
 use crate::convert::{json_to_py, thaw_err};
@@ -61,49 +60,22 @@ impl NativeClient {
         secret_file: Option<String>,
         tls_ca: Option<String>,
     ) -> PyResult<Self> {
-        let mut cfg = ClientConfig::from_env(master);
-        if let Some(j) = job_id {
-            cfg.job_id = j;
-        }
-        if let Some(h) = host {
-            cfg.position.host = h;
-        }
-        if let Some(r) = rack {
-            cfg.position.rack = r;
-        }
-        if let Some(w) = worker {
-            cfg.position.worker_address = w;
-        }
-        if let Some(s) = short_circuit {
-            cfg.short_circuit = s;
-        }
-        if let Some(c) = read_cache {
-            cfg.cache_on_read = match c.as_str() {
-                "mem" => Some(Tier::Mem),
-                "disk" => Some(Tier::Disk),
-                "none" => None,
-                other => {
-                    return Err(thaw_err(ThawError::invalid(format!(
-                        "read_cache {other:?}: expected \"mem\", \"disk\" or \"none\""
-                    ))));
-                }
-            };
-        }
-        if let Some(ca) = tls_ca {
-            let tls = thaw_common::tls::ClientTls::load(std::path::Path::new(&ca)).map_err(thaw_err)?;
-            cfg.tls = Some(Arc::new(tls));
-        }
-        // Given credentials, else the environment's (thaw_common::auth).
-        let credentials = match (token, secret_file) {
-            (Some(t), _) => Some(Credentials::Token(t)),
-            (None, Some(path)) => {
-                let secret = Arc::new(Secret::load(std::path::Path::new(&path)).map_err(thaw_err)?);
-                let (user, groups) = thaw_common::auth::os_identity();
-                Some(Credentials::from_secret(secret, &user, groups).map_err(thaw_err)?)
-            }
-            (None, None) => Credentials::from_env().map_err(thaw_err)?,
-        };
-        let client = runtime::enter(|| Client::with_credentials(cfg, credentials.map(Arc::new))).map_err(thaw_err)?;
+        // One parser of client options for every binding (thaw_client::connect_with).
+        let named = [
+            ("master", master),
+            ("job", job_id),
+            ("host", host),
+            ("rack", rack),
+            ("worker", worker),
+            ("short_circuit", short_circuit.map(|b| b.to_string())),
+            ("read_cache", read_cache),
+            ("token", token),
+            ("secret_file", secret_file),
+            ("tls_ca", tls_ca),
+        ];
+        let options: Vec<(String, String)> =
+            named.into_iter().filter_map(|(k, v)| v.map(|v| (k.to_string(), v))).collect();
+        let client = runtime::enter(|| thaw_client::connect_with(&options)).map_err(thaw_err)?;
         Ok(NativeClient { client: Owned::new(client) })
     }
 
