@@ -1,0 +1,223 @@
+"""A Thaw cluster and a Spark standalone cluster side by side, as processes, for
+the Spark tests: a Thaw master, and on each of two loopback hosts (127.0.0.2,
+127.0.0.3) a Thaw worker and a Spark worker with the same host name, so Spark's
+locality levels and Thaw's block locations speak of the same hosts on one
+machine. Spark comes from the ``pyspark`` wheel (its jars and ``spark-class``);
+Thaw's jars from the Maven build (``java/*/target``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from thaw.cluster import find_binary
+
+from .procs import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTS = ("127.0.0.2", "127.0.0.3")
+
+
+def jars() -> list[Path]:
+    """thaw-hadoop's and thaw-spark's jars (empty where one is not built)."""
+    out = []
+    for module in ("thaw-hadoop", "thaw-spark"):
+        found = [
+            p
+            for p in sorted((ROOT / "java" / module / "target").glob(f"{module}-*.jar"))
+            if not p.name.endswith(("-sources.jar", "-tests.jar"))
+        ]
+        if not found:
+            return []
+        out.append(found[-1])
+    return out
+
+
+def has_class(jar: Path, name: str) -> bool:
+    with zipfile.ZipFile(jar) as z:
+        return name.replace(".", "/") + ".class" in z.namelist()
+
+
+def skip_reason() -> str | None:
+    """Why the Spark tests cannot run here, or None."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no JVM (java not on PATH, JAVA_HOME unset): scripts/test.sh installs the JDK"
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return "pyspark is not installed (python/requirements-dev.txt pins it)"
+    found = jars()
+    if not found:
+        return "Thaw's jars are not built: cd java && mvn -B -q -DskipTests package"
+    with zipfile.ZipFile(found[0]) as z:
+        if "native/linux-x86_64/libthaw_jni.so" not in z.namelist() and not os.environ.get("THAW_JNI_LIB"):
+            return "thaw-hadoop's jar carries no libthaw_jni.so: build crates/thaw-jni before the jars"
+    return None
+
+
+def has_filesystem() -> bool:
+    """Whether thaw-hadoop carries the thaw:// FileSystem (io.thaw.hadoop.ThawFileSystem)."""
+    found = jars()
+    return bool(found) and has_class(found[0], "io.thaw.hadoop.ThawFileSystem")
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+@dataclass
+class Clusters:
+    """The two clusters' addresses and processes."""
+
+    tmp: Path
+    thaw: str = ""
+    spark: str = ""
+    spark_ui: str = ""
+    ufs: Path = field(default_factory=Path)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115
+        self.procs[name] = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
+
+    def spark_json(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.spark_ui}/json/", timeout=5) as r:
+            out: dict[str, Any] = json.load(r)
+            return out
+
+    def kill(self, name: str) -> None:
+        p = self.procs.pop(name)
+        p.kill()
+        p.wait()
+
+    def stop(self) -> None:
+        for p in reversed(list(self.procs.values())):
+            p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs.clear()
+
+    def log(self, name: str) -> str:
+        path = self.tmp / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _wait(what: str, ok: Any, timeout: float, clusters: Clusters) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if ok():
+                return
+        except OSError:
+            pass
+        time.sleep(0.25)
+    logs = "\n".join(f"--- {n}\n{clusters.log(n)[-2000:]}" for n in clusters.procs)
+    raise TimeoutError(f"{what} not up within {timeout} s\n{logs}")
+
+
+@contextmanager
+def clusters(tmp: Path, thaw_master_flags: tuple[str, ...] = ()) -> Iterator[Clusters]:
+    """A Thaw master and two workers, a Spark master and two workers (one
+    core and 1 GiB each), the pairs on 127.0.0.2 and 127.0.0.3."""
+    import thaw
+
+    c = Clusters(tmp=tmp, ufs=tmp / "ufs")
+    c.ufs.mkdir()
+    try:
+        port = free_port()
+        c.thaw = f"127.0.0.1:{port}"
+        c.spawn(
+            "thaw-master",
+            [
+                find_binary(), "master", "--ufs", str(c.ufs), "--journal-dir", str(tmp / "journal"),
+                "--port", str(port), "--bind", "127.0.0.1", "--heartbeat-ms", "200",
+                "--worker-timeout-ms", "1500", "--block-size", "1MiB", *thaw_master_flags,
+            ],
+        )  # fmt: skip
+        for i, host in enumerate(HOSTS):
+            c.spawn(
+                f"thaw-worker{i}",
+                [
+                    find_binary(), "worker", "--master", c.thaw, "--host", host, "--bind", host,
+                    "--mem-dir", str(tmp / f"mem{i}"), "--mem-capacity", "256MiB", "--port", "0",
+                ],
+            )  # fmt: skip
+        client = thaw.Client(c.thaw)
+        _wait("Thaw", lambda: sum(w["alive"] for w in client.status()["workers"]) == 2, 30, c)
+
+        home = spark_home()
+        spark_class = str(home / "bin" / "spark-class")
+        env = {"SPARK_HOME": str(home), "SPARK_NO_DAEMONIZE": "1", "PYSPARK_PYTHON": sys.executable}
+        sport, uiport = free_port(), free_port()
+        c.spark, c.spark_ui = f"spark://127.0.0.1:{sport}", f"http://127.0.0.1:{uiport}"
+        c.spawn(
+            "spark-master",
+            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(sport), "--webui-port", str(uiport)],
+            {**env, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "256m"},
+        )  # fmt: skip
+        for i, host in enumerate(HOSTS):
+            work = tmp / f"spark-work{i}"
+            work.mkdir()
+            c.spawn(
+                f"spark-worker{i}",
+                [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", host, "--port", "0",
+                 "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g",
+                 "--work-dir", str(work), c.spark],
+                # The executors it starts inherit these: Thaw's client there
+                # knows its host (short-circuit reads, replica order).
+                {**env, "SPARK_LOCAL_IP": host, "SPARK_DAEMON_MEMORY": "256m",
+                 "THAW_HOST": host, "THAW_MASTER": c.thaw},
+            )  # fmt: skip
+        _wait(
+            "Spark",
+            lambda: sum(w["state"] == "ALIVE" for w in c.spark_json()["workers"]) == 2,
+            60,
+            c,
+        )
+        yield c
+    finally:
+        c.stop()
+
+
+def session_conf(c: Clusters, **extra: str) -> dict[str, str]:
+    """A driver's settings for these clusters: Thaw's jars, the extension and
+    the job listener, two one-core executors."""
+    conf = {
+        "spark.master": c.spark,
+        "spark.jars": ",".join(str(j) for j in jars()),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.memory": "768m",
+        "spark.executor.memory": "768m",
+        "spark.executor.cores": "1",
+        "spark.cores.max": "2",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.extensions": "io.thaw.spark.ThawSparkExtension",
+        "spark.extraListeners": "io.thaw.spark.ThawJobListener",
+        "spark.hadoop.fs.thaw.master": c.thaw,
+        "spark.pyspark.python": sys.executable,
+        "spark.executorEnv.THAW_MASTER": c.thaw,
+    }
+    conf.update(extra)
+    return conf
