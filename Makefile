@@ -1,5 +1,5 @@
 # The two commands of the README.
-.PHONY: demo test build bench bench-python bench-paper bench-paper-quick
+.PHONY: demo test build java bench bench-python bench-paper bench-paper-quick
 
 build:
 	./scripts/ensure-toolchain.sh
@@ -15,6 +15,12 @@ demo: build
 
 test:
 	./scripts/test.sh
+
+# The jars for Hadoop and Spark (java/*/target/thaw-*.jar), each carrying the
+# release native library: `thaw://` for any Hadoop FileSystem user (docs/hadoop.md).
+java:
+	./scripts/ensure-toolchain.sh
+	./scripts/java.sh release
 
 bench: build
 	./scripts/bench.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # All tests: formatting, lints, the layout check, unit tests, the multi-process
-# cluster tests, and the Python package's tests (fsspec's suite,
+# cluster tests, the Java modules' tests (Hadoop's FileSystem contract tests on
+# `thaw://`), and the Python package's tests (fsspec's suite,
 # pandas/pyarrow/DuckDB/Dask, clusters), under-store tests against a real SeaweedFS
 # (S3) and a real MiniDFSCluster (HDFS), the web dashboard in headless Chromium,
 # and the evaluation harness's tests (bench/tests).
@@ -59,6 +60,9 @@ run_serial() {
   .venv/bin/python -m pytest python/tests -q -m serial
   .venv/bin/python -m pytest bench/tests -q -m serial
 }
+# The Java modules (thaw:// for Hadoop, Spark) and their tests; the PySpark
+# tests below use their jars.
+step java ./scripts/java.sh test
 step rust-tests .venv/bin/cargo-nextest nextest run --workspace --locked
 step ruff .venv/bin/ruff check python bench scripts
 step ruff-format .venv/bin/ruff format --check python bench scripts

@@ -10,14 +10,9 @@ home="${THAW_HDFS_HOME:-$HOME/.cache/thaw/hdfs-3.4.1}"
 if [ -f "$home/classes/MiniHdfs.class" ] && [ "$home/classes/MiniHdfs.class" -nt "$here/MiniHdfs.java" ]; then
   exit 0
 fi
-if ! command -v javac >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "hdfs: installing a JDK and Maven (apt)" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless maven >/dev/null
-  else
-    echo "hdfs: no JDK/Maven and no way to install them: the HDFS tests will skip" >&2
-    exit 0
-  fi
+if ! "$here/../ensure-jdk.sh"; then
+  echo "hdfs: the HDFS tests will skip" >&2
+  exit 0
 fi
 mkdir -p "$home/lib" "$home/classes"
 cat > "$home/pom.xml" <<'POM'

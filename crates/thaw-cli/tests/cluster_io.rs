@@ -262,3 +262,33 @@ async fn read_ahead_follows_sequential_reads_only() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_directory_lists_in_pages_in_name_order() {
+    let c = start(ClusterOptions::workers(1)).await;
+    let client = c.remote_client();
+    for i in 0..25 {
+        client.write_all(&format!("/many/f{i:02}"), b"x", opts(WriteType::MustCache)).await.unwrap();
+    }
+    let whole: Vec<String> = client.list("/many").await.unwrap().into_iter().map(|f| f.name).collect();
+    assert_eq!(whole.len(), 25);
+    let (mut after, mut paged, mut pages) = (String::new(), Vec::new(), Vec::new());
+    loop {
+        let page = client.list_page("/many", false, &after, 10).await.unwrap();
+        pages.push((page.entries.len(), page.truncated));
+        paged.extend(page.entries.iter().map(|f| f.name.clone()));
+        if !page.truncated {
+            break;
+        }
+        after = paged.last().unwrap().clone();
+    }
+    assert_eq!(pages, vec![(10, true), (10, true), (5, false)]);
+    assert_eq!(paged, whole);
+    let mut sorted = whole.clone();
+    sorted.sort();
+    assert_eq!(whole, sorted, "names come in order");
+    // A page exactly at the end says nothing follows; a name past the last, nothing.
+    let last = client.list_page("/many", false, "f14", 10).await.unwrap();
+    assert_eq!((last.entries.len(), last.truncated), (10, false));
+    assert!(client.list_page("/many", false, "zzz", 10).await.unwrap().entries.is_empty());
+}

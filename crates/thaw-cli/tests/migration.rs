@@ -425,6 +425,37 @@ async fn done_per_worker(c: &Cluster, client: &Client, n: usize) -> Vec<usize> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_waiting_for_its_migration_names_the_worker_it_will_land_on() {
+    // Under-store reads paced at 2 MiB/s: 12 blocks of 1 MiB wait a while.
+    let c = modelled(&["2MiB/s", "2MiB/s"], "dyrs").await;
+    cold_file(&c, "/w/a", 12 << 20, 7);
+    let client = c.remote_client();
+    client.migrate("t", &paths(&["/w/a"]), EvictionMode::Explicit, None).await.unwrap();
+    let status = client.cluster_status().await.unwrap();
+    let mut seen = false;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !seen && Instant::now() < deadline {
+        let (info, _) = client.stat_blocks("/w/a", true).await.unwrap();
+        for b in &info.blocks {
+            let in_mem = b.replicas.iter().any(|r| r.tier == Tier::Mem as i32);
+            if let Some(t) = &b.migration_target {
+                assert!(!in_mem, "a block in memory has no migration target: {b:?}");
+                assert_eq!(t.tier, Tier::Mem as i32);
+                let w = status.workers.iter().find(|w| w.id == t.worker_id).expect("target is a worker");
+                assert_eq!((&t.host, &t.data_address), (&w.host, &w.data_address));
+                seen = true;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(seen, "no waiting block named its target");
+    wait_in_memory(&client, "t").await;
+    let (info, _) = client.stat_blocks("/w/a", true).await.unwrap();
+    assert!(info.blocks.iter().all(|b| b.migration_target.is_none()), "targets left once in memory");
+    client.evict("t", &[]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dyrs_gives_a_slow_worker_clearly_fewer_migrations_than_ignem() {
     // Worker 0 reads the under-store at 4 MiB/s, the others at 32 MiB/s; 80
     // blocks that only the under-store holds, so every worker is a candidate.
