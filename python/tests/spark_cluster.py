@@ -211,7 +211,7 @@ def session_conf(c: Clusters, **extra: str) -> dict[str, str]:
         "spark.executor.memory": "768m",
         "spark.executor.cores": "1",
         "spark.cores.max": "2",
-        "spark.ui.enabled": "false",
+        "spark.ui.port": str(free_port()),
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.extensions": "io.thaw.spark.ThawSparkExtension",
         "spark.extraListeners": "io.thaw.spark.ThawJobListener",
@@ -221,3 +221,41 @@ def session_conf(c: Clusters, **extra: str) -> dict[str, str]:
     }
     conf.update(extra)
     return conf
+
+
+def session(c: Clusters, app: str, **extra: str) -> Any:
+    """A SparkSession on these clusters (``session_conf`` plus ``extra``)."""
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.appName(app)
+    for k, v in session_conf(c, **extra).items():
+        b = b.config(k, v)
+    return b.getOrCreate()
+
+
+def rest(spark: Any, path: str) -> Any:
+    """The driver's monitoring REST API: ``/api/v1/applications/<app>/<path>``."""
+    sc = spark.sparkContext
+    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/{path}"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.load(r)
+
+
+def wait_for(what: str, ok: Any, timeout: float = 30.0) -> Any:
+    """Polls ``ok()`` until it returns something truthy; returns it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = ok()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout} s")
+        time.sleep(0.1)
+
+
+def spark_ms(stamp: str) -> int:
+    """A REST API time (``2026-11-28T00:28:56.123GMT``) in ms since the epoch."""
+    from datetime import UTC, datetime
+
+    t = datetime.strptime(stamp.removesuffix("GMT"), "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC)
+    return int(t.timestamp() * 1000)

@@ -2,6 +2,8 @@ package io.thaw.spark;
 
 import io.thaw.client.ThawClient;
 import io.thaw.client.ThawException;
+import io.thaw.proto.v1.JobInfo;
+import io.thaw.proto.v1.ListJobsResponse;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashSet;
@@ -108,10 +110,35 @@ final class ThawJobs implements AutoCloseable {
     return n;
   }
 
-  /** Whether job {@code id} is live here. */
-  boolean has(String id) {
+  /**
+   * Waits up to {@code ms} until the master has bound every block of job
+   * {@code id} it can to a worker (none pending, but those waiting for memory).
+   */
+  void awaitBound(String id, long ms) {
+    List<String> clusters = new ArrayList<>();
     synchronized (jobs) {
-      return jobs.keySet().stream().anyMatch(k -> k.get(1).equals(id));
+      jobs.values().stream().filter(j -> j.id.equals(id)).forEach(j -> clusters.add(j.cluster));
+    }
+    long deadline = System.nanoTime() + ms * 1_000_000;
+    try {
+      for (String cluster : clusters) {
+        ThawClient c = client(cluster);
+        while (System.nanoTime() < deadline) {
+          ListJobsResponse r = c.jobs(id);
+          if (r.getJobsCount() == 0) {
+            break;
+          }
+          JobInfo j = r.getJobs(0);
+          if (j.getBlocksPending() <= j.getBlocksWaitingForMemory()) {
+            break;
+          }
+          Thread.sleep(20);
+        }
+      }
+    } catch (ThawException e) {
+      LOG.warn("Thaw job {}: cannot see where its blocks go ({})", id, e.getMessage());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
     }
   }
 

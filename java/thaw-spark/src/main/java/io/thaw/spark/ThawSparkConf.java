@@ -35,6 +35,9 @@ public final class ThawSparkConf {
    * on files Spark reads directly.
    */
   public static final String SCHEMES = "spark.thaw.migrate.schemes";
+  /** How long planning waits for a new job's blocks to be bound to workers before relisting (0: no relisting). */
+  public static final String BIND_WAIT_MS = "spark.thaw.migrate.bindWaitMs";
+  public static final long BIND_WAIT_MS_DEFAULT = 1000;
   /** The local directory that is Thaw's root (its local under-store), for {@code file:} paths. */
   public static final String LOCAL_ROOT = "spark.thaw.migrate.localRoot";
 
@@ -48,6 +51,7 @@ public final class ThawSparkConf {
   final String jobPrefix;
   final long leaseMs;
   final boolean enabled;
+  final long bindWaitMs;
   final Set<String> schemes;
   final String localRoot;
   final Map<String, String> clientOptions;
@@ -59,6 +63,7 @@ public final class ThawSparkConf {
       throw new IllegalArgumentException(LEASE_MS + "=" + leaseMs + ": a lease is at least 1000 ms");
     }
     enabled = conf.getBoolean(ENABLED, true);
+    bindWaitMs = conf.getLong(BIND_WAIT_MS, BIND_WAIT_MS_DEFAULT);
     schemes = new LinkedHashSet<>();
     for (String s : conf.get(SCHEMES, "thaw").split(",")) {
       if (!s.isBlank()) {

@@ -13,6 +13,7 @@ import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.ColumnarRule;
 import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.datasources.FileIndex;
 import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -36,6 +37,16 @@ import scala.runtime.BoxedUnit;
  * files. A Dataset whose action runs a second time reuses its prepared plan:
  * that execution is not submitted (a new Dataset, as {@code spark.sql} or
  * any transformation makes, is).
+ *
+ * <p>Spark lists a query's files (with their block locations) when the
+ * Dataset is made, before the job exists, so the locations of cold files name
+ * no host. After submitting, the rule waits (at most
+ * {@code spark.thaw.migrate.bindWaitMs}) for the master to bind the blocks to
+ * workers and refreshes the scans' file indexes: the scans, which list when
+ * they run, then see each block's migration target (or its memory replica)
+ * as its location. This is the step the papers' Hadoop integrations did not
+ * need (HDFS locations name disk replicas); without it, delay scheduling has
+ * nothing to wait for.
  *
  * <p>Job ids are {@code <spark.thaw.job.prefix><appId>-<executionId>}; the
  * origin is {@code spark <appId> query <executionId> <description>}, which
@@ -91,7 +102,8 @@ public final class ThawSparkExtension extends AbstractFunction1<SparkSessionExte
     }
     ThawSparkConf conf = DriverJobs.conf(appId);
     List<String[]> paths = new ArrayList<>();
-    for (Path p : ScanFiles.of(plan)) {
+    ScanFiles scans = ScanFiles.of(plan);
+    for (Path p : scans.files) {
       String[] t = conf.thawPath(URI.create(p.toUri().toString()));
       if (t != null) {
         paths.add(t);
@@ -102,7 +114,15 @@ public final class ThawSparkExtension extends AbstractFunction1<SparkSessionExte
     }
     long id = Long.parseLong(exec);
     String origin = DriverJobs.origin("spark " + appId + " query " + id + " " + describe(sc, paths));
-    jobs.submit(conf.queryJob(appId, id), origin, paths);
+    String job = conf.queryJob(appId, id);
+    if (jobs.submit(job, origin, paths) > 0 && conf.bindWaitMs > 0) {
+      // The listing the scans were planned with predates the job: once the
+      // master has chosen where each block goes, list again, so the scans'
+      // block locations name those hosts and Spark's delay scheduling runs
+      // each task where its input will be in memory.
+      jobs.awaitBound(job, conf.bindWaitMs);
+      scans.indexes.forEach(FileIndex::refresh);
+    }
   }
 
   /**
