@@ -216,6 +216,9 @@ def session_conf(c: Clusters, **extra: str) -> dict[str, str]:
         "spark.sql.extensions": "io.thaw.spark.ThawSparkExtension",
         "spark.extraListeners": "io.thaw.spark.ThawJobListener",
         "spark.hadoop.fs.thaw.master": c.thaw,
+        # Jars given to spark-submit join the class path after Hadoop has read
+        # its service files: name the implementation.
+        "spark.hadoop.fs.thaw.impl": "io.thaw.hadoop.ThawFileSystem",
         "spark.pyspark.python": sys.executable,
         "spark.executorEnv.THAW_MASTER": c.thaw,
     }
