@@ -135,7 +135,9 @@ def _wait(what: str, ok: Any, timeout: float, clusters: Clusters) -> None:
 
 
 @contextmanager
-def clusters(tmp: Path, thaw_master_flags: tuple[str, ...] = ()) -> Iterator[Clusters]:
+def clusters(
+    tmp: Path, thaw_master_flags: tuple[str, ...] = (), thaw_worker_flags: tuple[str, ...] = ()
+) -> Iterator[Clusters]:
     """A Thaw master and two workers, a Spark master and two workers (one
     core and 1 GiB each), the pairs on 127.0.0.2 and 127.0.0.3."""
     import thaw
@@ -159,6 +161,7 @@ def clusters(tmp: Path, thaw_master_flags: tuple[str, ...] = ()) -> Iterator[Clu
                 [
                     find_binary(), "worker", "--master", c.thaw, "--host", host, "--bind", host,
                     "--mem-dir", str(tmp / f"mem{i}"), "--mem-capacity", "256MiB", "--port", "0",
+                    *thaw_worker_flags,
                 ],
             )  # fmt: skip
         client = thaw.Client(c.thaw)
