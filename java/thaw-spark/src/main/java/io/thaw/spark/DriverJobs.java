@@ -23,6 +23,11 @@ final class DriverJobs {
     return BY_APP.computeIfAbsent(appId, k -> new ThawJobs(conf));
   }
 
+  /** The application's jobs if any were set up, else null (releasing needs no new tracker). */
+  static synchronized ThawJobs peek(String appId) {
+    return BY_APP.get(appId);
+  }
+
   /** The settings the application's first caller read (null: none yet). */
   static synchronized ThawSparkConf conf(String appId) {
     return CONF.get(appId);

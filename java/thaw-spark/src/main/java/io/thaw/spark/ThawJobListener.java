@@ -103,8 +103,9 @@ public final class ThawJobListener extends SparkListener {
   @Override
   public void onJobEnd(SparkListenerJobEnd end) {
     ThawSparkConf c = conf;
-    if (c != null && appId != null) {
-      DriverJobs.get(appId, c).release(c.rddJob(appId, end.jobId()));
+    ThawJobs jobs = appId == null ? null : DriverJobs.peek(appId);
+    if (c != null && jobs != null) {
+      jobs.release(c.rddJob(appId, end.jobId()));
     }
   }
 

@@ -1,6 +1,5 @@
 package io.thaw.spark;
 
-import java.net.URI;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.hadoop.fs.Path;
@@ -104,7 +103,7 @@ public final class ThawSparkExtension extends AbstractFunction1<SparkSessionExte
     List<String[]> paths = new ArrayList<>();
     ScanFiles scans = ScanFiles.of(plan);
     for (Path p : scans.files) {
-      String[] t = conf.thawPath(URI.create(p.toUri().toString()));
+      String[] t = conf.thawPath(p.toUri());
       if (t != null) {
         paths.add(t);
       }
@@ -156,19 +155,19 @@ public final class ThawSparkExtension extends AbstractFunction1<SparkSessionExte
     return out.length() == 0 ? "/" : out.toString();
   }
 
-  /** The application's jobs, set up (with the listener that ends them) on first use; null when disabled. */
+  /** Applications whose query-end listener is registered. */
+  private static final java.util.Set<String> LISTENING = new java.util.HashSet<>();
+
+  /** The application's jobs, set up (with the listener that ends queries' jobs) on first use; null when disabled. */
   private static ThawJobs jobs(SparkContext sc) {
     String appId = sc.applicationId();
     synchronized (ThawSparkExtension.class) {
       ThawSparkConf conf = DriverJobs.conf(appId);
       if (conf == null) {
         conf = new ThawSparkConf(sc.getConf(), sc.hadoopConfiguration());
-        ThawJobs jobs = DriverJobs.get(appId, conf);
+      }
+      if (LISTENING.add(appId)) {
         sc.addSparkListener(new QueryEnds(appId, conf));
-        if (!conf.enabled) {
-          return null;
-        }
-        return jobs;
       }
       return conf.enabled ? DriverJobs.get(appId, conf) : null;
     }
@@ -186,14 +185,18 @@ public final class ThawSparkExtension extends AbstractFunction1<SparkSessionExte
 
     @Override
     public void onOtherEvent(SparkListenerEvent event) {
-      if (event instanceof SparkListenerSQLExecutionEnd end) {
-        DriverJobs.get(appId, conf).release(conf.queryJob(appId, end.executionId()));
+      ThawJobs jobs = DriverJobs.peek(appId);
+      if (event instanceof SparkListenerSQLExecutionEnd end && jobs != null) {
+        jobs.release(conf.queryJob(appId, end.executionId()));
       }
     }
 
     @Override
     public void onApplicationEnd(SparkListenerApplicationEnd end) {
       DriverJobs.close(appId);
+      synchronized (ThawSparkExtension.class) {
+        LISTENING.remove(appId);
+      }
     }
   }
 }
