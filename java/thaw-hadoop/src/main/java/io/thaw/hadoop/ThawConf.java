@@ -48,10 +48,8 @@ public final class ThawConf {
   /** Spark's application id, when Spark put it into the Hadoop configuration. */
   public static final String SPARK_APP_ID = "spark.app.id";
 
-  /** The write types the native client accepts (replicated-disk may carry {@code :N}). */
-  static final String[] WRITE_TYPES = {
-    "must-cache", "cache-through", "through", "async-through", "replicated-disk"
-  };
+  /** The write types the native client accepts, as the CLI and Python name them (plus {@code replicated:N}). */
+  static final String[] WRITE_TYPES = {"must-cache", "cache-through", "through", "async-through"};
 
   /**
    * Checks a write type, giving it back in lower case; an unknown one is an
@@ -65,12 +63,12 @@ public final class ThawConf {
         return v;
       }
     }
-    if (v.startsWith("replicated-disk:") && v.substring("replicated-disk:".length()).matches("[1-9][0-9]*")) {
+    if (v.startsWith("replicated:") && v.substring("replicated:".length()).matches("[1-9][0-9]*")) {
       return v;
     }
     throw new IllegalArgumentException(
         "unknown Thaw write type '" + value + "' in " + where
-            + ": one of must-cache, cache-through, through, async-through, replicated-disk[:N]");
+            + ": one of must-cache, cache-through, through, async-through, replicated:N (N DISK copies)");
   }
 
   /**

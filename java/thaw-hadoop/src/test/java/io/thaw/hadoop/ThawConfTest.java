@@ -52,11 +52,12 @@ public class ThawConfTest {
   @Test
   public void writeTypesAreChecked() {
     assertEquals("must-cache", ThawConf.writeType(" MUST-CACHE ", "x"));
-    assertEquals("replicated-disk:2", ThawConf.writeType("replicated-disk:2", "x"));
+    assertEquals("replicated:2", ThawConf.writeType("replicated:2", "x"));
+    assertThrows(IllegalArgumentException.class, () -> ThawConf.writeType("replicated", "x"));
     IllegalArgumentException e =
         assertThrows(IllegalArgumentException.class, () -> ThawConf.writeType("cache-thru", ThawConf.WRITE_TYPE));
     assertTrue(e.getMessage(), e.getMessage().contains("cache-thru") && e.getMessage().contains("async-through"));
-    assertThrows(IllegalArgumentException.class, () -> ThawConf.writeType("replicated-disk:0", "x"));
+    assertThrows(IllegalArgumentException.class, () -> ThawConf.writeType("replicated:0", "x"));
   }
 
   @Test
