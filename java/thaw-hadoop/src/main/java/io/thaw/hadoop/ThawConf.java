@@ -121,11 +121,20 @@ public final class ThawConf {
     put(o, "token", conf.getTrimmed(TOKEN, ""));
     put(o, "secret_file", conf.getTrimmed(SECRET_FILE, ""));
     put(o, "tls_ca", conf.getTrimmed(TLS_CA, ""));
-    put(o, "short_circuit", conf.getTrimmed(SHORT_CIRCUIT, ""));
-    put(o, "read_cache", conf.getTrimmed(READ_CACHE, ""));
+    put(o, "short_circuit", oneOf(conf, SHORT_CIRCUIT, "true", "false"));
+    put(o, "read_cache", oneOf(conf, READ_CACHE, "mem", "disk", "none"));
     put(o, "host", conf.getTrimmed(CLIENT_HOST, ""));
     put(o, "rack", conf.getTrimmed(CLIENT_RACK, ""));
     return o;
+  }
+
+  /** A key's value if set, checked against the allowed ones (an error names the key). */
+  private static String oneOf(Configuration conf, String key, String... allowed) {
+    String v = conf.getTrimmed(key, "").toLowerCase(Locale.ROOT);
+    if (v.isEmpty() || java.util.Arrays.asList(allowed).contains(v)) {
+      return v;
+    }
+    throw new IllegalArgumentException(key + " is '" + v + "': one of " + String.join(", ", allowed));
   }
 
   private static void put(Map<String, String> o, String key, String value) {

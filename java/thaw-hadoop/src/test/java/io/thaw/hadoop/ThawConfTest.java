@@ -67,6 +67,10 @@ public class ThawConfTest {
     conf.set(ThawConf.SHORT_CIRCUIT, "false");
     assertEquals(
         "{master=m:1, short_circuit=false, token=tok}", ThawConf.clientOptions("m:1", conf).toString());
+    conf.set(ThawConf.READ_CACHE, "ram");
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> ThawConf.clientOptions("m:1", conf));
+    assertTrue(e.getMessage(), e.getMessage().contains(ThawConf.READ_CACHE));
   }
 
   @Test
