@@ -335,13 +335,13 @@ public class ThawFileSystem extends FileSystem {
   @Override
   public FSDataOutputStream append(Path f, int bufferSize, Progressable progress) throws IOException {
     throw new UnsupportedOperationException(
-        "thaw:// does not append (" + f + "): a complete Thaw file is immutable; write a new file instead");
+        "thaw:// does not append (" + makeQualified(f) + "): a complete Thaw file is immutable; write a new file instead");
   }
 
   @Override
   public void concat(Path trg, Path[] psrcs) throws IOException {
     throw new UnsupportedOperationException(
-        "thaw:// does not concat (" + trg + "): a complete Thaw file is immutable; write a new file instead");
+        "thaw:// does not concat (" + makeQualified(trg) + "): a complete Thaw file is immutable; write a new file instead");
   }
 
   // ---- namespace ----

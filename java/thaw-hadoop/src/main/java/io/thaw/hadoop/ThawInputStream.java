@@ -40,6 +40,7 @@ final class ThawInputStream extends FSInputStream
   private final String master;
   private final FileSystem.Statistics stats;
   private final long length;
+  private final byte[] oneByte = new byte[1];
   private long pos;
   private volatile boolean closed;
 
@@ -99,9 +100,8 @@ final class ThawInputStream extends FSInputStream
 
   @Override
   public synchronized int read() throws IOException {
-    byte[] one = new byte[1];
-    int n = read(one, 0, 1);
-    return n <= 0 ? -1 : one[0] & 0xff;
+    int n = read(oneByte, 0, 1);
+    return n <= 0 ? -1 : oneByte[0] & 0xff;
   }
 
   @Override

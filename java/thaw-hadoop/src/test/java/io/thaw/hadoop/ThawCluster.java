@@ -185,6 +185,11 @@ public final class ThawCluster implements AutoCloseable {
     return out;
   }
 
+  /** The process id of {@code thaw local} (master and workers in one process). */
+  public long pid() {
+    return process.pid();
+  }
+
   public String logTail() {
     return tail(log);
   }

@@ -68,6 +68,65 @@ public class ThawFailureTest {
     }
   }
 
+  private static void signal(ThawCluster c, String sig) throws Exception {
+    Process k = new ProcessBuilder("kill", "-" + sig, Long.toString(c.pid())).inheritIO().start();
+    assertEquals(0, k.waitFor());
+  }
+
+  /**
+   * A master that accepts connections but never answers (stopped, not dead):
+   * the call fails once the connection's keep-alive pings go unanswered
+   * (about 10 s), not never. Run on another thread so a regression fails
+   * this test instead of hanging the build.
+   */
+  @Test
+  public void aMasterThatHangsIsABoundedIOException() throws Exception {
+    ThawCluster c = ThawCluster.start(1);
+    FileSystem fs = c.fs();
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newSingleThreadExecutor();
+    try {
+      fs.mkdirs(new org.apache.hadoop.fs.Path("/warm"));
+      signal(c, "STOP");
+      long t0 = System.currentTimeMillis();
+      java.util.concurrent.Future<FileStatusOrError> call =
+          pool.submit(
+              () -> {
+                try {
+                  return new FileStatusOrError(fs.getFileStatus(new org.apache.hadoop.fs.Path("/warm")), null);
+                } catch (IOException e) {
+                  return new FileStatusOrError(null, e);
+                }
+              });
+      FileStatusOrError r;
+      try {
+        r = call.get(HANG_LIMIT_MS, java.util.concurrent.TimeUnit.MILLISECONDS);
+      } catch (java.util.concurrent.TimeoutException e) {
+        throw new AssertionError("a call to a stopped master still hangs after " + HANG_LIMIT_MS + " ms");
+      }
+      long took = System.currentTimeMillis() - t0;
+      assertTrue("a stopped master cannot answer: " + r.status, r.error != null);
+      System.out.println("master stopped: " + r.error.getClass().getSimpleName() + " after " + took + " ms: " + r.error.getMessage());
+    } finally {
+      signal(c, "CONT");
+      pool.shutdownNow();
+      fs.close();
+      c.close();
+    }
+  }
+
+  /** Keep-alive detection (5 s + 5 s) with room for a loaded machine. */
+  private static final long HANG_LIMIT_MS = 30_000;
+
+  private static final class FileStatusOrError {
+    final org.apache.hadoop.fs.FileStatus status;
+    final IOException error;
+
+    FileStatusOrError(org.apache.hadoop.fs.FileStatus status, IOException error) {
+      this.status = status;
+      this.error = error;
+    }
+  }
+
   @Test
   public void credentialsFromTheConfiguration() throws Exception {
     String bin = ThawCluster.binary();

@@ -320,6 +320,28 @@ public class ThawFileSystemTest {
   }
 
   @Test
+  public void aStreamOutlivesItsFileSystem() throws IOException {
+    Path p = new Path("/fstest/outlive");
+    byte[] data = random(10_000, 5);
+    try (FSDataOutputStream out = fs.create(p)) {
+      out.write(data);
+    }
+    // A job of its own: this file system holds the only lease on its client.
+    Configuration conf = cluster.conf();
+    conf.set(ThawConf.JOB, "outlive-test");
+    FileSystem own = FileSystem.newInstance(cluster.uri(), conf);
+    FSDataInputStream in = own.open(p);
+    own.close();
+    // The native reader keeps its own reference to the connections.
+    byte[] got = new byte[data.length];
+    in.readFully(0, got);
+    assertArrayEquals(data, got);
+    in.close();
+    in.close();
+    assertThrows(IOException.class, () -> in.read());
+  }
+
+  @Test
   public void aGroupOfMastersInTheAuthority() throws IOException {
     // A dead address beside the live master: the client finds the one that serves.
     java.net.URI group = java.net.URI.create("thaw://127.0.0.1:9," + cluster.master + "/");
