@@ -6,7 +6,8 @@ stdlib only.
     scripts/check_layout.py [ROOT]      (default: the repository)
 
 **Long files.** Sources counted: ``crates/*/src/**/*.rs``, ``python/**/*.py``,
-``bench/**/*.py``. Not counted: tests (anything under a ``tests/`` directory,
+``bench/**/*.py``, ``java/*/src/main/**/*.java``, ``bench/jvm/*.java``. Not
+counted: tests (anything under a ``tests/`` or ``src/test/`` directory,
 ``tests.rs``, ``test_*.py``) and generated code (a file whose first lines say
 ``@generated`` or ``DO NOT EDIT``; build output under ``target/``, virtual
 environments). A file may be longer only if :data:`LONG_FILES` names it, with
@@ -79,6 +80,7 @@ def is_test(rel: str) -> bool:
     name = parts[-1]
     return (
         "tests" in parts[:-1]
+        or "/src/test/" in f"/{rel}"
         or name == "tests.rs"
         or (name.startswith("test_") and name.endswith(".py"))
     )
@@ -108,6 +110,11 @@ def source_files(root: Path) -> list[Path]:
             files.extend(_walk(root, f"crates/{crate.name}/src", ".rs"))
     files.extend(_walk(root, "python", ".py"))
     files.extend(_walk(root, "bench", ".py"))
+    java = root / "java"
+    if java.is_dir():
+        for module in sorted(java.iterdir()):
+            files.extend(_walk(root, f"java/{module.name}/src/main", ".java"))
+    files.extend(_walk(root, "bench/jvm", ".java"))
     out = []
     for p in files:
         rel = p.relative_to(root).as_posix()
