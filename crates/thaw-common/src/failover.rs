@@ -67,7 +67,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// their sum, instead of holding them forever. A live master answers pings
 /// while it works, so long calls (`persist_wait`) are not cut short.
 pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
-pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A tonic channel (lazy, as every master channel is) to `addr`.
 pub fn endpoint_channel(addr: &str, tls: Option<&crate::tls::ClientTls>) -> Result<Channel> {
