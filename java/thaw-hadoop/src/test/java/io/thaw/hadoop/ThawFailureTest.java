@@ -76,7 +76,7 @@ public class ThawFailureTest {
   /**
    * A master that accepts connections but never answers (stopped, not dead):
    * the call fails once the connection's keep-alive pings go unanswered
-   * (about 10 s), not never. Run on another thread so a regression fails
+   * (about 15 s), not never. Run on another thread so a regression fails
    * this test instead of hanging the build.
    */
   @Test
