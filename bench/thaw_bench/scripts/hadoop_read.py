@@ -54,11 +54,18 @@ def write_file(path: Path, size: int, seed: int) -> None:
 
 
 def run_jvm(
-    cp: str, flags: list[str], uris: list[str], env: dict[str, str] | None = None
+    cp: str, flags: list[str], uris: list[str], size: int, env: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
+    """Reads `uris` in one JVM; each must give `size` bytes."""
     cmd = ["java", "-Xmx2g", *flags, "-cp", cp, "HadoopRead", *uris]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, **(env or {})})
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    got = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    if len(got) != len(uris):
+        raise RuntimeError(f"HadoopRead read {len(got)} of {len(uris)} files: {out.stderr[-2000:]}")
+    short = [g for g in got if g["bytes"] != size]
+    if short:
+        raise RuntimeError(f"reads that did not return the whole file ({size} bytes): {short}")
+    return got
 
 
 def main() -> None:
@@ -103,19 +110,19 @@ def main() -> None:
                     systems = ["tmpfs", "thaw", "alluxio"] if r % 2 == 0 else ["alluxio", "thaw", "tmpfs"]
                     for s in systems:
                         if s == "tmpfs":
-                            got = run_jvm(thaw_cp, [], [f"raw://{shm}/data"])
+                            got = run_jvm(thaw_cp, [], [f"raw://{shm}/data"], size)
                             rounds.setdefault("tmpfs", []).append(got[0]["mib_s"])
                         elif s == "thaw":
                             uri = f"thaw://{master}/{name}"
-                            got = run_jvm(thaw_cp, [], [uri, uri])
+                            got = run_jvm(thaw_cp, [], [uri, uri], size)
                             rounds.setdefault("thaw-cold", []).append(got[0]["mib_s"])
                             rounds.setdefault("thaw-local", []).append(got[1]["mib_s"])
                             far = {"THAW_HOST": "elsewhere", "THAW_SHORT_CIRCUIT": "0"}
-                            got = run_jvm(thaw_cp, [], [uri], env=far)
+                            got = run_jvm(thaw_cp, [], [uri], size, env=far)
                             rounds.setdefault("thaw-remote", []).append(got[0]["mib_s"])
                         elif alluxio is not None:
                             uri = alluxio.uri(f"/{name}")
-                            got = run_jvm(alluxio_cp, alluxio.client_flags(), [uri, uri])
+                            got = run_jvm(alluxio_cp, alluxio.client_flags(), [uri, uri], size)
                             rounds.setdefault("alluxio-cold", []).append(got[0]["mib_s"])
                             rounds.setdefault("alluxio-warm", []).append(got[1]["mib_s"])
                     for ufs in (ufs_thaw, ufs_alluxio):
