@@ -238,6 +238,33 @@ impl FileReader {
         }
     }
 
+    /// Reads at `pos` from a MEM block file on this host that the reader
+    /// has open already, now, without waiting on anything (a `pread` of a
+    /// tmpfs file): for a caller that cannot yield, as a JNI call reading
+    /// straight into a pinned Java array. At most to the block's end. `None`
+    /// when the block at `pos` is not such a file (read the usual way then).
+    pub fn read_mem_now(&mut self, pos: u64, buf: &mut [u8]) -> Option<Result<usize>> {
+        let index = (pos / self.info.block_size.max(1)) as usize;
+        let block_offset = self.info.blocks.get(index)?.offset;
+        let Some(Source::Local { index: i, file, len, tier: Tier::Mem, filled: false }) = &self.source else {
+            return None;
+        };
+        if *i != index || pos >= self.info.length || buf.is_empty() {
+            return None;
+        }
+        let at = pos - block_offset;
+        let want = buf.len().min((*len - at) as usize);
+        let n = match read_local(file, Tier::Mem, &mut buf[..want], at) {
+            Ok(0) => return Some(Err(ThawError::internal(format!("local block file ended early at {at} of {len}")))),
+            Ok(n) => n,
+            Err(e) => return Some(Err(e)),
+        };
+        self.pos = pos + n as u64;
+        self.last_end = Some(self.pos);
+        self.stats.short_circuit += n as u64;
+        Some(Ok(n))
+    }
+
     /// The bytes of `block` a ranged read wants from the current position (0: a
     /// sequential read takes the rest of the block).
     fn range_length(&self, block: &BlockInfo) -> u64 {

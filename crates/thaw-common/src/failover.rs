@@ -60,12 +60,24 @@ const IDEMPOTENT: &[&str] = &[
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// How often a master connection is pinged (HTTP/2) when nothing arrives on
+/// it, and how long an unanswered ping may wait before the connection is
+/// dropped: a master that accepted the connection and then stopped answering
+/// (stopped, hung, cut off) fails the calls waiting on it within about
+/// their sum, instead of holding them forever. A live master answers pings
+/// while it works, so long calls (`persist_wait`) are not cut short.
+pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
+pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A tonic channel (lazy, as every master channel is) to `addr`.
 pub fn endpoint_channel(addr: &str, tls: Option<&crate::tls::ClientTls>) -> Result<Channel> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mut endpoint = Channel::from_shared(format!("{scheme}://{addr}"))
         .map_err(|e| ThawError::invalid(format!("master address {addr:?}: {e}")))?
-        .connect_timeout(Duration::from_secs(3));
+        .connect_timeout(Duration::from_secs(3))
+        .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
+        .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
+        .keep_alive_while_idle(true);
     if let Some(tls) = tls {
         endpoint = endpoint.tls_config(tls.tonic(addr)?).map_err(|e| ThawError::invalid(format!("TLS: {e}")))?;
     }

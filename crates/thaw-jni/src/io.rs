@@ -87,6 +87,9 @@ pub extern "system" fn Java_io_thaw_client_NativeClient_pread<'l>(
 ) -> jint {
     env.with_env(|env| -> Result<jint> {
         let want = range(off, len, buf.len(env)?)?;
+        if let Some(n) = pread_mem_now(env, r, pos, &buf, want.clone())? {
+            return Ok(n);
+        }
         STAGING.with(|s| -> Result<jint> {
             let mut stage = s.borrow_mut();
             if stage.len() < want.len() {
@@ -102,6 +105,33 @@ pub extern "system" fn Java_io_thaw_client_NativeClient_pread<'l>(
         })
     })
     .resolve::<Throw>()
+}
+
+/// A read from a MEM block file on this host straight into the Java array
+/// (pinned for the length of one `pread` of a tmpfs file, no other JNI call
+/// meanwhile): no staging copy. `None` when the bytes at `pos` are not in such
+/// a file already open (the staged path reads them).
+fn pread_mem_now(
+    env: &jni::Env<'_>,
+    r: jlong,
+    pos: jlong,
+    buf: &JByteArray<'_>,
+    want: std::ops::Range<usize>,
+) -> Result<Option<jint>> {
+    let Ok(pos) = u64::try_from(pos) else { return Ok(None) };
+    let mut reader = lock(handle::<Reader>(r)?);
+    if want.is_empty() || pos >= reader.len() {
+        return Ok(None);
+    }
+    // SAFETY: no JNI call happens while the elements are held (only a pread).
+    let mut elems = unsafe { buf.get_elements_critical(env, jni::objects::ReleaseMode::CopyBack)? };
+    let all: &mut [i8] = &mut elems;
+    // SAFETY: u8 and i8 have the same size and alignment.
+    let dst: &mut [u8] = unsafe { std::slice::from_raw_parts_mut(all.as_mut_ptr().add(want.start).cast(), want.len()) };
+    match reader.read_mem_now(pos, dst) {
+        None => Ok(None),
+        Some(r) => Ok(Some(r? as jint)),
+    }
 }
 
 /// A direct buffer's bytes `[off, off+len)`.

@@ -107,7 +107,7 @@ final class NativeClient {
 
   /**
    * A writer. {@code writeType}: must-cache, cache-through, through,
-   * async-through, replicated-disk[:N] (null: cache-through); {@code blockSize}
+   * async-through, replicated:N (N DISK copies; null: cache-through); {@code blockSize}
    * 0 and {@code mode} &lt; 0: the defaults; {@code length} 0: not known.
    */
   static native long create(
