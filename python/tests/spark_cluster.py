@@ -160,7 +160,7 @@ def clusters(
                 f"thaw-worker{i}",
                 [
                     find_binary(), "worker", "--master", c.thaw, "--host", host, "--bind", host,
-                    "--mem-dir", str(tmp / f"mem{i}"), "--mem-capacity", "256MiB", "--port", "0",
+                    "--mem-dir", str(tmp / f"mem{i}"), "--mem-capacity", "1GiB", "--port", "0",
                     *thaw_worker_flags,
                 ],
             )  # fmt: skip
@@ -222,6 +222,10 @@ def session_conf(c: Clusters, **extra: str) -> dict[str, str]:
         # Jars given to spark-submit join the class path after Hadoop has read
         # its service files: name the implementation.
         "spark.hadoop.fs.thaw.impl": "io.thaw.hadoop.ThawFileSystem",
+        # The cluster's 1 MiB blocks for files Spark writes (parquet asks for
+        # blocks as large as its row groups, 128 MiB unless told).
+        "spark.hadoop.fs.thaw.block.size": "1048576",
+        "spark.hadoop.parquet.block.size": "1048576",
         "spark.pyspark.python": sys.executable,
         "spark.executorEnv.THAW_MASTER": c.thaw,
     }
