@@ -1,11 +1,13 @@
 package io.thaw.spark;
 
+import java.net.URI;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.function.Predicate;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.PlanExpression;
@@ -45,18 +47,25 @@ final class ScanFiles {
     this.indexes = indexes;
   }
 
-  static ScanFiles of(SparkPlan plan) {
+  /**
+   * The plan's scanned files, of the scans with a root path {@code wanted}
+   * accepts (the others are not listed: a catalog's index asks its metastore).
+   */
+  static ScanFiles of(SparkPlan plan, Predicate<URI> wanted) {
     Set<Path> files = new LinkedHashSet<>();
     Set<FileIndex> indexes = Collections.newSetFromMap(new IdentityHashMap<>());
-    walk(plan, Collections.newSetFromMap(new IdentityHashMap<>()), files, indexes);
+    walk(plan, Collections.newSetFromMap(new IdentityHashMap<>()), files, indexes, wanted);
     return new ScanFiles(new ArrayList<>(files), new ArrayList<>(indexes));
   }
 
-  private static void walk(SparkPlan p, Set<Object> seen, Set<Path> out, Set<FileIndex> indexes) {
+  private static void walk(
+      SparkPlan p, Set<Object> seen, Set<Path> out, Set<FileIndex> indexes, Predicate<URI> wanted) {
     if (p == null || !seen.add(p)) {
       return;
     }
-    if (p instanceof FileSourceScanExec scan) {
+    if (p instanceof FileSourceScanExec scan
+        && CollectionConverters.asJava(scan.relation().location().rootPaths()).stream()
+            .anyMatch(r -> wanted.test(r.toUri()))) {
       FileIndex index = scan.relation().location();
       indexes.add(index);
       Seq<Expression> partitionFilters = staticOnly(scan.partitionFilters());
@@ -67,17 +76,17 @@ final class ScanFiles {
         }
       }
     } else if (p instanceof AdaptiveSparkPlanExec a) {
-      walk(a.inputPlan(), seen, out, indexes);
+      walk(a.inputPlan(), seen, out, indexes, wanted);
     } else if (p instanceof QueryStageExec q) {
-      walk(q.plan(), seen, out, indexes);
+      walk(q.plan(), seen, out, indexes, wanted);
     } else if (p instanceof ReusedExchangeExec r) {
-      walk(r.child(), seen, out, indexes);
+      walk(r.child(), seen, out, indexes, wanted);
     }
     for (SparkPlan c : CollectionConverters.asJava(p.children())) {
-      walk(c, seen, out, indexes);
+      walk(c, seen, out, indexes, wanted);
     }
     for (SparkPlan s : CollectionConverters.asJava(p.subqueries())) {
-      walk(s, seen, out, indexes);
+      walk(s, seen, out, indexes, wanted);
     }
   }
 

@@ -101,7 +101,7 @@ public final class ThawSparkExtension extends AbstractFunction1<SparkSessionExte
     }
     ThawSparkConf conf = DriverJobs.conf(appId);
     List<String[]> paths = new ArrayList<>();
-    ScanFiles scans = ScanFiles.of(plan);
+    ScanFiles scans = ScanFiles.of(plan, u -> conf.thawPath(u) != null);
     for (Path p : scans.files) {
       String[] t = conf.thawPath(p.toUri());
       if (t != null) {
