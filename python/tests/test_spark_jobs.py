@@ -1,5 +1,5 @@
 """The Spark integration's jobs (java/thaw-spark), on a real Spark standalone
-cluster beside a real Thaw cluster (tests/spark_cluster.py): the session
+cluster beside a real Thaw cluster (thaw/sparkcluster.py): the session
 extension submits a query's files after partition pruning as one Thaw job
 before the query runs, renews it while it runs and releases it when it ends
 or fails; the listener does the same for RDD jobs.
@@ -15,8 +15,7 @@ from __future__ import annotations
 import pytest
 
 import thaw
-
-from . import spark_cluster as sc
+from thaw import sparkcluster as sc
 
 REASON = sc.skip_reason()
 pytestmark = [pytest.mark.serial, pytest.mark.skipif(REASON is not None, reason=REASON or "")]

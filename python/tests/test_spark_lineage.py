@@ -5,7 +5,7 @@ job writes its output ``async-through`` (in memory, its checkpoint held back
 here), the Thaw worker holding it is killed, and Thaw's workflow manager
 resubmits the Spark job, whose write rebuilds the lost file in place, byte for
 byte. Real processes throughout: a Spark standalone cluster beside a Thaw
-cluster (tests/spark_cluster.py)."""
+cluster (thaw/sparkcluster.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ import sys
 import pytest
 
 import thaw
-
-from . import spark_cluster as sc
+from thaw import sparkcluster as sc
 
 REASON = sc.skip_reason() or (
     None

@@ -1,6 +1,6 @@
 """Spark over ``thaw://`` (java/thaw-hadoop's FileSystem, java/thaw-spark's
 extension) on a real Spark standalone cluster whose two workers sit on the
-hosts of Thaw's two workers (127.0.0.2, 127.0.0.3; tests/spark_cluster.py):
+hosts of Thaw's two workers (127.0.0.2, 127.0.0.3; thaw/sparkcluster.py):
 DataFrame and SQL reads and writes of parquet and CSV, byte for byte; every
 write type; and a query whose inputs the extension migrated runs its scan
 tasks where they are in memory, as Spark's task locality and Thaw's read
@@ -16,8 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import thaw
-
-from . import spark_cluster as sc
+from thaw import sparkcluster as sc
 
 REASON = sc.skip_reason() or (
     None

@@ -3,7 +3,9 @@ the Spark tests: a Thaw master, and on each of two loopback hosts (127.0.0.2,
 127.0.0.3) a Thaw worker and a Spark worker with the same host name, so Spark's
 locality levels and Thaw's block locations speak of the same hosts on one
 machine. Spark comes from the ``pyspark`` wheel (its jars and ``spark-class``);
-Thaw's jars from the Maven build (``java/*/target``)."""
+Thaw's jars from the Maven build (``java/*/target`` of this checkout). For the
+Spark tests (python/tests/test_spark_*.py) and the evaluation harness
+(``thaw_bench.scripts.spark_queued``), as ``thaw.minihdfs`` serves HDFS's."""
 
 from __future__ import annotations
 
@@ -23,7 +25,15 @@ from typing import Any
 
 from thaw.cluster import find_binary
 
-from .procs import free_port
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ("127.0.0.2", "127.0.0.3")
@@ -136,7 +146,11 @@ def _wait(what: str, ok: Any, timeout: float, clusters: Clusters) -> None:
 
 @contextmanager
 def clusters(
-    tmp: Path, thaw_master_flags: tuple[str, ...] = (), thaw_worker_flags: tuple[str, ...] = ()
+    tmp: Path,
+    thaw_master_flags: tuple[str, ...] = (),
+    thaw_worker_flags: tuple[str, ...] = (),
+    block_size: str = "1MiB",
+    mem_capacity: str = "1GiB",
 ) -> Iterator[Clusters]:
     """A Thaw master and two workers, a Spark master and two workers (one
     core and 1 GiB each), the pairs on 127.0.0.2 and 127.0.0.3."""
@@ -152,7 +166,7 @@ def clusters(
             [
                 find_binary(), "master", "--ufs", str(c.ufs), "--journal-dir", str(tmp / "journal"),
                 "--port", str(port), "--bind", "127.0.0.1", "--heartbeat-ms", "200",
-                "--worker-timeout-ms", "1500", "--block-size", "1MiB", *thaw_master_flags,
+                "--worker-timeout-ms", "1500", "--block-size", block_size, *thaw_master_flags,
             ],
         )  # fmt: skip
         for i, host in enumerate(HOSTS):
@@ -160,7 +174,7 @@ def clusters(
                 f"thaw-worker{i}",
                 [
                     find_binary(), "worker", "--master", c.thaw, "--host", host, "--bind", host,
-                    "--mem-dir", str(tmp / f"mem{i}"), "--mem-capacity", "1GiB", "--port", "0",
+                    "--mem-dir", str(tmp / f"mem{i}"), "--mem-capacity", mem_capacity, "--port", "0",
                     *thaw_worker_flags,
                 ],
             )  # fmt: skip
