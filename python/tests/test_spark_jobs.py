@@ -118,6 +118,27 @@ def test_explain_submits_nothing(env) -> None:
     assert len(app_jobs(client, spark, "query")) == before
 
 
+def test_a_session_turns_submission_off_and_on_between_queries(env) -> None:
+    c, spark, client = env
+
+    def count(description: str) -> int:
+        spark.sparkContext.setJobDescription(description)
+        try:
+            return spark.read.parquet(f"file://{c.ufs}/tables/t").where("part = 0").count()
+        finally:
+            spark.sparkContext.setLocalProperty("spark.job.description", None)
+
+    spark.conf.set("spark.thaw.migrate.enabled", "false")
+    try:
+        assert count("scan while off") == 200
+    finally:
+        spark.conf.set("spark.thaw.migrate.enabled", "true")
+    assert count("scan when on again") == 200
+    origins = [j["origin"] for j in app_jobs(client, spark, "query")]
+    assert not [o for o in origins if "scan while off" in o]
+    assert [o for o in origins if "scan when on again" in o]
+
+
 def test_an_rdd_job_over_files_submits_its_inputs_and_releases_them(env) -> None:
     c, spark, client = env
     logs = c.ufs / "logs"

@@ -65,10 +65,15 @@ def copy_cold(src: list[Path], dst: Path) -> None:
             os.close(fd)
 
 
-def run_once(spark: Any, client: thaw.Client, config: str, url: str, wait_s: float) -> dict[str, Any]:
-    """One queued query: the blocker, then Q6 over `url`, timed."""
+def run_once(
+    spark: Any, client: thaw.Client, config: str, url: str, schema: Any, wait_s: float
+) -> dict[str, Any]:
+    """One queued query: the blocker, then Q6 over `url`, timed from its
+    submission. The table is defined first with its schema given, as a
+    metastore's table is: no job lists or infers anything before the query."""
     spark.conf.set("spark.thaw.migrate.enabled", "true" if config == "thaw-dyrs" else "false")
     desc = f"q6 {config} {time.monotonic_ns()}"
+    spark.read.schema(schema).parquet(url).createOrReplaceTempView("lineitem")
 
     def blocker() -> None:
         spark.sparkContext.setJobDescription(f"blocker {desc}")
@@ -82,8 +87,6 @@ def run_once(spark: Any, client: thaw.Client, config: str, url: str, wait_s: flo
         sc.wait_for(
             "the blocker running", lambda: any(s["numActiveTasks"] == 2 for s in sc.rest(spark, "stages"))
         )
-        table = spark.read.parquet(url)
-        table.createOrReplaceTempView("lineitem")
         before = client.job_stats(READS)
         spark.sparkContext.setJobDescription(desc)
         start = time.time()
@@ -145,7 +148,7 @@ def main() -> None:
     reason = sc.skip_reason()
     if reason:
         raise SystemExit(f"cannot run Spark here: {reason}")
-    parts = generate_tpch(Path(args.data), args.sf, parse_size(args.part_size))["lineitem"]
+    parts = generate_tpch(Path(args.data).resolve(), args.sf, parse_size(args.part_size))["lineitem"]
     size = sum(p.stat().st_size for p in parts)
     tmp = Path(tempfile.mkdtemp(prefix="thaw-bench-spark-"))
     runs: list[dict[str, Any]] = []
@@ -164,6 +167,7 @@ def main() -> None:
                 },
             )
             client = thaw.Client(c.thaw)
+            schema = spark.read.parquet(f"file://{parts[0]}").schema
             try:
                 for r in range(args.repeats):
                     order = CONFIGS if r % 2 == 0 else tuple(reversed(CONFIGS))
@@ -172,8 +176,9 @@ def main() -> None:
                         copy_cold(parts, c.ufs / name)
                         url = f"file://{c.ufs / name}" if config == "ufs" else f"thaw:///{name}"
                         if config == "memory":
-                            client.migrate(f"/{name}", job=f"preload-{name}", wait=True)
-                        run = run_once(spark, client, config, url, args.wait)
+                            client.migrate(f"/{name}", job=f"preload-{name}")
+                            client.wait_migrated(f"preload-{name}", timeout=600)
+                        run = run_once(spark, client, config, url, schema, args.wait)
                         run["round"] = r
                         runs.append(run)
                         print(f"round {r + 1} {config}: {describe(run)}", flush=True)

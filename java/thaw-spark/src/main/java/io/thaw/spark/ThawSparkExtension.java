@@ -81,12 +81,27 @@ public final class ThawSparkExtension extends AbstractFunction1<SparkSessionExte
     @Override
     public SparkPlan apply(SparkPlan plan) {
       try {
-        submit(session.sparkContext(), plan);
+        if (enabled(session)) {
+          submit(session.sparkContext(), plan);
+        }
       } catch (RuntimeException | LinkageError e) {
         LOG.warn("Thaw: could not submit the query's inputs: {}", e.toString());
       }
       return plan;
     }
+  }
+
+  /**
+   * Whether this session submits its queries' inputs: {@code spark.thaw.migrate.enabled}
+   * as the session has it now ({@code spark.conf.set} turns it on or off per
+   * session, between queries), else the application's setting (default true).
+   */
+  static boolean enabled(SparkSession session) {
+    String v = session.conf().get(ThawSparkConf.ENABLED, "");
+    if (v.isEmpty()) {
+      return session.sparkContext().getConf().getBoolean(ThawSparkConf.ENABLED, true);
+    }
+    return Boolean.parseBoolean(v.trim());
   }
 
   static void submit(SparkContext sc, SparkPlan plan) {
@@ -158,7 +173,7 @@ public final class ThawSparkExtension extends AbstractFunction1<SparkSessionExte
   /** Applications whose query-end listener is registered. */
   private static final java.util.Set<String> LISTENING = new java.util.HashSet<>();
 
-  /** The application's jobs, set up (with the listener that ends queries' jobs) on first use; null when disabled. */
+  /** The application's jobs, set up (with the listener that ends queries' jobs) on first use. */
   private static ThawJobs jobs(SparkContext sc) {
     String appId = sc.applicationId();
     synchronized (ThawSparkExtension.class) {
@@ -169,7 +184,8 @@ public final class ThawSparkExtension extends AbstractFunction1<SparkSessionExte
       if (LISTENING.add(appId)) {
         sc.addSparkListener(new QueryEnds(appId, conf));
       }
-      return conf.enabled ? DriverJobs.get(appId, conf) : null;
+      // Whether to submit is the session's to say (enabled(session)).
+      return DriverJobs.get(appId, conf);
     }
   }
 
