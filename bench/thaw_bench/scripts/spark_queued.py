@@ -98,7 +98,12 @@ def run_once(
         t.join()
     tasks = scan_tasks(spark, desc)
     first = min(sc.spark_ms(x["launchTime"]) for x in tasks) / 1000
-    local = sum(x["taskLocality"] in ("PROCESS_LOCAL", "NODE_LOCAL") for x in tasks)
+    # NODE_LOCAL: on a host its input's locations named (a task with no
+    # locations at all runs anywhere, reported PROCESS_LOCAL).
+    local = sum(x["taskLocality"] == "NODE_LOCAL" for x in tasks)
+    localities: dict[str, int] = {}
+    for x in tasks:
+        localities[x["taskLocality"]] = localities.get(x["taskLocality"], 0) + 1
     read = after["bytes_read"] - before["bytes_read"]
     return {
         "config": config,
@@ -108,7 +113,7 @@ def run_once(
         "waited_s": first - start,
         "scan_tasks": len(tasks),
         "node_local": local,
-        "localities": sorted({x["taskLocality"] for x in tasks}),
+        "localities": localities,
         "thaw_bytes_read": read,
         "thaw_bytes_from_memory": after["bytes_from_memory"] - before["bytes_from_memory"],
         "thaw_bytes_cold": after["bytes_cold"] - before["bytes_cold"],
