@@ -10,13 +10,16 @@ for each of:
   knows (``THAW_HOST``), streamed from the worker over loopback;
 - ``alluxio``: Alluxio 2.9.4's Hadoop client (``alluxio.hadoop.FileSystem``,
   read type CACHE, short-circuit on: its default) against an Alluxio master
-  and worker started beside Thaw, MEM tier in /dev/shm.
+  and worker started beside Thaw, MEM tier in /dev/shm; ``alluxio-remote``
+  the warm file with short-circuit off (through its worker, as a client on
+  another host reads).
 
 Cold reads: a new file in each system's under-store (a local directory) with
 its pages dropped (posix_fadvise DONTNEED), read through each system's Hadoop
 client, which caches it in memory; the warm reads then read that file again.
 Rounds alternate the systems' order; the report gives medians and ratios
-(targets: thaw-local >= 0.8x tmpfs; thaw >= 1.5x Alluxio warm and cold).
+(targets: thaw-local >= 0.8x tmpfs; thaw >= 1.5x Alluxio warm and cold;
+remote against remote).
 
     python -m thaw_bench.scripts.hadoop_read --size 1GiB --repeats 5 --out bench-out/hadoop-read.json
 """
@@ -125,6 +128,13 @@ def main() -> None:
                             got = run_jvm(alluxio_cp, alluxio.client_flags(), [uri, uri], size)
                             rounds.setdefault("alluxio-cold", []).append(got[0]["mib_s"])
                             rounds.setdefault("alluxio-warm", []).append(got[1]["mib_s"])
+                            # Through its worker (gRPC), as a client on another host reads.
+                            far_flags = [
+                                *alluxio.client_flags(),
+                                "-Dalluxio.user.short.circuit.enabled=false",
+                            ]
+                            got = run_jvm(alluxio_cp, far_flags, [uri], size)
+                            rounds.setdefault("alluxio-remote", []).append(got[0]["mib_s"])
                     for ufs in (ufs_thaw, ufs_alluxio):
                         (ufs / name).unlink(missing_ok=True)
                     print(
@@ -144,7 +154,7 @@ def main() -> None:
     }
     if "alluxio-warm" in med:
         ratios["thaw-local / alluxio-warm"] = med["thaw-local"] / med["alluxio-warm"]
-        ratios["thaw-remote / alluxio-warm"] = med["thaw-remote"] / med["alluxio-warm"]
+        ratios["thaw-remote / alluxio-remote"] = med["thaw-remote"] / med["alluxio-remote"]
         ratios["thaw-cold / alluxio-cold"] = med["thaw-cold"] / med["alluxio-cold"]
     result = {
         "benchmark": "hadoop-read",
