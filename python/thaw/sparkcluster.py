@@ -236,6 +236,10 @@ def session_conf(c: Clusters, **extra: str) -> dict[str, str]:
         # Jars given to spark-submit join the class path after Hadoop has read
         # its service files: name the implementation.
         "spark.hadoop.fs.thaw.impl": "io.thaw.hadoop.ThawFileSystem",
+        # A new FileSystem per session: Hadoop caches one per scheme and
+        # authority for the JVM's life, and `thaw:///` paths would reach an
+        # earlier session's (stopped) master through it.
+        "spark.hadoop.fs.thaw.impl.disable.cache": "true",
         # The cluster's 1 MiB blocks for files Spark writes (parquet asks for
         # blocks as large as its row groups, 128 MiB unless told).
         "spark.hadoop.fs.thaw.block.size": "1048576",
