@@ -49,25 +49,19 @@ step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step layout python3 scripts/check_layout.py
 # The test build also makes target/debug/thaw, the binary the venv gets.
 step rust-build cargo test --workspace --locked --no-run
-wait_deps() {
+# Waits for a background job (PID, LOG), shows its log, returns its status.
+wait_bg() {
   local rc=0
-  wait "$deps_pid" || rc=$?
-  cat "$deps_log"
-  rm -f "$deps_log"
+  wait "$1" || rc=$?
+  cat "$2"
+  rm -f "$2"
   return "$rc"
 }
-step python-deps wait_deps
+step python-deps wait_bg "$deps_pid" "$deps_log"
 # The venv: the package, and SeaweedFS (`weed`), moto (`moto_server`) and
 # cargo-nextest, which the Rust tests need.
 step python-env env THAW_BIN=target/debug/thaw ./scripts/python-env.sh debug
-wait_setup() {
-  local rc=0
-  wait "$setup_pid" || rc=$?
-  cat "$setup_log"
-  rm -f "$setup_log"
-  return "$rc"
-}
-step system-setup wait_setup
+step system-setup wait_bg "$setup_pid" "$setup_log"
 run_serial() {
   .venv/bin/python -m pytest python/tests -q -m serial
   .venv/bin/python -m pytest bench/tests -q -m serial
