@@ -36,10 +36,6 @@ spark.stop()
 """
 
 
-@pytest.mark.skip(
-    reason="failed once in a fresh-clone make test (JSONDecodeError reading the rerun's record); "
-    "passes alone and in CI order locally: under investigation (issue 31's note)"
-)
 def test_a_lost_async_through_spark_output_is_rebuilt_by_resubmitting_the_job(tmp_path) -> None:
     # Checkpoints never finish (1 KiB/s): the output lives in one worker's memory only.
     with sc.clusters(tmp_path, thaw_worker_flags=("--checkpoint-bandwidth", "1KiB")) as c:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,16 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from thaw.cluster import find_binary
-
-
-def free_port() -> int:
-    """A TCP port free on loopback now."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ("127.0.0.2", "127.0.0.3")
@@ -131,6 +122,16 @@ class Clusters:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
+def _master_urls(c: Clusters) -> tuple[str, str] | None:
+    """The Spark master's address and its web UI's, once its log names both."""
+    log = c.log("spark-master")
+    master = re.search(r"Starting Spark master at (spark://\S+)", log)
+    ui = re.search(r"Bound MasterWebUI to \S+, and started at http://[^:\s]+:(\d+)", log)
+    if not (master and ui):
+        return None
+    return master.group(1), f"http://127.0.0.1:{ui.group(1)}"
+
+
 def _wait(what: str, ok: Any, timeout: float, clusters: Clusters) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -159,16 +160,17 @@ def clusters(
     c = Clusters(tmp=tmp, ufs=tmp / "ufs")
     c.ufs.mkdir()
     try:
-        port = free_port()
-        c.thaw = f"127.0.0.1:{port}"
         c.spawn(
             "thaw-master",
             [
                 find_binary(), "master", "--ufs", str(c.ufs), "--journal-dir", str(tmp / "journal"),
-                "--port", str(port), "--bind", "127.0.0.1", "--heartbeat-ms", "200",
+                "--port", "0", "--bind", "127.0.0.1", "--heartbeat-ms", "200",
                 "--worker-timeout-ms", "1500", "--block-size", block_size, *thaw_master_flags,
             ],
         )  # fmt: skip
+        listening = re.compile(r"thaw master listening on (\S+)")
+        _wait("Thaw's master", lambda: listening.search(c.log("thaw-master")), 30, c)
+        c.thaw = listening.search(c.log("thaw-master")).group(1)  # type: ignore[union-attr]
         for i, host in enumerate(HOSTS):
             c.spawn(
                 f"thaw-worker{i}",
@@ -184,21 +186,24 @@ def clusters(
         home = spark_home()
         spark_class = str(home / "bin" / "spark-class")
         env = {"SPARK_HOME": str(home), "SPARK_NO_DAEMONIZE": "1", "PYSPARK_PYTHON": sys.executable}
-        sport, uiport = free_port(), free_port()
-        c.spark, c.spark_ui = f"spark://127.0.0.1:{sport}", f"http://127.0.0.1:{uiport}"
+        # Ports the master picks itself (0), read back from its log: a port
+        # chosen free beforehand can be taken by the time it binds, and Spark
+        # then moves to the next one without failing.
         c.spawn(
             "spark-master",
             [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-             "--port", str(sport), "--webui-port", str(uiport)],
+             "--port", "0", "--webui-port", "0"],
             {**env, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "256m"},
         )  # fmt: skip
+        _wait("Spark's master", lambda: _master_urls(c), 60, c)
+        c.spark, c.spark_ui = _master_urls(c) or ("", "")
         for i, host in enumerate(HOSTS):
             work = tmp / f"spark-work{i}"
             work.mkdir()
             c.spawn(
                 f"spark-worker{i}",
                 [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", host, "--port", "0",
-                 "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g",
+                 "--webui-port", "0", "--cores", "1", "--memory", "1g",
                  "--work-dir", str(work), c.spark],
                 # The executors it starts inherit these: Thaw's client there
                 # knows its host (short-circuit reads, replica order).
@@ -228,7 +233,7 @@ def session_conf(c: Clusters, **extra: str) -> dict[str, str]:
         "spark.executor.memory": "768m",
         "spark.executor.cores": "1",
         "spark.cores.max": "2",
-        "spark.ui.port": str(free_port()),
+        "spark.ui.port": "0",
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.extensions": "io.thaw.spark.ThawSparkExtension",
         "spark.extraListeners": "io.thaw.spark.ThawJobListener",
