@@ -170,7 +170,19 @@ impl Client {
     }
 
     pub async fn mkdir(&self, path: &str, recursive: bool, exist_ok: bool) -> Result<FileInfo> {
-        let req = MkdirRequest { path: path.to_string(), recursive, exist_ok, mode: None };
+        self.mkdir_with_mode(path, recursive, exist_ok, None).await
+    }
+
+    /// [`Client::mkdir`], the directories it makes given `mode` (none:
+    /// 0755); one that exists already keeps its own.
+    pub async fn mkdir_with_mode(
+        &self,
+        path: &str,
+        recursive: bool,
+        exist_ok: bool,
+        mode: Option<u32>,
+    ) -> Result<FileInfo> {
+        let req = MkdirRequest { path: path.to_string(), recursive, exist_ok, mode };
         let r = self.master.clone().mkdir(req).await.map_err(|s| self.rpc_err(s))?;
         r.into_inner().info.ok_or_else(|| ThawError::internal("mkdir answer without info"))
     }

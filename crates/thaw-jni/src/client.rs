@@ -144,12 +144,7 @@ pub extern "system" fn Java_io_thaw_client_NativeClient_mkdir<'l>(
 ) -> JByteArray<'l> {
     env.with_env(|env| -> Result<JByteArray<'l>> {
         let (c, path) = (client(h)?, string(env, &path, "path")?);
-        let mut info = block_on(c.mkdir(&path, recursive, exist_ok))?;
-        if let Some(m) = mode(m)?
-            && info.mode & 0o7777 != m
-        {
-            info = block_on(c.set_attributes(&info.path, Some(m), None, None))?;
-        }
+        let info = block_on(c.mkdir_with_mode(&path, recursive, exist_ok, mode(m)?))?;
         proto(env, &info)
     })
     .resolve::<Throw>()

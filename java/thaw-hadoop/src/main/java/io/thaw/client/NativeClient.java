@@ -53,7 +53,7 @@ final class NativeClient {
   static native byte[] list(long client, String path, boolean blocks, String startAfter, int limit)
       throws ThawException;
 
-  /** {@code FileInfo} of the directory; {@code mode} &lt; 0: the default (0755). */
+  /** {@code FileInfo} of the directory; the directories it makes get {@code mode} (&lt; 0: 0755), one that exists keeps its own. */
   static native byte[] mkdir(long client, String path, boolean recursive, boolean existOk, int mode)
       throws ThawException;
 

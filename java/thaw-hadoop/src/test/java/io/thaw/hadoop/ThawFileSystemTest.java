@@ -277,6 +277,14 @@ public class ThawFileSystemTest {
     FileStatus st = fs.getFileStatus(p);
     assertEquals("alice", st.getOwner());
     assertEquals("analysts", st.getGroup());
+    // mkdirs gives the directories it makes their permission; one that
+    // exists keeps its own (as HDFS).
+    Path d = new Path("/fstest/permdir/sub");
+    assertTrue(fs.mkdirs(d, new FsPermission((short) 0700)));
+    assertEquals((short) 0700, fs.getFileStatus(d).getPermission().toShort());
+    assertEquals((short) 0700, fs.getFileStatus(d.getParent()).getPermission().toShort());
+    assertTrue(fs.mkdirs(d, new FsPermission((short) 0755)));
+    assertEquals((short) 0700, fs.getFileStatus(d).getPermission().toShort());
   }
 
   @Test
