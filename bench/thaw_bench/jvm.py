@@ -71,6 +71,7 @@ def classpath(name: str, artifacts: list[tuple[str, str, str]]) -> str:
             ["mvn", "-B", "-q", "-ntp", "dependency:build-classpath", f"-Dmdep.outputFile={out}"],
             cwd=home,
             check=True,
+            timeout=1800,  # a first download of Alluxio's ~200 MB of jars
         )
     jars = out.read_text().strip().split(":")
     # Two SLF4J bindings arrive with Alluxio; keep the reload4j one.
@@ -80,7 +81,9 @@ def classpath(name: str, artifacts: list[tuple[str, str, str]]) -> str:
 def compile_program(source: str, cp: str, out: Path) -> Path:
     """Compiles bench/jvm/`source` against `cp` into `out` (a classes dir)."""
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["javac", "-d", str(out), "-cp", cp, str(REPO / "bench" / "jvm" / source)], check=True)
+    subprocess.run(
+        ["javac", "-d", str(out), "-cp", cp, str(REPO / "bench" / "jvm" / source)], check=True, timeout=300
+    )
     return out
 
 

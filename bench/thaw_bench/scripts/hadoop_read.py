@@ -61,7 +61,9 @@ def run_jvm(
 ) -> list[dict[str, Any]]:
     """Reads `uris` in one JVM; each must give `size` bytes."""
     cmd = ["java", "-Xmx2g", *flags, "-cp", cp, "HadoopRead", *uris]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    # A read that hangs fails the run (10 minutes: a cold 1 GiB at Alluxio's ~300 MiB/s takes ~4 s).
+    env = {**os.environ, **(env or {})}
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=600)
     got = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     if len(got) != len(uris):
         raise RuntimeError(f"HadoopRead read {len(got)} of {len(uris)} files: {out.stderr[-2000:]}")
