@@ -155,7 +155,10 @@ async fn master_and_worker_metrics_follow_reads_and_migrations() {
     // A migration from the under-store, waited for.
     let warm = cold_file(&c, "/in/warm.bin", 2 << 20, 2);
     let client = c.remote_client().with_job("mjob");
-    client.migrate("mjob", &["/in".to_string()], EvictionMode::Explicit, None).await.unwrap();
+    client
+        .migrate_with_origin("mjob", &["/in".to_string()], EvictionMode::Explicit, None, "spark app-7 query 2 SELECT 1")
+        .await
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let w = loop {
         let w = scrape(worker).await;
@@ -174,7 +177,16 @@ async fn master_and_worker_metrics_follow_reads_and_migrations() {
     assert_eq!(w.value("thaw_worker_tier_blocks", &[("tier", "mem")]), 6.0);
     read(&client, "/in/warm.bin", &warm).await;
 
-    let m = scrape(master).await;
+    // The master counts a migration when the worker's heartbeat reports it.
+    let spark = [("submitter", "spark app-7")];
+    let m = loop {
+        let m = scrape(master).await;
+        if m.value("thaw_master_submitter_migrated_bytes", &spark) == warm.len() as f64 {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "the master did not count the migration: {}", c.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     // thaw status --json names each worker's metrics address.
     let out = std::process::Command::new(BIN)
         .args(["status", "--json"])
@@ -187,6 +199,8 @@ async fn master_and_worker_metrics_follow_reads_and_migrations() {
     assert_eq!(m.value("thaw_master_workers", &[("state", "dead")]), 0.0);
     assert_eq!(m.value("thaw_master_jobs", &[("eviction", "explicit")]), 1.0);
     assert_eq!(m.value("thaw_master_jobs", &[("eviction", "implicit")]), 0.0);
+    assert_eq!(m.value("thaw_master_submitter_jobs", &spark), 1.0);
+    assert_eq!(m.value("thaw_master_submitter_asked_bytes", &spark), warm.len() as f64);
     assert_eq!(m.value("thaw_master_migrations", &[("state", "pending")]), 0.0);
     assert_eq!(m.value("thaw_master_files", &[]), 2.0);
     assert_eq!(m.value("thaw_master_blocks", &[]), 6.0);

@@ -45,7 +45,7 @@ pub use writers::MAX_WRITER_NAME;
 
 pub use crate::config::{MasterConfig, RecomputeExecutor, RecomputeMode};
 pub use jobs::{MAX_JOB_ID, MIN_LEASE_MS};
-pub use metrics::Gauges;
+pub use metrics::{Gauges, SubmitterJobs};
 
 struct State {
     ns: Namespace,

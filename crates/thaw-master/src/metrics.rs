@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use thaw_common::metrics::{Collector, DescriptorEncoder, Labels, Latencies, Registry, Scrape, Unit, label};
 
-use crate::master::Master;
+use crate::master::{Master, SubmitterJobs};
 
 /// The gRPC service whose methods are timed; other paths count as "other", so
 /// a client cannot grow the label set.
@@ -52,6 +52,27 @@ impl Collector for MasterCollector {
             "Live jobs (with a lease), by eviction mode.",
             None,
             pairs("eviction", &["explicit", "implicit"], &g.jobs),
+        )?;
+        let by = |f: fn(&SubmitterJobs) -> u64| -> Vec<(Labels, u64)> {
+            g.submitters.iter().map(|s| (label("submitter", s.submitter.clone()), f(s))).collect()
+        };
+        s.gauge(
+            "thaw_master_submitter_jobs",
+            "Live jobs by submitter: the first two words of their origin (`spark <app id>`, `dask <client>`), at most 16 named, the rest as `other`.",
+            None,
+            by(|s| s.jobs as u64),
+        )?;
+        s.gauge(
+            "thaw_master_submitter_asked",
+            "Bytes live jobs asked for, by submitter.",
+            Some(Unit::Bytes),
+            by(|s| s.bytes),
+        )?;
+        s.gauge(
+            "thaw_master_submitter_migrated",
+            "Bytes migrated into memory for live jobs, by submitter.",
+            Some(Unit::Bytes),
+            by(|s| s.migrated_bytes),
         )?;
         s.gauge(
             "thaw_master_migrations",

@@ -281,6 +281,12 @@ impl Migrations {
         ([self.jobs.len() - implicit, implicit], [pending, self.migrations.len() - pending])
     }
 
+    /// Each live job's origin, the bytes it asked for and those migrated into
+    /// memory for it, for the metrics by submitter.
+    pub fn job_origins(&self) -> impl Iterator<Item = (&str, u64, u64)> {
+        self.jobs.values().map(|j| (j.origin.as_str(), j.bytes, j.migrated.1))
+    }
+
     pub fn pending(&self) -> usize {
         self.migrations.values().filter(|m| matches!(m.state, State::Pending { .. })).count()
     }
