@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -152,25 +153,43 @@ def clusters(
     thaw_worker_flags: tuple[str, ...] = (),
     block_size: str = "1MiB",
     mem_capacity: str = "1GiB",
+    masters: int = 1,
 ) -> Iterator[Clusters]:
     """A Thaw master and two workers, a Spark master and two workers (one
-    core and 1 GiB each), the pairs on 127.0.0.2 and 127.0.0.3."""
+    core and 1 GiB each), the pairs on 127.0.0.2 and 127.0.0.3.
+
+    ``masters``: 1, or a group of highly available masters (processes
+    ``thaw-master1``... on 127.0.0.1; ``Clusters.thaw`` names them all, and
+    :func:`leader` tells which one serves)."""
     import thaw
 
     c = Clusters(tmp=tmp, ufs=tmp / "ufs")
     c.ufs.mkdir()
     try:
-        c.spawn(
-            "thaw-master",
-            [
-                find_binary(), "master", "--ufs", str(c.ufs), "--journal-dir", str(tmp / "journal"),
-                "--port", "0", "--bind", "127.0.0.1", "--heartbeat-ms", "200",
-                "--worker-timeout-ms", "1500", "--block-size", block_size, *thaw_master_flags,
-            ],
-        )  # fmt: skip
-        listening = re.compile(r"thaw master listening on (\S+)")
-        _wait("Thaw's master", lambda: listening.search(c.log("thaw-master")), 30, c)
-        c.thaw = listening.search(c.log("thaw-master")).group(1)  # type: ignore[union-attr]
+        flags = [
+            "--ufs", str(c.ufs), "--bind", "127.0.0.1", "--heartbeat-ms", "200",
+            "--worker-timeout-ms", "1500", "--block-size", block_size, *thaw_master_flags,
+        ]  # fmt: skip
+        if masters == 1:
+            c.spawn(
+                "thaw-master",
+                [find_binary(), "master", "--journal-dir", str(tmp / "journal"), "--port", "0", *flags],
+            )
+            listening = re.compile(r"thaw master listening on (\S+)")
+            _wait("Thaw's master", lambda: listening.search(c.log("thaw-master")), 30, c)
+            c.thaw = listening.search(c.log("thaw-master")).group(1)  # type: ignore[union-attr]
+        else:
+            # A group's members name each other's ports before any binds.
+            peers = [f"127.0.0.1:{p}" for p in _free_ports(masters)]
+            for i in range(1, masters + 1):
+                journal = tmp / f"journal{i}"
+                c.spawn(
+                    f"thaw-master{i}",
+                    [find_binary(), "master", "--journal-dir", str(journal), "--id", str(i),
+                     "--peers", ",".join(peers), *flags],
+                )  # fmt: skip
+            c.thaw = ",".join(peers)
+            _wait("Thaw's masters to elect a leader", lambda: leader(c) is not None, 30, c)
         for i, host in enumerate(HOSTS):
             c.spawn(
                 f"thaw-worker{i}",
@@ -219,6 +238,32 @@ def clusters(
         yield c
     finally:
         c.stop()
+
+
+def leader(c: Clusters) -> str | None:
+    """The process name (``thaw-master<id>``) of the group's leader, if one leads."""
+    import thaw
+
+    try:
+        masters = thaw.Client(c.thaw).status()["masters"]
+    except thaw.ThawError:
+        return None
+    peers = c.thaw.split(",")
+    lead = [peers.index(m["address"]) + 1 for m in masters if m["leader"] and m["address"] in peers]
+    return f"thaw-master{lead[0]}" if lead else None
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def session_conf(c: Clusters, **extra: str) -> dict[str, str]:
