@@ -35,13 +35,16 @@ async fn mem_tiers(client: &Client) -> Vec<TierUsage> {
     out
 }
 
-/// Waits until every worker's memory is empty again (deletes reach the
-/// workers with their next heartbeat).
+/// Waits until every worker's memory is empty again, as the workers and the
+/// master see it (deletes reach the workers with their next heartbeat, and
+/// the master counts the memory free once their next report shows it).
 async fn wait_memory_free(client: &Client) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let tiers = mem_tiers(client).await;
-        if tiers.iter().all(|t| t.used == 0) {
+        let status = client.cluster_status().await.unwrap();
+        let at_master = status.workers.iter().flat_map(|w| &w.tiers).filter(|t| t.tier == Tier::Mem as i32);
+        if tiers.iter().all(|t| t.used == 0) && at_master.clone().all(|t| t.used == 0) {
             return;
         }
         assert!(Instant::now() < deadline, "memory not given back: {tiers:?}");

@@ -49,12 +49,6 @@ pub struct WorkerEntry {
     /// with their bytes: its reported use does not show those.
     pub mem_commits: u64,
     pub settling: VecDeque<Settling>,
-    /// MEM blocks of deleted files (and their bytes) in `pending_removals`:
-    /// still on the worker. And those whose removal went out with the last
-    /// heartbeat answer: dropped by the worker as it got it, but still in the
-    /// use it reported.
-    pub removing: HashMap<u64, u64>,
-    pub removed_unreported: HashMap<u64, u64>,
     /// Blocks to unpin, sent with the next full heartbeat answer: another
     /// worker persisted their file.
     pub pending_unpins: Vec<u64>,
@@ -111,10 +105,12 @@ impl WorkerEntry {
 
     /// MEM bytes a new block could get here without evicting anything, as
     /// far as the master knows: the free bytes in the worker's last report,
-    /// and those of deleted files it has dropped since, less what the master
-    /// set aside for writes in progress and what was committed since the
-    /// report. A deleted file's blocks count as used until the worker is
-    /// told to drop them (its next heartbeat's answer: they are there till then).
+    /// less what the master set aside for writes in progress and what was
+    /// committed since the report. A deleted file's blocks count as used
+    /// until a report shows them gone: the worker drops them when an answer
+    /// tells it to and reports that at once. (Counting them free as soon as
+    /// the answer went out raced with the drop: a block placed in between
+    /// found the worker full.)
     pub fn mem_free(&self, now: Instant) -> u64 {
         self.mem_space(now).0
     }
@@ -135,14 +131,11 @@ impl WorkerEntry {
             .sum();
         // Blocks being written are set aside here (`reserved`), not counted twice.
         let used = t.used.saturating_sub(t.writing);
-        let dropped = self.removed_unreported.values().sum::<u64>().min(used);
         let settling: u64 = self.settling.iter().map(|s| s.bytes).sum();
         let settling_evictable: u64 = self.settling.iter().filter(|s| s.evictable).map(|s| s.bytes).sum();
         let taken = reserved + settling;
-        let free = (t.capacity.saturating_sub(used) + dropped).saturating_sub(taken);
-        // Some dropped blocks may be among the evictable ones (a persisted
-        // file's), which is not known here: the larger of the two counts.
-        let room = (t.capacity.saturating_sub(used) + t.evictable.max(dropped)).saturating_sub(taken);
+        let free = t.capacity.saturating_sub(used).saturating_sub(taken);
+        let room = (t.capacity.saturating_sub(used) + t.evictable).saturating_sub(taken);
         (free, (room + settling_evictable).max(free))
     }
 
@@ -236,8 +229,6 @@ impl Cluster {
                 reserved: HashMap::new(),
                 mem_commits,
                 settling: VecDeque::new(),
-                removing: HashMap::new(),
-                removed_unreported: HashMap::new(),
                 pending_unpins: Vec::new(),
             },
         );
@@ -257,8 +248,6 @@ impl Cluster {
             }
         }
         w.pending_removals.clear();
-        w.removing.clear();
-        w.removed_unreported.clear();
     }
 
     /// Counts every live worker as heard from at `now`: the silence was the
@@ -314,27 +303,20 @@ impl Cluster {
         w.settling.push_back(Settling { seq: w.mem_commits, bytes: length, evictable });
     }
 
-    /// A worker's full heartbeat (its `tiers` set already): its MEM use
-    /// shows the commits it counts as confirmed (`TierUsage.commits`) and
-    /// the removals the last answer carried, and reservations past their
-    /// time are dropped; `removed`: blocks it dropped itself (its report
-    /// shows them gone). Call before taking the removals this answer carries.
-    /// (A worker that does not count its commits, `commits_counted` unset:
-    /// its report is taken to show them all.)
-    pub fn reported(&mut self, worker: u64, removed: &[u64], now: Instant) {
+    /// A worker's report of its use (its `tiers` set already): its MEM use
+    /// shows the commits it counts as confirmed (`TierUsage.commits`), and
+    /// reservations past their time are dropped. (A worker that does not
+    /// count its commits, `commits_counted` unset: its report is taken to
+    /// show them all.)
+    pub fn reported(&mut self, worker: u64, now: Instant) {
         if let Some(w) = self.workers.get_mut(&worker) {
             let (mem_commits, counted) = w.tier(Tier::Mem).map_or((0, false), |t| (t.commits, t.commits_counted));
-            for b in removed {
-                w.removing.remove(b);
-                w.removed_unreported.remove(b);
-            }
             if !counted {
                 w.settling.clear();
             }
             while w.settling.front().is_some_and(|s| s.seq <= mem_commits) {
                 w.settling.pop_front();
             }
-            w.removed_unreported = std::mem::take(&mut w.removing);
             w.reserved.retain(|_, r| now.saturating_duration_since(r.at) < RESERVATION_TTL);
         }
     }

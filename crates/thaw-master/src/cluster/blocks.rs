@@ -45,9 +45,6 @@ impl Cluster {
                 if let Some(w) = self.workers.get_mut(&r.worker) {
                     w.blocks.remove(&(id, r.tier));
                     w.pending_removals.push(id);
-                    if r.tier == Tier::Mem {
-                        w.removing.insert(id, entry.length);
-                    }
                 }
             }
         }

@@ -58,7 +58,7 @@ fn report(c: &mut Cluster, id: u64, used: u64, evictable: u64, now: Instant) {
     let t = w.tiers.iter_mut().find(|t| t.tier == Tier::Mem as i32).unwrap();
     (t.used, t.evictable) = (used, evictable);
     (t.commits, t.commits_counted) = (w.mem_commits, true);
-    c.reported(id, &[], now);
+    c.reported(id, now);
 }
 
 #[test]
@@ -149,13 +149,13 @@ fn a_commit_not_yet_confirmed_to_a_new_worker_still_counts_as_used() {
     let w = c.workers.get_mut(&a).unwrap();
     let t = w.tiers.iter_mut().find(|t| t.tier == Tier::Mem as i32).unwrap();
     (t.used, t.writing, t.commits, t.commits_counted) = (1, 1, 0, true);
-    c.reported(a, &[], t0);
+    c.reported(a, t0);
     assert_eq!(c.worker(a).unwrap().mem_free(t0), 7, "the block is still counted");
     // An older worker that does not count commits: its use shows them all.
     let w = c.workers.get_mut(&a).unwrap();
     let t = w.tiers.iter_mut().find(|t| t.tier == Tier::Mem as i32).unwrap();
     (t.used, t.writing, t.commits, t.commits_counted) = (1, 0, 0, false);
-    c.reported(a, &[], t0);
+    c.reported(a, t0);
     assert_eq!(c.worker(a).unwrap().mem_free(t0), 7);
     // A worker registering with an earlier master's count goes on from it.
     let mut t = tiers(8, 100);
@@ -163,7 +163,7 @@ fn a_commit_not_yet_confirmed_to_a_new_worker_still_counts_as_used() {
     let b = c.register("b:1", "h2", "r1", t, t0);
     c.mem_committed(b, block_id(10, 0), 1, false);
     assert_eq!(c.worker(b).unwrap().mem_commits, 42);
-    c.reported(b, &[], t0);
+    c.reported(b, t0);
     assert_eq!(c.worker(b).unwrap().mem_free(t0), 7, "commit 42 is not in a report of 41");
 }
 

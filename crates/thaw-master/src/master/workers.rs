@@ -210,8 +210,7 @@ impl Master {
         };
         w.tiers = tiers;
         let remove_blocks = std::mem::take(&mut w.pending_removals);
-        let ids: Vec<u64> = removed.iter().map(|b| b.block_id).collect();
-        st.cluster.reported(worker, &ids, Instant::now());
+        st.cluster.reported(worker, Instant::now());
         for b in removed {
             let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
             st.cluster.remove_replica(b.block_id, worker, tier);
