@@ -116,6 +116,11 @@ class LocalCluster:
     migration events) on this port (0: a free one); its URL is in
     :attr:`dashboard`. Default none.
 
+    ``s3_port``: serve S3 (``thaw gateway``) on this port (0: a free one):
+    buckets are top-level directories; its endpoint URL is in :attr:`s3`,
+    signed with access key ``thaw`` and secret key ``thawsecret`` or
+    unsigned (a cluster without a secret only). Default none.
+
     ``state_dir``: keep the journal (the namespace) and the DISK tiers in this
     directory, made if missing, after the cluster stops: a later cluster given
     the same ``state_dir`` starts from them. Default: in the scratch space, so
@@ -156,6 +161,7 @@ class LocalCluster:
         env: dict[str, str] | None = None,
         metrics_port: int | None = None,
         web_port: int | None = None,
+        s3_port: int | None = None,
         secret_file: str | os.PathLike[str] | None = None,
         tls: bool = False,
         masters: int = 1,
@@ -174,6 +180,9 @@ class LocalCluster:
         #: The web dashboard's URL (``http://host:port/``), if asked for.
         self.dashboard: str | None = None
         self._dashboard_wanted = web_port is not None
+        #: The S3 gateway's endpoint URL (``http://host:port``), if asked for.
+        self.s3: str | None = None
+        self._s3_wanted = s3_port is not None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
         # Only the process that started the cluster may stop it (a forked child
@@ -237,6 +246,8 @@ class LocalCluster:
             cmd += ["--metrics-port", str(metrics_port)]
         if web_port is not None:
             cmd += ["--web-port", str(web_port)]
+        if s3_port is not None:
+            cmd += ["--s3-port", str(s3_port)]
         if self.secret_file is not None:
             cmd += ["--secret-file", self.secret_file]
         if tls:
@@ -291,10 +302,14 @@ class LocalCluster:
                     self.metrics[who] = addr.strip()
                 if line.startswith("thaw local: dashboard at "):
                     self.dashboard = line.removeprefix("thaw local: dashboard at ").strip()
+                if line.startswith("thaw local: S3 gateway at "):
+                    self.s3 = line.removeprefix("thaw local: S3 gateway at ").split()[0]
             try:
                 alive = [w for w in c.status()["workers"] if w["alive"]]
-                addresses_known = len(self.metrics) >= self._metrics_wanted and (
-                    self.dashboard is not None or not self._dashboard_wanted
+                addresses_known = (
+                    len(self.metrics) >= self._metrics_wanted
+                    and (self.dashboard is not None or not self._dashboard_wanted)
+                    and (self.s3 is not None or not self._s3_wanted)
                 )
                 if len(alive) >= self.workers and addresses_known:
                     return

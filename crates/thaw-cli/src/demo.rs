@@ -125,6 +125,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         remove_on_exit: None,
         metrics_port: None,
         web_port: None,
+        s3_port: None,
         device_model: None,
         worker_device_model: Vec::new(),
         timing: Timing { heartbeat_ms: 500, worker_timeout_ms: 5000, writer_lease_ms: 60_000 },

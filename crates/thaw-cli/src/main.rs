@@ -4,6 +4,7 @@ mod auth;
 mod client_args;
 mod demo;
 mod fs;
+mod gateway;
 mod interfere;
 mod jobs;
 mod lineage;
@@ -64,6 +65,9 @@ enum Command {
     Mount(WithClient<mount::MountArgs>),
     /// Unmount a `thaw mount` (works with the master or the mount process gone).
     Umount(mount::UmountArgs),
+    /// Serve S3 over the namespace (buckets are top-level directories) until
+    /// Ctrl-C or SIGTERM: any S3 client reads Thaw memory through it.
+    Gateway(WithClient<gateway::GatewayArgs>),
     /// Workers, their tiers and liveness.
     Status(WithClient<StatusArgs>),
     /// The memory cache (CAVA, section IV): per worker its policy, bytes cached,
@@ -166,7 +170,7 @@ fn main() {
     // as EPIPE, not be killed by SIGPIPE: `thaw demo` (workers in this
     // process) and `thaw mount` (a master killed mid-call must turn into EIO
     // for the mount's readers, not abort the mount).
-    let quiet_servers = matches!(cli.command, Command::Demo(_) | Command::Mount(_));
+    let quiet_servers = matches!(cli.command, Command::Demo(_) | Command::Mount(_) | Command::Gateway(_));
     init_logging(cli.log.as_deref(), if server && !quiet_servers { "info" } else { "warn" });
     let client = !server && !quiet_servers;
     if client {
@@ -236,6 +240,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Netlab { .. } => unreachable!("thaw netlab runs before the runtime starts"),
         Command::Mount(a) => mount::mount(a.client.or(&outer).config(), a.args).await,
         Command::Umount(args) => mount::umount(args),
+        Command::Gateway(a) => gateway::run(client(&a.client)?, a.args).await,
         Command::Migrate(a) => jobs::migrate(client(&a.client)?, a.args).await,
         Command::Evict(a) => jobs::evict(client(&a.client)?, a.args).await,
         Command::Jobs(a) => jobs::jobs(client(&a.client)?, a.args).await,

@@ -79,6 +79,10 @@ pub struct LocalArgs {
     /// Default: no dashboard.
     #[arg(long)]
     pub web_port: Option<u16>,
+    /// Serve S3 (`thaw gateway`, with its default keys and write type) on
+    /// this port (0: any free port; the address is printed). Default: none.
+    #[arg(long)]
+    pub s3_port: Option<u16>,
     /// Emulated devices of every worker (evaluation), e.g.
     /// disk=40MiB/s,ufs=20MiB/s,penalty=0.3: see `thaw worker --device-model`.
     #[arg(long, value_parser = device_model_arg)]

@@ -36,6 +36,8 @@ pub struct LocalCluster {
     pub metrics_addrs: Vec<(String, SocketAddr)>,
     /// Where the master serves the web dashboard, if asked.
     pub web_addr: Option<SocketAddr>,
+    /// Where the S3 gateway serves, if asked.
+    pub s3_addr: Option<SocketAddr>,
     pub mem_root: PathBuf,
     /// The under-store's URI (a local one as its canonical directory).
     pub ufs: String,
@@ -228,7 +230,39 @@ impl LocalCluster {
                 }
             }
         }
-        Ok(LocalCluster { master_addr, metrics_addrs, web_addr, mem_root, ufs, swept, shutdown, tasks, _owned: owned })
+        let s3_addr = match args.s3_port {
+            None => None,
+            Some(_) if secret.is_some() => {
+                shutdown.cancel();
+                anyhow::bail!(
+                    "--s3-port: the gateway serves clusters without a secret only (S3 keys mapped to Thaw users are not built yet)"
+                );
+            }
+            Some(port) => {
+                let listener = listen(&args.bind, port).await.with_context(|| format!("--s3-port {port}"))?;
+                let addr = listener.local_addr()?;
+                let client = thaw_client::Client::new(thaw_client::ClientConfig::from_env(Some(master_addr.clone())))?;
+                let gateway = thaw_gateway::Gateway::new(client, thaw_gateway::GatewayConfig::default());
+                let stop = shutdown.clone();
+                tasks.spawn(async move {
+                    gateway.serve(listener, stop.cancelled_owned()).await;
+                    Ok(())
+                });
+                Some(addr)
+            }
+        };
+        Ok(LocalCluster {
+            master_addr,
+            metrics_addrs,
+            web_addr,
+            s3_addr,
+            mem_root,
+            ufs,
+            swept,
+            shutdown,
+            tasks,
+            _owned: owned,
+        })
     }
 
     /// Waits until the cluster stops (shutdown, or one part failing, which stops
@@ -284,6 +318,13 @@ pub async fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     }
     if let Some(addr) = cluster.web_addr {
         say(format_args!("thaw local: dashboard at http://{addr}/"));
+    }
+    if let Some(addr) = cluster.s3_addr {
+        say(format_args!(
+            "thaw local: S3 gateway at http://{addr} (access key {}, secret key {})",
+            thaw_gateway::DEFAULT_ACCESS_KEY,
+            thaw_gateway::DEFAULT_SECRET_KEY
+        ));
     }
     let result = cluster.wait().await;
     if let Some(dir) = &args.remove_on_exit {
