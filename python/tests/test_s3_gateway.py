@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 import thaw
 
 boto3 = pytest.importorskip("boto3")
+from boto3.s3.transfer import TransferConfig  # noqa: E402
 from botocore import UNSIGNED  # noqa: E402
 from botocore.config import Config  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
@@ -36,7 +39,8 @@ def s3(c: thaw.LocalCluster, **kw: Any) -> Any:
     cfg = Config(
         retries={"max_attempts": 1}, **({"signature_version": UNSIGNED} if kw.pop("unsigned", False) else {})
     )
-    return boto3.client("s3", endpoint_url=c.s3, region_name="us-east-1", config=cfg, **kw)
+    endpoint = kw.pop("endpoint_url", c.s3)
+    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", config=cfg, **kw)
 
 
 def code(e: pytest.ExceptionInfo[ClientError]) -> tuple[str, int]:
@@ -275,10 +279,9 @@ def test_pyarrow_and_polars_read_a_bucket(cluster, tmp_path) -> None:
         region="us-east-1",
     )
     table = pa.table({"id": list(range(50_000)), "name": [f"n{i % 97}" for i in range(50_000)]})
+    # pyarrow writes through multipart uploads.
     for i, start in enumerate(range(0, 50_000, 20_000)):
-        sink = pa.BufferOutputStream()
-        pq.write_table(table.slice(start, 20_000), sink)
-        c.put_object(Bucket="tables", Key=f"t/part-{i}.parquet", Body=sink.getvalue().to_pybytes())
+        pq.write_table(table.slice(start, 20_000), f"tables/t/part-{i}.parquet", filesystem=s3fs)
     back = pq.read_table("tables/t", filesystem=s3fs)
     assert back.sort_by("id").equals(table)
     parts = [o["Key"] for o in c.list_objects_v2(Bucket="tables", Prefix="t/")["Contents"]]
@@ -298,3 +301,94 @@ def test_pyarrow_and_polars_read_a_bucket(cluster, tmp_path) -> None:
         pl.scan_parquet("s3://tables/t/*.parquet", storage_options=opts).select(pl.col("id").sum()).collect()
     )
     assert total.item() == sum(range(50_000))
+
+
+def test_multipart_uploads_and_ranged_downloads(cluster, tmp_path) -> None:
+    c = s3(cluster)
+    t = thaw.Client(cluster.master)
+    c.create_bucket(Bucket="mpu")
+    src = tmp_path / "big.bin"
+    body = data(17 * MIB + 3, 11)
+    src.write_bytes(body)
+    # s3transfer: 5 MiB parts, 4 threads up; ranged GETs down.
+    cfg = TransferConfig(multipart_threshold=5 * MIB, multipart_chunksize=5 * MIB, max_concurrency=4)
+    c.upload_file(str(src), "mpu", "dir/big.bin", Config=cfg)
+    assert t.cat("/mpu/dir/big.bin") == body
+    dst = tmp_path / "back.bin"
+    c.download_file("mpu", "dir/big.bin", str(dst), Config=cfg)
+    assert dst.read_bytes() == body
+    # By hand: parts out of order, one sent twice, listed, completed.
+    up = c.create_multipart_upload(Bucket="mpu", Key="manual.bin")["UploadId"]
+    chunks = [data(5 * MIB, 20), data(5 * MIB, 21), b"tail"]
+    tags = {}
+    for n in (3, 1, 2, 2):
+        tags[n] = c.upload_part(
+            Bucket="mpu", Key="manual.bin", UploadId=up, PartNumber=n, Body=chunks[n - 1]
+        )["ETag"]
+    parts = c.list_parts(Bucket="mpu", Key="manual.bin", UploadId=up)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in parts] == [(1, 5 * MIB), (2, 5 * MIB), (3, 4)]
+
+    def complete(key: str, upload: str, *parts: tuple[int, str]) -> None:
+        listed = [{"PartNumber": n, "ETag": tag} for n, tag in parts]
+        c.complete_multipart_upload(Bucket="mpu", Key=key, UploadId=upload, MultipartUpload={"Parts": listed})
+
+    with pytest.raises(ClientError) as e:
+        complete("manual.bin", up, (1, '"00"'), (3, tags[3]))
+    assert code(e) == ("InvalidPart", 400)
+    with pytest.raises(ClientError) as e:
+        complete("manual.bin", up, (3, tags[3]), (1, tags[1]))
+    assert code(e) == ("InvalidPartOrder", 400)
+    complete("manual.bin", up, *[(n, tags[n]) for n in (1, 2, 3)])
+    assert c.get_object(Bucket="mpu", Key="manual.bin")["Body"].read() == b"".join(chunks)
+    with pytest.raises(ClientError) as e:
+        c.list_parts(Bucket="mpu", Key="manual.bin", UploadId=up)
+    assert code(e) == ("NoSuchUpload", 404)
+    # A small part before the last; an aborted upload leaves nothing.
+    up = c.create_multipart_upload(Bucket="mpu", Key="small.bin")["UploadId"]
+    a = c.upload_part(Bucket="mpu", Key="small.bin", UploadId=up, PartNumber=1, Body=b"x")["ETag"]
+    b = c.upload_part(Bucket="mpu", Key="small.bin", UploadId=up, PartNumber=2, Body=b"y")["ETag"]
+    with pytest.raises(ClientError) as e:
+        complete("small.bin", up, (1, a), (2, b))
+    assert code(e) == ("EntityTooSmall", 400)
+    c.abort_multipart_upload(Bucket="mpu", Key="small.bin", UploadId=up)
+    assert t.ls("/.thaw-gateway/mpu") == []
+    assert "small.bin" not in [o["Key"] for o in c.list_objects_v2(Bucket="mpu").get("Contents", [])]
+    with pytest.raises(ClientError) as e:
+        c.upload_part(Bucket="mpu", Key="other.bin", UploadId=up, PartNumber=1, Body=b"x")
+    assert code(e) == ("NoSuchUpload", 404)
+
+
+def test_a_gateway_sweeps_uploads_left_unfinished(cluster) -> None:
+    """A second gateway (the CLI's) whose uploads expire after a second."""
+    proc = subprocess.Popen(
+        [
+            thaw.cluster.find_binary(),
+            "gateway",
+            "--master",
+            cluster.master,
+            "--port",
+            "0",
+            "--upload-ttl",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("thaw gateway listening on "), line
+        gw = s3(cluster, endpoint_url="http://" + line.split()[-1])
+        gw.create_bucket(Bucket="sweep")
+        up = gw.create_multipart_upload(Bucket="sweep", Key="left.bin")["UploadId"]
+        gw.upload_part(Bucket="sweep", Key="left.bin", UploadId=up, PartNumber=1, Body=b"abandoned")
+        deadline = time.monotonic() + 30
+        while thaw.Client(cluster.master).ls("/.thaw-gateway/mpu"):
+            assert time.monotonic() < deadline, "the upload was never swept"
+            time.sleep(0.2)
+        with pytest.raises(ClientError) as e:
+            gw.list_parts(Bucket="sweep", Key="left.bin", UploadId=up)
+        assert code(e) == ("NoSuchUpload", 404)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)

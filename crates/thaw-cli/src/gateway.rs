@@ -24,6 +24,10 @@ pub struct GatewayArgs {
     /// Its secret key (from the environment, so it stays out of `ps`).
     #[arg(long, env = "THAW_S3_SECRET_KEY", default_value = thaw_gateway::DEFAULT_SECRET_KEY, hide_env_values = true)]
     secret_key: String,
+    /// Seconds after which an unfinished multipart upload (or a staged PUT
+    /// whose gateway died) is removed.
+    #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..))]
+    upload_ttl: u64,
 }
 
 fn write_type(s: &str) -> Result<WriteType, String> {
@@ -46,7 +50,11 @@ pub async fn run(client: thaw_client::Client, args: GatewayArgs) -> anyhow::Resu
     println!("thaw gateway listening on {}", listener.local_addr()?);
     let gateway = thaw_gateway::Gateway::new(
         client,
-        thaw_gateway::GatewayConfig { write_type: args.write_type, key: (args.access_key, args.secret_key) },
+        thaw_gateway::GatewayConfig {
+            write_type: args.write_type,
+            key: (args.access_key, args.secret_key),
+            upload_ttl: std::time::Duration::from_secs(args.upload_ttl),
+        },
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let stop = async move {

@@ -15,6 +15,7 @@
 mod buckets;
 mod errors;
 mod listing;
+mod multipart;
 pub mod names;
 mod objects;
 
@@ -44,7 +45,13 @@ pub struct GatewayConfig {
     /// unsigned requests are served too (anonymous access: the gateway runs
     /// only against clusters that check no credentials).
     pub key: (String, String),
+    /// Unfinished multipart uploads (and staged PUTs) untouched this long
+    /// are removed.
+    pub upload_ttl: std::time::Duration,
 }
+
+/// How often the gateway looks for uploads past their time.
+pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The key pair of a gateway not told one (documented, as MinIO's default
 /// is: clients must sign with something).
@@ -56,6 +63,7 @@ impl Default for GatewayConfig {
         GatewayConfig {
             write_type: WriteType::CacheThrough,
             key: (DEFAULT_ACCESS_KEY.to_string(), DEFAULT_SECRET_KEY.to_string()),
+            upload_ttl: std::time::Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -91,6 +99,20 @@ impl Gateway {
     /// Serves S3 on `listener` until `shutdown` resolves; connections in
     /// flight get up to 10 s to finish.
     pub async fn serve(self, listener: TcpListener, shutdown: impl std::future::Future<Output = ()>) {
+        let sweeper = {
+            let (g, ttl) = (self.clone(), self.inner.config.upload_ttl);
+            let every = SWEEP_EVERY.min(ttl.max(std::time::Duration::from_secs(1)));
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    let n = multipart::sweep(&g, ttl).await;
+                    if n > 0 {
+                        tracing::info!(removed = n, "removed uploads left unfinished");
+                    }
+                }
+            })
+        };
         let (access, secret) = self.inner.config.key.clone();
         let mut builder = S3ServiceBuilder::new(self);
         builder.set_auth(s3s::auth::SimpleAuth::from_single(access, secret));
@@ -120,6 +142,7 @@ impl Gateway {
                 }
             });
         }
+        sweeper.abort();
         tokio::select! {
             () = graceful.shutdown() => {}
             () = tokio::time::sleep(std::time::Duration::from_secs(10)) => {}
@@ -195,6 +218,37 @@ impl S3 for Gateway {
 
     async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
         objects::delete_many(self, req.input).await.map(S3Response::new)
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        let write_type = objects::write_type(self, &req.headers, req.input.metadata.as_ref())?;
+        multipart::create(self, req.input, write_type).await.map(S3Response::new)
+    }
+
+    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+        multipart::upload_part(self, req.input).await.map(S3Response::new)
+    }
+
+    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+        multipart::list_parts(self, req.input).await.map(S3Response::new)
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        multipart::complete(self, req.input).await.map(S3Response::new)
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        multipart::abort(self, req.input).await?;
+        Ok(S3Response::new(AbortMultipartUploadOutput::default()))
     }
 
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {

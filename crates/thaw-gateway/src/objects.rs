@@ -39,7 +39,7 @@ pub fn etag(info: &FileInfo) -> ETag {
 }
 
 /// The object at `key`: a complete file, or NoSuchKey / NoSuchBucket.
-async fn stat_object(g: &Gateway, bucket: &str, key: &str) -> S3Result<FileInfo> {
+pub(crate) async fn stat_object(g: &Gateway, bucket: &str, key: &str) -> S3Result<FileInfo> {
     let p = object_path(bucket, key)?;
     match g.client().stat(&p.path).await {
         Ok(info) if info.is_dir == p.dir && info.complete => Ok(info),
@@ -52,7 +52,7 @@ async fn stat_object(g: &Gateway, bucket: &str, key: &str) -> S3Result<FileInfo>
     }
 }
 
-fn no_such_key(key: &str) -> S3Error {
+pub(crate) fn no_such_key(key: &str) -> S3Error {
     S3Error::with_message(S3ErrorCode::NoSuchKey, format!("no object {key:?}"))
 }
 
@@ -156,7 +156,10 @@ pub async fn get(g: &Gateway, input: GetObjectInput) -> S3Result<GetObjectOutput
 
 /// `n` bytes from `reader`'s position, a chunk at a time. A read that fails
 /// ends the body with the error (the client sees a short body and retries).
-fn body_stream(reader: FileReader, n: u64) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+pub(crate) fn body_stream(
+    reader: FileReader,
+    n: u64,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
     futures::stream::try_unfold((reader, n), |(mut reader, left)| async move {
         if left == 0 {
             return Ok(None);
@@ -213,11 +216,17 @@ pub async fn put(g: &Gateway, input: PutObjectInput, wt: WriteType) -> S3Result<
 /// Writes `body` (of `length` bytes, if said) to a staged file and renames it
 /// to `path`, replacing a file there: a failed or short body leaves
 /// whatever `path` held.
-async fn store<S>(g: &Gateway, path: &str, wt: WriteType, length: Option<u64>, body: Option<S>) -> S3Result<FileInfo>
+pub(crate) async fn store<S>(
+    g: &Gateway,
+    path: &str,
+    wt: WriteType,
+    length: Option<u64>,
+    body: Option<S>,
+) -> S3Result<FileInfo>
 where
     S: futures::Stream<Item = thaw_common::Result<Bytes>> + Unpin,
 {
-    let staged = format!("{STAGING}/{}-{}", std::process::id(), g.inner.uploads.fetch_add(1, Ordering::Relaxed));
+    let staged = staged_path(g);
     let opts = WriteOptions { write_type: wt, length: length.unwrap_or(0), ..WriteOptions::of(wt) };
     let mut w = g.client().create(&staged, opts).await.map_err(object_error)?;
     let mut written = 0u64;
@@ -252,8 +261,13 @@ where
     place(g, &staged, path).await
 }
 
+/// A new staging path, unique in this gateway's life.
+pub(crate) fn staged_path(g: &Gateway) -> String {
+    format!("{STAGING}/put-{}-{}", std::process::id(), g.inner.uploads.fetch_add(1, Ordering::Relaxed))
+}
+
 /// Moves a staged file to `path`: its parent made, a file there replaced.
-async fn place(g: &Gateway, staged: &str, path: &str) -> S3Result<FileInfo> {
+pub(crate) async fn place(g: &Gateway, staged: &str, path: &str) -> S3Result<FileInfo> {
     let c = g.client();
     let undo = async |e: ThawError| {
         let _ = c.delete(staged, false).await;
