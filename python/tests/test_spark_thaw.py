@@ -187,10 +187,11 @@ def test_a_query_whose_inputs_were_migrated_scans_memory_local(env) -> None:
     for t in first:
         assert t["taskLocality"] == "NODE_LOCAL", t
     # The query may end before its last migration does (its job's release
-    # drops what is still pending): make sure every block is in memory now.
+    # drops what is still pending): make sure every block is in memory now,
+    # held there by a job of the test's until the end (releasing it would
+    # evict what it migrated).
     client.migrate("/cold/t", "warm")
     client.wait_migrated("warm", timeout=60)
-    client.evict("warm")
     hosts = memory_hosts(client, "/cold/t")
     assert all(len(h) == 1 for h in hosts.values()), hosts
     # Inputs in memory: a new query's scan tasks run where they are, and read them from memory.
@@ -208,6 +209,7 @@ def test_a_query_whose_inputs_were_migrated_scans_memory_local(env) -> None:
     assert read > 0
     assert after["bytes_from_memory"] - before["bytes_from_memory"] == read
     assert after["bytes_cold"] == before["bytes_cold"]
+    client.evict("warm")
 
 
 def test_a_query_queued_behind_another_gets_its_inputs_into_memory_while_it_waits(env) -> None:
