@@ -7,9 +7,12 @@ and bad input: wrong signatures, keys that escape, short bodies."""
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -392,3 +395,61 @@ def test_a_gateway_sweeps_uploads_left_unfinished(cluster) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def api(cluster: thaw.LocalCluster, method: str, path: str) -> tuple[int, dict[str, Any]]:
+    what, _, rest = path.partition("?")
+    req = urllib.request.Request(f"{cluster.s3}/?thaw={what}&{rest}", method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, {"error": e.read().decode()}
+
+
+def test_job_hints_warm_a_prefix_and_reads_count_against_the_job(cluster) -> None:
+    c = s3(cluster)
+    t = thaw.Client(cluster.master)
+    c.create_bucket(Bucket="warm")
+
+    def cold(params: Any, **_: Any) -> None:
+        params["headers"]["x-thaw-write-type"] = "through"
+
+    w = s3(cluster)
+    w.meta.events.register("before-call.s3.PutObject", cold)
+    bodies = {f"in/shard-{i}.bin": data(MIB + 17 * i, 40 + i) for i in range(3)}
+    for k, b in bodies.items():
+        w.put_object(Bucket="warm", Key=k, Body=b)
+    w.put_object(Bucket="warm", Key="other/x.bin", Body=b"not asked for")
+    assert all(t.stat(f"/warm/{k}")["in_memory_bytes"] == 0 for k in bodies)
+    # The prefix's objects become job "train"'s inputs, migrated into memory.
+    status, info = api(cluster, "POST", "migrate?bucket=warm&prefix=in/&job=train&lease=120")
+    assert status == 200, info
+    assert info["job_id"] == "train" and info["bytes"] == sum(len(b) for b in bodies.values())
+    deadline = time.monotonic() + 30
+    while api(cluster, "GET", "job?job=train")[1]["bytes_in_memory"] < info["bytes"]:
+        assert time.monotonic() < deadline, api(cluster, "GET", "job?job=train")
+        time.sleep(0.1)
+    assert t.stat("/warm/other/x.bin")["in_memory_bytes"] == 0
+    # Reads that name the job count against it (and come from memory).
+
+    def as_train(params: Any, **_: Any) -> None:
+        params["headers"]["x-thaw-job"] = "train"
+
+    r = s3(cluster)
+    r.meta.events.register("before-call.s3.GetObject", as_train)
+    for k, b in bodies.items():
+        assert r.get_object(Bucket="warm", Key=k)["Body"].read() == b
+    # (The workers report reads with their heartbeats.)
+    deadline = time.monotonic() + 30
+    while (job := api(cluster, "GET", "job?job=train")[1])["read_bytes"] < info["bytes"]:
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+    assert job["read_bytes"] == job["read_bytes_from_memory"] == info["bytes"], job
+    status, _ = api(cluster, "POST", "evict?job=train")
+    assert status == 200
+    # Bad calls: a clear S3 error each.
+    assert api(cluster, "POST", "migrate?bucket=warm&prefix=in/")[0] == 400
+    assert api(cluster, "POST", "migrate?bucket=warm&prefix=none/&job=j")[0] == 404
+    assert api(cluster, "POST", "migrate?bucket=nobucket&prefix=&job=j")[0] == 404
+    assert api(cluster, "GET", "other?job=j")[0] == 501

@@ -14,6 +14,7 @@
 
 mod buckets;
 mod errors;
+mod hints;
 mod listing;
 mod multipart;
 pub mod names;
@@ -77,8 +78,9 @@ pub struct Gateway {
 struct Inner {
     client: Client,
     config: GatewayConfig,
-    /// Names of staged uploads, unique in this process.
-    uploads: AtomicU64,
+    /// Names of staged uploads, unique in this process (shared by the
+    /// per-request copies of [`Gateway::for_request`]).
+    uploads: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -89,7 +91,13 @@ impl std::fmt::Debug for Gateway {
 
 impl Gateway {
     pub fn new(client: Client, config: GatewayConfig) -> Self {
-        Gateway { inner: Arc::new(Inner { client, config, uploads: AtomicU64::new(0) }) }
+        Gateway { inner: Arc::new(Inner { client, config, uploads: Arc::new(AtomicU64::new(0)) }) }
+    }
+
+    /// The same gateway over another client (one carrying a job).
+    fn with_client(&self, client: Client) -> Gateway {
+        let inner = Inner { client, config: self.inner.config.clone(), uploads: self.inner.uploads.clone() };
+        Gateway { inner: Arc::new(inner) }
     }
 
     fn client(&self) -> &Client {
@@ -114,9 +122,11 @@ impl Gateway {
             })
         };
         let (access, secret) = self.inner.config.key.clone();
+        let route = hints::HintRoute(self.clone());
         let mut builder = S3ServiceBuilder::new(self);
         builder.set_auth(s3s::auth::SimpleAuth::from_single(access, secret));
         builder.set_access(Anonymous);
+        builder.set_route(route);
         let service = builder.build();
         let http = ConnBuilder::new(TokioExecutor::new());
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -191,24 +201,24 @@ impl S3 for Gateway {
     }
 
     async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
-        listing::list_v2(self, req.input).await.map(S3Response::new)
+        listing::list_v2(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
     }
 
     async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
-        listing::list_v1(self, req.input).await.map(S3Response::new)
+        listing::list_v1(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
     }
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
-        objects::head(self, req.input).await.map(S3Response::new)
+        objects::head(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
     }
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-        objects::get(self, req.input).await.map(S3Response::new)
+        objects::get(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
     }
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         let write_type = objects::write_type(self, &req.headers, req.input.metadata.as_ref())?;
-        objects::put(self, req.input, write_type).await.map(S3Response::new)
+        objects::put(&self.for_request(&req.headers)?, req.input, write_type).await.map(S3Response::new)
     }
 
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
@@ -229,7 +239,7 @@ impl S3 for Gateway {
     }
 
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
-        multipart::upload_part(self, req.input).await.map(S3Response::new)
+        multipart::upload_part(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
     }
 
     async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
@@ -240,7 +250,7 @@ impl S3 for Gateway {
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        multipart::complete(self, req.input).await.map(S3Response::new)
+        multipart::complete(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
     }
 
     async fn abort_multipart_upload(
@@ -253,6 +263,6 @@ impl S3 for Gateway {
 
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         let write_type = objects::write_type(self, &req.headers, req.input.metadata.as_ref())?;
-        objects::copy(self, req.input, write_type).await.map(S3Response::new)
+        objects::copy(&self.for_request(&req.headers)?, req.input, write_type).await.map(S3Response::new)
     }
 }
