@@ -361,8 +361,9 @@ def test_multipart_uploads_and_ranged_downloads(cluster, tmp_path) -> None:
     assert code(e) == ("NoSuchUpload", 404)
 
 
-def test_a_gateway_sweeps_uploads_left_unfinished(cluster) -> None:
-    """A second gateway (the CLI's) whose uploads expire after a second."""
+def test_a_gateway_sweeps_uploads_left_unfinished_and_drops_stalled_bodies(cluster) -> None:
+    """A second gateway (the CLI's) whose uploads expire after a second and
+    whose request bodies may pause for a second at most."""
     proc = subprocess.Popen(
         [
             thaw.cluster.find_binary(),
@@ -372,6 +373,8 @@ def test_a_gateway_sweeps_uploads_left_unfinished(cluster) -> None:
             "--port",
             "0",
             "--upload-ttl",
+            "1",
+            "--body-timeout",
             "1",
         ],
         stdout=subprocess.PIPE,
@@ -392,6 +395,17 @@ def test_a_gateway_sweeps_uploads_left_unfinished(cluster) -> None:
         with pytest.raises(ClientError) as e:
             gw.list_parts(Bucket="sweep", Key="left.bin", UploadId=up)
         assert code(e) == ("NoSuchUpload", 404)
+        # A client that sends part of its body and stalls: its request
+        # fails, the old object stays, nothing is staged, others are served.
+        gw.put_object(Bucket="sweep", Key="kept", Body=b"old")
+        host, port = line.split()[-1].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as s:
+            s.sendall(b"PUT /sweep/kept HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n" + b"z" * 4000)
+            answer = s.recv(4096)
+        assert b"IncompleteBody" in answer, answer
+        assert gw.get_object(Bucket="sweep", Key="kept")["Body"].read() == b"old"
+        staged = [e for e in thaw.Client(cluster.master).ls("/.thaw-gateway") if e["type"] != "directory"]
+        assert staged == []
     finally:
         proc.terminate()
         proc.wait(timeout=15)

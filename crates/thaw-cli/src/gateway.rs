@@ -28,6 +28,10 @@ pub struct GatewayArgs {
     /// whose gateway died) is removed.
     #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..))]
     upload_ttl: u64,
+    /// Seconds a request body may send nothing before the request fails
+    /// (IncompleteBody) and its staged bytes are removed.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    body_timeout: u64,
 }
 
 fn write_type(s: &str) -> Result<WriteType, String> {
@@ -54,6 +58,7 @@ pub async fn run(client: thaw_client::Client, args: GatewayArgs) -> anyhow::Resu
             write_type: args.write_type,
             key: (args.access_key, args.secret_key),
             upload_ttl: std::time::Duration::from_secs(args.upload_ttl),
+            body_timeout: std::time::Duration::from_secs(args.body_timeout),
         },
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

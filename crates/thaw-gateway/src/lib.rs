@@ -49,6 +49,8 @@ pub struct GatewayConfig {
     /// Unfinished multipart uploads (and staged PUTs) untouched this long
     /// are removed.
     pub upload_ttl: std::time::Duration,
+    /// How long a request body may send nothing before the request fails.
+    pub body_timeout: std::time::Duration,
 }
 
 /// How often the gateway looks for uploads past their time.
@@ -65,6 +67,7 @@ impl Default for GatewayConfig {
             write_type: WriteType::CacheThrough,
             key: (DEFAULT_ACCESS_KEY.to_string(), DEFAULT_SECRET_KEY.to_string()),
             upload_ttl: std::time::Duration::from_secs(24 * 3600),
+            body_timeout: std::time::Duration::from_secs(60),
         }
     }
 }

@@ -231,7 +231,15 @@ where
     let mut w = g.client().create(&staged, opts).await.map_err(object_error)?;
     let mut written = 0u64;
     if let Some(mut body) = body {
-        while let Some(chunk) = body.next().await {
+        let stall = g.inner.config.body_timeout;
+        loop {
+            // A client that stops sending mid-body loses its request, not
+            // the gateway a connection and a staged file forever.
+            let chunk = match tokio::time::timeout(stall, body.next()).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                Err(_) => Err(ThawError::invalid(format!("the body stalled: no byte for {stall:?}"))),
+            };
             let r = match chunk {
                 Ok(c) => {
                     written += c.len() as u64;
