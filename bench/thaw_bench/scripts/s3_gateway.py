@@ -135,6 +135,7 @@ def main() -> None:
             "thaw_gateway": small_ops(gw, "bench", args.objects),
             "seaweed": small_ops(sw, "bench", args.objects),
         }
+    gs, ss = small["thaw_gateway"], small["seaweed"]
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
@@ -177,6 +178,8 @@ def main() -> None:
             "gateway vs native remote": f"{large['thaw_gateway_1'] / large['thaw_native_remote']:.2f}",
             "gateway vs SeaweedFS, 1 client": f"{large['thaw_gateway_1'] / large['seaweed_1']:.2f}",
             "gateway vs SeaweedFS, 8 clients": f"{large['thaw_gateway_8'] / large['seaweed_8']:.2f}",
+            "small GET ops/s vs SeaweedFS": f"{gs['get_ops_per_s'] / ss['get_ops_per_s']:.2f}",
+            "small PUT ops/s vs SeaweedFS": f"{gs['put_ops_per_s'] / ss['put_ops_per_s']:.2f}",
         },
         "rows": rows,
     }
