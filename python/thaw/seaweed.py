@@ -50,7 +50,8 @@ def moto_binary() -> str:
     raise FileNotFoundError("moto's `moto_server` is missing: pip install 'moto[server]' (or set THAW_MOTO)")
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """`n` ports free on 127.0.0.1 now (held together while picked, so distinct)."""
     socks = []
     try:
         for _ in range(n):
@@ -97,7 +98,7 @@ class SeaweedS3:
         config.write_text(json.dumps({"identities": [identity]}))
         data = Path(self._dir, "data")
         data.mkdir(exist_ok=True)
-        p = _free_ports(10)
+        p = free_ports(10)
         names = ["master", "volume", "filer", "s3", "admin"]
         ports = [f"-{n}.port={p[2 * i]}" for i, n in enumerate(names)]
         ports += [f"-{n}.port.grpc={p[2 * i + 1]}" for i, n in enumerate(names)]
@@ -181,7 +182,7 @@ class MotoS3(SeaweedS3):
     """A running moto S3 endpoint (in memory; it accepts any keys); stopped on close."""
 
     def _start(self, timeout: float) -> None:
-        self.port = _free_ports(1)[0]
+        self.port = free_ports(1)[0]
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = str(Path(self._dir, "moto.log"))
         cmd = [moto_binary(), "-H", "127.0.0.1", "-p", str(self.port)]

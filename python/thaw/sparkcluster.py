@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from thaw.cluster import find_binary
+from thaw.seaweed import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ("127.0.0.2", "127.0.0.3")
@@ -180,7 +180,7 @@ def clusters(
             c.thaw = listening.search(c.log("thaw-master")).group(1)  # type: ignore[union-attr]
         else:
             # A group's members name each other's ports before any binds.
-            peers = [f"127.0.0.1:{p}" for p in _free_ports(masters)]
+            peers = [f"127.0.0.1:{p}" for p in free_ports(masters)]
             for i in range(1, masters + 1):
                 journal = tmp / f"journal{i}"
                 c.spawn(
@@ -251,19 +251,6 @@ def leader(c: Clusters) -> str | None:
     peers = c.thaw.split(",")
     lead = [peers.index(m["address"]) + 1 for m in masters if m["leader"] and m["address"] in peers]
     return f"thaw-master{lead[0]}" if lead else None
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def session_conf(c: Clusters, **extra: str) -> dict[str, str]:
