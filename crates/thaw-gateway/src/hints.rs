@@ -59,22 +59,7 @@ fn invalid(why: &str) -> S3Error {
 pub struct HintRoute(pub Gateway);
 
 fn query(uri: &http::Uri) -> HashMap<String, String> {
-    uri.query()
-        .map(|q| {
-            q.split('&')
-                .filter_map(|kv| {
-                    let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                    let d = |s: &str| {
-                        percent_encoding::percent_decode_str(&s.replace('+', " "))
-                            .decode_utf8()
-                            .ok()
-                            .map(|c| c.into_owned())
-                    };
-                    Some((d(k)?, d(v)?))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    url::form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()).into_owned().collect()
 }
 
 fn json(v: serde_json::Value) -> S3Response<Body> {

@@ -94,15 +94,22 @@ fn preconditions(
     }
 }
 
+/// [`preconditions`] with the four condition fields HEAD and GET inputs share.
+macro_rules! conditions {
+    ($info:expr, $input:expr) => {
+        preconditions(
+            $info,
+            $input.if_match.as_ref(),
+            $input.if_unmodified_since.as_ref(),
+            $input.if_none_match.as_ref(),
+            $input.if_modified_since.as_ref(),
+        )
+    };
+}
+
 pub async fn head(g: &Gateway, input: HeadObjectInput) -> S3Result<HeadObjectOutput> {
     let info = stat_object(g, &input.bucket, &input.key).await?;
-    preconditions(
-        &info,
-        input.if_match.as_ref(),
-        input.if_unmodified_since.as_ref(),
-        input.if_none_match.as_ref(),
-        input.if_modified_since.as_ref(),
-    )?;
+    conditions!(&info, input)?;
     Ok(HeadObjectOutput {
         content_length: Some(info.length as i64),
         e_tag: Some(etag(&info)),
@@ -114,13 +121,7 @@ pub async fn head(g: &Gateway, input: HeadObjectInput) -> S3Result<HeadObjectOut
 
 pub async fn get(g: &Gateway, input: GetObjectInput) -> S3Result<GetObjectOutput> {
     let info = stat_object(g, &input.bucket, &input.key).await?;
-    preconditions(
-        &info,
-        input.if_match.as_ref(),
-        input.if_unmodified_since.as_ref(),
-        input.if_none_match.as_ref(),
-        input.if_modified_since.as_ref(),
-    )?;
+    conditions!(&info, input)?;
     let len = info.length;
     let (range, content_range) = match &input.range {
         None => (0..len, None),
