@@ -261,6 +261,17 @@ def test_bad_input_gets_s3_errors_and_leaves_nothing(cluster) -> None:
         s.shutdown(socket.SHUT_WR)
         s.recv(4096)
     assert c.get_object(Bucket="bad", Key="kept")["Body"].read() == b"old bytes"
+    # The same for a new key (written in place): no object, and no directory
+    # left for a listing to show as a prefix.
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"PUT /bad/new/deep/k HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + b"y" * 5000)
+        s.shutdown(socket.SHUT_WR)
+        s.recv(4096)
+    deadline = time.monotonic() + 10
+    while any(e["name"] == "new" for e in t.ls("/bad")):
+        assert time.monotonic() < deadline, t.ls("/bad")
+        time.sleep(0.1)
+    assert c.list_objects_v2(Bucket="bad", Delimiter="/").get("CommonPrefixes", []) == []
     staged = t.ls("/.thaw-gateway") if any(e["name"] == ".thaw-gateway" for e in t.ls("/")) else []
     assert staged == []
     assert [b["Name"] for b in c.list_buckets()["Buckets"] if b["Name"].startswith(".")] == []

@@ -117,9 +117,11 @@ class LocalCluster:
     :attr:`dashboard`. Default none.
 
     ``s3_port``: serve S3 (``thaw gateway``) on this port (0: a free one):
-    buckets are top-level directories; its endpoint URL is in :attr:`s3`,
+    buckets are top-level directories; its endpoint URL is in :attr:`s3`
+    (``https://`` with ``tls``). Without ``secret_file``, requests are
     signed with access key ``thaw`` and secret key ``thawsecret`` or
-    unsigned (a cluster without a secret only). Default none.
+    unsigned; with it, signed with S3 keys of the cluster's users (``thaw
+    auth s3-key create``). Default none.
 
     ``state_dir``: keep the journal (the namespace) and the DISK tiers in this
     directory, made if missing, after the cluster stops: a later cluster given

@@ -43,6 +43,10 @@ pub enum AuthCommand {
         #[arg(long)]
         hours: Option<f64>,
     },
+    /// S3 access keys for `thaw gateway`: requests signed with one act as
+    /// its user (owners, groups and modes checked as for any client).
+    #[command(name = "s3-key", subcommand)]
+    S3Key(S3KeyCommand),
     /// Whom the master takes you for: user, groups, superuser or not, and
     /// whether it checks at all.
     Whoami {
@@ -50,6 +54,98 @@ pub enum AuthCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand)]
+pub enum S3KeyCommand {
+    /// Make a key and print it with its secret (shown this once; a gateway
+    /// holding the cluster secret derives it to check signatures).
+    Create {
+        /// The key's user (default: yours). Superuser only.
+        #[arg(long)]
+        user: Option<String>,
+        /// The user's groups, comma-separated (with --user; default: yours).
+        #[arg(long, value_delimiter = ',')]
+        groups: Vec<String>,
+        /// The job the key's requests count against when they name none
+        /// (for clients that cannot send the x-thaw-job header).
+        #[arg(long, default_value = "")]
+        job: String,
+        /// Print JSON (for scripts).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Your keys (the superuser's: everyone's, or --user's), without secrets.
+    List {
+        /// Only this user's keys (the superuser's view of others).
+        #[arg(long)]
+        user: Option<String>,
+        /// Print JSON (for scripts).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a key: gateways refuse it within seconds.
+    Delete {
+        /// The key's access key id (TK...).
+        access_key: String,
+    },
+    /// Set the job a key's requests count against (empty: none).
+    SetJob {
+        /// The key's access key id (TK...).
+        access_key: String,
+        /// The job id ("" clears it).
+        job: String,
+    },
+}
+
+fn key_json(k: &thaw_common::proto::S3KeyRecord) -> serde_json::Value {
+    serde_json::json!({
+        "access_key": k.access_key, "user": k.user, "groups": k.groups, "job": k.job,
+        "created_ms": k.created_ms, "created_by": k.created_by,
+    })
+}
+
+async fn s3_key(client: Client, cmd: S3KeyCommand) -> anyhow::Result<()> {
+    match cmd {
+        S3KeyCommand::Create { user, groups, job, json } => {
+            let r = client.create_s3_key(user.as_deref().unwrap_or(""), &groups, &job).await?;
+            let k = r.key.context("the master answered without the key")?;
+            if json {
+                let mut v = key_json(&k);
+                v["secret_key"] = r.secret_key.into();
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                println!("access key: {}", k.access_key);
+                println!("secret key: {}", r.secret_key);
+                println!("user:       {} groups [{}]", k.user, k.groups.join(","));
+                if !k.job.is_empty() {
+                    println!("job:        {}", k.job);
+                }
+                println!("(the secret is not shown again)");
+            }
+        }
+        S3KeyCommand::List { user, json } => {
+            let keys = client.list_s3_keys(user.as_deref().unwrap_or(""), "").await?;
+            if json {
+                let v: Vec<_> = keys.iter().map(key_json).collect();
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                println!("{:<22} {:<16} {:<20} JOB", "ACCESS KEY", "USER", "GROUPS");
+                for k in &keys {
+                    println!("{:<22} {:<16} {:<20} {}", k.access_key, k.user, k.groups.join(","), k.job);
+                }
+            }
+        }
+        S3KeyCommand::Delete { access_key } => {
+            client.delete_s3_key(&access_key).await?;
+            println!("deleted {access_key}");
+        }
+        S3KeyCommand::SetJob { access_key, job } => {
+            let k = client.set_s3_key_job(&access_key, &job).await?;
+            println!("{}: job {}", k.access_key, if k.job.is_empty() { "(none)" } else { &k.job });
+        }
+    }
+    Ok(())
 }
 
 pub fn secret(path: &std::path::Path) -> anyhow::Result<()> {
@@ -86,6 +182,7 @@ pub async fn run(client: Client, cmd: AuthCommand) -> anyhow::Result<()> {
             let t = client.issue_token(user.as_deref().unwrap_or(""), &groups, ttl_ms).await?;
             println!("{}", t.token);
         }
+        AuthCommand::S3Key(c) => s3_key(client, c).await?,
         AuthCommand::Whoami { json } => {
             let me = client.who_am_i().await?;
             if json {

@@ -18,7 +18,9 @@ pub struct GatewayArgs {
     /// through, async-through, replicated-disk.
     #[arg(long, default_value = "cache-through", value_parser = write_type)]
     write_type: WriteType,
-    /// The access key signed requests use (unsigned ones are served too).
+    /// On a cluster without a secret: the access key signed requests use
+    /// (unsigned ones are served too). On one with a secret, requests are
+    /// signed with S3 keys from `thaw auth s3-key create` instead.
     #[arg(long, env = "THAW_S3_ACCESS_KEY", default_value = thaw_gateway::DEFAULT_ACCESS_KEY)]
     access_key: String,
     /// Its secret key (from the environment, so it stays out of `ps`).
@@ -32,6 +34,16 @@ pub struct GatewayArgs {
     /// (IncompleteBody) and its staged bytes are removed.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     body_timeout: u64,
+    /// The cluster secret, on a cluster that has one (THAW_SECRET_FILE):
+    /// the gateway derives each S3 key's secret from it and acts as each
+    /// key's user.
+    #[command(flatten)]
+    secret: crate::server_args::SecretArgs,
+    /// HTTPS: the certificate (PEM) and its key (the cluster's, `thaw auth
+    /// certs`, naming this host); --tls-ca (THAW_TLS_CA) to reach a TLS
+    /// master.
+    #[command(flatten)]
+    tls: crate::server_args::TlsArgs,
 }
 
 fn write_type(s: &str) -> Result<WriteType, String> {
@@ -39,19 +51,42 @@ fn write_type(s: &str) -> Result<WriteType, String> {
 }
 
 pub async fn run(client: thaw_client::Client, args: GatewayArgs) -> anyhow::Result<()> {
-    let me = client.who_am_i().await.context("the master does not answer")?;
-    if me.security {
-        // Anonymous S3 requests would act as this process's Thaw user.
-        anyhow::bail!(
-            "the cluster checks credentials, and this gateway serves anonymous S3 requests only \
-             (S3 access keys mapped to Thaw users are not built yet): run it against a cluster without a secret"
-        );
+    let secret = args.secret.load()?;
+    let need_secret = || {
+        anyhow::anyhow!(
+            "the cluster checks credentials: give the gateway its secret (--secret-file or THAW_SECRET_FILE), \
+             from which it checks S3 keys' signatures and acts as each key's user"
+        )
+    };
+    // Asked as the superuser when the secret is at hand (the gateway acts so).
+    let asking = match &secret {
+        Some(s) => client.as_user(std::sync::Arc::new(thaw_common::auth::Credentials::from_secret(
+            s.clone(),
+            thaw_common::auth::SUPERUSER,
+            Vec::new(),
+        )?)),
+        None => client.clone(),
+    };
+    let me = match asking.who_am_i().await {
+        Ok(me) => me,
+        Err(e) if e.kind == thaw_common::ErrorKind::PermissionDenied && secret.is_none() => return Err(need_secret()),
+        Err(e) => return Err(anyhow::Error::from(e).context("the master does not answer")),
+    };
+    if me.security && secret.is_none() {
+        return Err(need_secret());
     }
+    if !me.security && secret.is_some() {
+        anyhow::bail!("--secret-file: the cluster has no secret (its master was started without one)");
+    }
+    let tls = args.tls.server()?;
     let listener = tokio::net::TcpListener::bind((args.bind.as_str(), args.port))
         .await
         .with_context(|| format!("--port {}: cannot listen on {}:{}", args.port, args.bind, args.port))?;
     // The line scripts and tests wait for.
     println!("thaw gateway listening on {}", listener.local_addr()?);
+    if tls.is_some() {
+        println!("thaw gateway: HTTPS (clients trust the cluster's CA)");
+    }
     let gateway = thaw_gateway::Gateway::new(
         client,
         thaw_gateway::GatewayConfig {
@@ -59,8 +94,10 @@ pub async fn run(client: thaw_client::Client, args: GatewayArgs) -> anyhow::Resu
             key: (args.access_key, args.secret_key),
             upload_ttl: std::time::Duration::from_secs(args.upload_ttl),
             body_timeout: std::time::Duration::from_secs(args.body_timeout),
+            secret,
+            tls,
         },
-    );
+    )?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let stop = async move {
         tokio::select! {

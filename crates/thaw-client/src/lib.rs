@@ -26,6 +26,8 @@ pub use writer::{FileWriter, WriteOptions, parse_write_type};
 #[derive(Clone)]
 pub struct Client {
     master: MasterClient,
+    /// The connection under `master` (kept to make [`Client::as_user`]s).
+    channel: thaw_common::failover::MasterChannel,
     /// What this client proves itself with (none: a cluster without a secret).
     credentials: Option<Arc<Credentials>>,
     config: Arc<ClientConfig>,
@@ -81,10 +83,24 @@ impl Client {
         if config.tls.is_none() {
             config.tls = thaw_common::tls::ClientTls::from_env()?.map(Arc::new);
         }
-        let master = thaw_common::auth::master_client(&config.master, credentials.clone(), config.tls.as_deref())?;
+        let channel = thaw_common::failover::MasterChannel::new(&config.master, config.tls.as_deref())?;
+        let master = thaw_common::auth::master_client_on(channel.clone(), credentials.clone());
         let writer = writer_name(&config).into();
         let pool = Arc::new(data::Pool::new(config.tls.clone()));
-        Ok(Client { master, credentials, config: Arc::new(config), pool, writer })
+        Ok(Client { master, channel, credentials, config: Arc::new(config), pool, writer })
+    }
+
+    /// The same cluster and connections, acting with `credentials` (another
+    /// user's: the S3 gateway's client for each access key's user).
+    pub fn as_user(&self, credentials: Arc<Credentials>) -> Client {
+        Client {
+            master: thaw_common::auth::master_client_on(self.channel.clone(), Some(credentials.clone())),
+            channel: self.channel.clone(),
+            credentials: Some(credentials),
+            config: self.config.clone(),
+            pool: self.pool.clone(),
+            writer: self.writer.clone(),
+        }
     }
 
     /// The token this client sends (empty without credentials).
@@ -107,6 +123,7 @@ impl Client {
         config.job_id = job_id.into();
         Client {
             master: self.master.clone(),
+            channel: self.channel.clone(),
             credentials: self.credentials.clone(),
             config: Arc::new(config),
             pool: self.pool.clone(),
@@ -123,6 +140,7 @@ impl Client {
         config.recover_lineage = lineage;
         Client {
             master: self.master.clone(),
+            channel: self.channel.clone(),
             credentials: self.credentials.clone(),
             config: Arc::new(config),
             pool: self.pool.clone(),
@@ -138,6 +156,7 @@ impl Client {
         config.rebuild_wait = std::time::Duration::ZERO;
         Client {
             master: self.master.clone(),
+            channel: self.channel.clone(),
             credentials: self.credentials.clone(),
             config: Arc::new(config),
             pool: self.pool.clone(),
@@ -548,6 +567,33 @@ impl Client {
     pub async fn issue_token(&self, user: &str, groups: &[String], ttl_ms: u64) -> Result<IssueTokenResponse> {
         let req = IssueTokenRequest { user: user.to_string(), groups: groups.to_vec(), ttl_ms };
         Ok(self.master.clone().issue_token(req).await.map_err(|s| self.rpc_err(s))?.into_inner())
+    }
+
+    /// A new S3 access key (the gateway's) for this client's user, or, for a
+    /// superuser, `user`'s in `groups`; the answer holds its secret.
+    pub async fn create_s3_key(&self, user: &str, groups: &[String], job: &str) -> Result<CreateS3KeyResponse> {
+        let req = CreateS3KeyRequest { user: user.to_string(), groups: groups.to_vec(), job: job.to_string() };
+        Ok(self.master.clone().create_s3_key(req).await.map_err(|s| self.rpc_err(s))?.into_inner())
+    }
+
+    /// S3 keys: this client's user's (a superuser's: all, or `user`'s), or
+    /// the one `access_key`.
+    pub async fn list_s3_keys(&self, user: &str, access_key: &str) -> Result<Vec<S3KeyRecord>> {
+        let req = ListS3KeysRequest { user: user.to_string(), access_key: access_key.to_string() };
+        Ok(self.master.clone().list_s3_keys(req).await.map_err(|s| self.rpc_err(s))?.into_inner().keys)
+    }
+
+    pub async fn delete_s3_key(&self, access_key: &str) -> Result<()> {
+        let req = DeleteS3KeyRequest { access_key: access_key.to_string() };
+        self.master.clone().delete_s3_key(req).await.map_err(|s| self.rpc_err(s))?;
+        Ok(())
+    }
+
+    /// Sets (empty: clears) the job `access_key`'s requests count against.
+    pub async fn set_s3_key_job(&self, access_key: &str, job: &str) -> Result<S3KeyRecord> {
+        let req = SetS3KeyJobRequest { access_key: access_key.to_string(), job: job.to_string() };
+        let r = self.master.clone().set_s3_key_job(req).await.map_err(|s| self.rpc_err(s))?.into_inner();
+        r.keys.into_iter().next().ok_or_else(|| ThawError::internal("set-s3-key-job answer without the key"))
     }
 
     /// Whom the master takes this client for.

@@ -11,6 +11,9 @@
 //! - the *access* key signs [`AccessClaims`]: the master's grant to read one
 //!   block or write one file, checked by workers that know nothing of paths or
 //!   permissions (HDFS's block access tokens).
+//! - the *S3* key derives each S3 access key's secret (`thaw gateway`):
+//!   `HMAC(s3 key, access key)`, so the journal keeps only which user a key
+//!   acts as, and a gateway holding the cluster secret checks signatures.
 //!
 //! Tokens are bearer credentials: without TLS on the wire, anyone who can
 //! watch the network can replay one until it expires.
@@ -53,6 +56,7 @@ const TOKEN_PREFIX: &str = "thaw1.";
 pub struct Secret {
     token_key: hmac::Key,
     access_key: hmac::Key,
+    s3_key: hmac::Key,
 }
 
 impl std::fmt::Debug for Secret {
@@ -88,7 +92,11 @@ impl Secret {
         }
         let root = hmac::Key::new(hmac::HMAC_SHA256, secret);
         let derive = |label: &[u8]| hmac::Key::new(hmac::HMAC_SHA256, hmac::sign(&root, label).as_ref());
-        Ok(Secret { token_key: derive(b"thaw token v1"), access_key: derive(b"thaw access v1") })
+        Ok(Secret {
+            token_key: derive(b"thaw token v1"),
+            access_key: derive(b"thaw access v1"),
+            s3_key: derive(b"thaw s3 v1"),
+        })
     }
 
     /// A fresh random secret, hex-encoded (64 characters).
@@ -99,6 +107,26 @@ impl Secret {
             .fill(&mut bytes)
             .map_err(|_| ThawError::internal("the system random generator failed"))?;
         Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// The S3 secret key of `access_key`: 40 characters, as AWS's.
+    pub fn s3_secret(&self, access_key: &str) -> String {
+        let mac = hmac::sign(&self.s3_key, access_key.as_bytes());
+        B64.encode(&mac.as_ref()[..30])
+    }
+
+    /// A fresh S3 access key id: `TK` and 18 random capitals and digits
+    /// (20 characters, as AWS's).
+    pub fn new_s3_access_key() -> Result<String> {
+        use ring::rand::SecureRandom;
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+        let mut bytes = [0u8; 18];
+        ring::rand::SystemRandom::new()
+            .fill(&mut bytes)
+            .map_err(|_| ThawError::internal("the system random generator failed"))?;
+        Ok(std::iter::once("TK".to_string())
+            .chain(bytes.iter().map(|b| (ALPHABET[usize::from(b % 32)] as char).to_string()))
+            .collect())
     }
 
     /// A token for `claims`.
@@ -390,10 +418,18 @@ pub fn master_client(
     credentials: Option<Arc<Credentials>>,
     tls: Option<&crate::tls::ClientTls>,
 ) -> Result<MasterClient> {
-    let channel = crate::failover::MasterChannel::new(addr, tls)?;
-    Ok(crate::proto::master_service_client::MasterServiceClient::with_interceptor(channel, Attach::new(credentials))
+    Ok(master_client_on(crate::failover::MasterChannel::new(addr, tls)?, credentials))
+}
+
+/// A master client on `channel` (shared with other clients: one connection
+/// for many users' calls, as a gateway acting for each of its users makes).
+pub fn master_client_on(
+    channel: crate::failover::MasterChannel,
+    credentials: Option<Arc<Credentials>>,
+) -> MasterClient {
+    crate::proto::master_service_client::MasterServiceClient::with_interceptor(channel, Attach::new(credentials))
         .max_decoding_message_size(64 << 20)
-        .max_encoding_message_size(64 << 20))
+        .max_encoding_message_size(64 << 20)
 }
 
 /// A lazy channel to one master (see [`crate::failover::endpoint_channel`]).
@@ -432,6 +468,19 @@ mod tests {
         for junk in ["", "Bearer x", "thaw1.", "thaw1.a.b", "thaw1.!!.??"] {
             assert!(s.verify(junk).is_err(), "{junk}");
         }
+    }
+
+    #[test]
+    fn s3_secrets_are_per_key_and_per_cluster() {
+        let k = Secret::new_s3_access_key().unwrap();
+        assert_eq!(k.len(), 20);
+        assert!(k.starts_with("TK") && k.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()));
+        assert_ne!(k, Secret::new_s3_access_key().unwrap());
+        let s = secret(1).s3_secret(&k);
+        assert_eq!(s.len(), 40);
+        assert_eq!(s, secret(1).s3_secret(&k), "derived, so every gateway with the secret agrees");
+        assert_ne!(s, secret(2).s3_secret(&k));
+        assert_ne!(s, secret(1).s3_secret("TKOTHER"));
     }
 
     #[test]

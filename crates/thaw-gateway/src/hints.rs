@@ -13,8 +13,8 @@
 //! (On the root, which no bucket or key can be, with a `thaw` parameter no S3
 //! operation has.)
 //!
-//! Like the S3 operations, the API takes signed and unsigned requests (the
-//! gateway serves clusters without a secret only).
+//! Like the S3 operations, the API acts as the request's key's user (on a
+//! cluster with a secret, where it must be signed: migrating is reading).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -36,14 +36,38 @@ pub const JOB_HEADER: &str = "x-thaw-job";
 pub const MAX_MIGRATE_OBJECTS: usize = 100_000;
 
 impl Gateway {
-    /// This gateway for one request: its client carries the request's job,
-    /// if it names one.
-    pub(crate) fn for_request(&self, headers: &http::HeaderMap) -> S3Result<Gateway> {
-        let Some(v) = headers.get(JOB_HEADER) else {
-            return Ok(self.clone());
+    /// This gateway for one request: its client acts as the request's key's
+    /// user (a cluster with a secret) and carries the request's job (header
+    /// `x-thaw-job`, else its key's default job), if any.
+    pub(crate) async fn for_request<T>(&self, req: &S3Request<T>) -> S3Result<Gateway> {
+        self.acting(req.credentials.as_ref(), &req.headers).await
+    }
+
+    async fn acting(&self, creds: Option<&s3s::auth::Credentials>, headers: &http::HeaderMap) -> S3Result<Gateway> {
+        let header_job = match headers.get(JOB_HEADER) {
+            None => None,
+            Some(v) => Some(
+                v.to_str()
+                    .ok()
+                    .filter(|j| valid_job(j))
+                    .ok_or_else(|| invalid("x-thaw-job: not a job id"))?
+                    .to_string(),
+            ),
         };
-        let job = v.to_str().ok().filter(|j| valid_job(j)).ok_or_else(|| invalid("x-thaw-job: not a job id"))?;
-        Ok(self.with_client(self.client().with_job(job)))
+        let Some(keys) = &self.inner.keys else {
+            return Ok(match header_job {
+                None => self.clone(),
+                Some(job) => self.with_client(self.client().with_job(job), self.home().to_string()),
+            });
+        };
+        let creds = creds.ok_or_else(crate::keys::unsigned)?;
+        let acting = keys.acting(&creds.access_key).await?;
+        let job = header_job.or((!acting.job.is_empty()).then_some(acting.job));
+        let client = match job {
+            Some(job) => acting.client.with_job(job),
+            None => acting.client,
+        };
+        Ok(self.with_client(client, acting.home))
     }
 }
 
@@ -74,14 +98,18 @@ impl S3Route for HintRoute {
         uri.path() == "/" && query(uri).contains_key("thaw")
     }
 
-    async fn check_access(&self, _req: &mut S3Request<Body>) -> S3Result<()> {
-        Ok(())
+    async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {
+        match (&self.0.inner.keys, &req.credentials) {
+            (Some(_), None) => Err(crate::keys::unsigned()),
+            _ => Ok(()),
+        }
     }
 
     async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
         let q = query(&req.uri);
         let job = q.get("job").filter(|j| valid_job(j)).ok_or_else(|| invalid("job=ID is required"))?;
-        let c = self.0.client();
+        let g = self.0.acting(req.credentials.as_ref(), &http::HeaderMap::new()).await?;
+        let c = g.client();
         match (req.method.clone(), q.get("thaw").map(String::as_str).unwrap_or_default()) {
             (http::Method::POST, "migrate") => {
                 let bucket = q.get("bucket").ok_or_else(|| invalid("bucket=NAME is required"))?;
@@ -95,7 +123,7 @@ impl S3Route for HintRoute {
                     Some("implicit") => EvictionMode::Implicit,
                     Some(_) => return Err(invalid("eviction=explicit|implicit")),
                 };
-                let page = walk(&self.0, bucket, prefix, None, None, MAX_MIGRATE_OBJECTS + 1).await?;
+                let page = walk(&g, bucket, prefix, None, None, MAX_MIGRATE_OBJECTS + 1).await?;
                 if page.objects.len() > MAX_MIGRATE_OBJECTS {
                     return Err(invalid(&format!("more than {MAX_MIGRATE_OBJECTS} objects under the prefix")));
                 }

@@ -11,10 +11,16 @@
 //! write types, staged and renamed into place so a failed upload leaves the
 //! old object. Operations not listed in [`Gateway`]'s impl answer S3's
 //! `NotImplemented`.
+//!
+//! Who a request acts as: on a cluster without a secret, the gateway's own
+//! user, for signed (with the gateway's one key) and unsigned requests
+//! alike, as any client there may act; on a cluster with a secret, the user
+//! of the S3 key that signed it ([`keys`]), unsigned requests refused.
 
 mod buckets;
 mod errors;
 mod hints;
+mod keys;
 mod listing;
 mod multipart;
 pub mod names;
@@ -30,7 +36,9 @@ use s3s::dto::*;
 use s3s::service::S3ServiceBuilder;
 use s3s::{S3, S3Request, S3Response, S3Result};
 use thaw_client::Client;
+use thaw_common::auth::Secret;
 use thaw_common::proto::WriteType;
+use thaw_common::tls::ServerTls;
 use tokio::net::TcpListener;
 
 /// Bytes a GET reads from Thaw per body chunk.
@@ -42,10 +50,16 @@ pub struct GatewayConfig {
     /// The write type of a PUT that names none (header `x-thaw-write-type`
     /// or metadata `x-amz-meta-thaw-write-type`).
     pub write_type: WriteType,
-    /// The access key and secret key that signed (SigV4) requests must use;
-    /// unsigned requests are served too (anonymous access: the gateway runs
-    /// only against clusters that check no credentials).
+    /// On a cluster without a secret: the access key and secret key that
+    /// signed (SigV4) requests must use; unsigned requests are served too
+    /// (anonymous access: any client of such a cluster may act).
     pub key: (String, String),
+    /// The cluster secret, on a cluster that has one: requests are signed
+    /// with S3 keys of the master's (`thaw auth s3-key create`) and act as
+    /// their users; `key` is not used.
+    pub secret: Option<Arc<Secret>>,
+    /// HTTPS with this certificate (the cluster's, `thaw auth certs`).
+    pub tls: Option<Arc<ServerTls>>,
     /// Unfinished multipart uploads (and staged PUTs) untouched this long
     /// are removed.
     pub upload_ttl: std::time::Duration,
@@ -66,6 +80,8 @@ impl Default for GatewayConfig {
         GatewayConfig {
             write_type: WriteType::CacheThrough,
             key: (DEFAULT_ACCESS_KEY.to_string(), DEFAULT_SECRET_KEY.to_string()),
+            secret: None,
+            tls: None,
             upload_ttl: std::time::Duration::from_secs(24 * 3600),
             body_timeout: std::time::Duration::from_secs(60),
         }
@@ -79,11 +95,17 @@ pub struct Gateway {
 }
 
 struct Inner {
+    /// The client requests act through (the key's user's, with the
+    /// request's job, in per-request copies of [`Gateway::for_request`]).
     client: Client,
-    config: GatewayConfig,
+    /// Where this client stages uploads.
+    home: String,
+    config: Arc<GatewayConfig>,
     /// Names of staged uploads, unique in this process (shared by the
-    /// per-request copies of [`Gateway::for_request`]).
+    /// per-request copies).
     uploads: Arc<AtomicU64>,
+    /// The S3 keys of a cluster with a secret.
+    keys: Option<Arc<keys::Keys>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -93,14 +115,40 @@ impl std::fmt::Debug for Gateway {
 }
 
 impl Gateway {
-    pub fn new(client: Client, config: GatewayConfig) -> Self {
-        Gateway { inner: Arc::new(Inner { client, config, uploads: Arc::new(AtomicU64::new(0)) }) }
+    /// A gateway over `client`'s cluster. With `config.secret`, requests act
+    /// as their keys' users (`client` is used for its connections only).
+    pub fn new(client: Client, config: GatewayConfig) -> thaw_common::Result<Self> {
+        let keys = match &config.secret {
+            Some(secret) => Some(Arc::new(keys::Keys::new(&client, secret.clone())?)),
+            None => None,
+        };
+        let client = keys.as_ref().map(|k| k.admin.clone()).unwrap_or(client);
+        let inner = Inner {
+            client,
+            home: names::STAGING.to_string(),
+            config: Arc::new(config),
+            uploads: Arc::new(AtomicU64::new(0)),
+            keys,
+        };
+        Ok(Gateway { inner: Arc::new(inner) })
     }
 
-    /// The same gateway over another client (one carrying a job).
-    fn with_client(&self, client: Client) -> Gateway {
-        let inner = Inner { client, config: self.inner.config.clone(), uploads: self.inner.uploads.clone() };
+    /// The same gateway over another client (a user's, one carrying a job)
+    /// staging its uploads in `home`.
+    fn with_client(&self, client: Client, home: String) -> Gateway {
+        let inner = Inner {
+            client,
+            home,
+            config: self.inner.config.clone(),
+            uploads: self.inner.uploads.clone(),
+            keys: self.inner.keys.clone(),
+        };
         Gateway { inner: Arc::new(inner) }
+    }
+
+    /// Where this gateway's client stages uploads.
+    fn home(&self) -> &str {
+        &self.inner.home
     }
 
     fn client(&self) -> &Client {
@@ -126,9 +174,19 @@ impl Gateway {
         };
         let (access, secret) = self.inner.config.key.clone();
         let route = hints::HintRoute(self.clone());
+        let keys = self.inner.keys.clone();
+        let tls = self.inner.config.tls.clone();
         let mut builder = S3ServiceBuilder::new(self);
-        builder.set_auth(s3s::auth::SimpleAuth::from_single(access, secret));
-        builder.set_access(Anonymous);
+        match keys {
+            Some(keys) => {
+                builder.set_auth(keys::KeyAuth(keys));
+                builder.set_access(keys::SignedOnly);
+            }
+            None => {
+                builder.set_auth(s3s::auth::SimpleAuth::from_single(access, secret));
+                builder.set_access(Anonymous);
+            }
+        }
         builder.set_route(route);
         let service = builder.build();
         let http = ConnBuilder::new(TokioExecutor::new());
@@ -147,10 +205,23 @@ impl Gateway {
                 () = &mut shutdown => break,
             };
             let _ = socket.set_nodelay(true);
-            let conn = http.serve_connection(TokioIo::new(socket), service.clone()).into_owned();
-            let conn = graceful.watch(conn);
+            let (http, service, watcher, tls) = (http.clone(), service.clone(), graceful.watcher(), tls.clone());
             tokio::spawn(async move {
-                if let Err(e) = conn.await {
+                let r = match tls {
+                    None => watcher.watch(http.serve_connection(TokioIo::new(socket), service).into_owned()).await,
+                    Some(tls) => {
+                        // The handshake gets as long as a stalled body would.
+                        let hs = tokio::time::timeout(std::time::Duration::from_secs(30), tls.accept(socket)).await;
+                        match hs {
+                            Ok(Ok(stream)) => {
+                                watcher.watch(http.serve_connection(TokioIo::new(stream), service).into_owned()).await
+                            }
+                            Ok(Err(e)) => Err(e.into()),
+                            Err(_) => Err("the TLS handshake timed out".into()),
+                        }
+                    }
+                };
+                if let Err(e) = r {
                     tracing::debug!(%peer, error = %e, "gateway connection ended");
                 }
             });
@@ -177,12 +248,12 @@ impl s3s::access::S3Access for Anonymous {
 
 #[async_trait::async_trait]
 impl S3 for Gateway {
-    async fn list_buckets(&self, _req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
-        buckets::list(self).await.map(S3Response::new)
+    async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+        buckets::list(&self.for_request(&req).await?).await.map(S3Response::new)
     }
 
     async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
-        buckets::check(self, &req.input.bucket).await?;
+        buckets::check(&self.for_request(&req).await?, &req.input.bucket).await?;
         Ok(S3Response::new(HeadBucketOutput::default()))
     }
 
@@ -190,47 +261,47 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetBucketLocationInput>,
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-        buckets::check(self, &req.input.bucket).await?;
+        buckets::check(&self.for_request(&req).await?, &req.input.bucket).await?;
         Ok(S3Response::new(GetBucketLocationOutput::default()))
     }
 
     async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
-        buckets::create(self, &req.input.bucket).await.map(S3Response::new)
+        buckets::create(&self.for_request(&req).await?, &req.input.bucket).await.map(S3Response::new)
     }
 
     async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
-        buckets::delete(self, &req.input.bucket).await?;
+        buckets::delete(&self.for_request(&req).await?, &req.input.bucket).await?;
         Ok(S3Response::new(DeleteBucketOutput::default()))
     }
 
     async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
-        listing::list_v2(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
+        listing::list_v2(&self.for_request(&req).await?, req.input).await.map(S3Response::new)
     }
 
     async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
-        listing::list_v1(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
+        listing::list_v1(&self.for_request(&req).await?, req.input).await.map(S3Response::new)
     }
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
-        objects::head(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
+        objects::head(&self.for_request(&req).await?, req.input).await.map(S3Response::new)
     }
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-        objects::get(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
+        objects::get(&self.for_request(&req).await?, req.input).await.map(S3Response::new)
     }
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         let write_type = objects::write_type(self, &req.headers, req.input.metadata.as_ref())?;
-        objects::put(&self.for_request(&req.headers)?, req.input, write_type).await.map(S3Response::new)
+        objects::put(&self.for_request(&req).await?, req.input, write_type).await.map(S3Response::new)
     }
 
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
-        objects::delete(self, &req.input.bucket, &req.input.key).await?;
+        objects::delete(&self.for_request(&req).await?, &req.input.bucket, &req.input.key).await?;
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
 
     async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
-        objects::delete_many(self, req.input).await.map(S3Response::new)
+        objects::delete_many(&self.for_request(&req).await?, req.input).await.map(S3Response::new)
     }
 
     async fn create_multipart_upload(
@@ -238,34 +309,34 @@ impl S3 for Gateway {
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         let write_type = objects::write_type(self, &req.headers, req.input.metadata.as_ref())?;
-        multipart::create(self, req.input, write_type).await.map(S3Response::new)
+        multipart::create(&self.for_request(&req).await?, req.input, write_type).await.map(S3Response::new)
     }
 
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
-        multipart::upload_part(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
+        multipart::upload_part(&self.for_request(&req).await?, req.input).await.map(S3Response::new)
     }
 
     async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
-        multipart::list_parts(self, req.input).await.map(S3Response::new)
+        multipart::list_parts(&self.for_request(&req).await?, req.input).await.map(S3Response::new)
     }
 
     async fn complete_multipart_upload(
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        multipart::complete(&self.for_request(&req.headers)?, req.input).await.map(S3Response::new)
+        multipart::complete(&self.for_request(&req).await?, req.input).await.map(S3Response::new)
     }
 
     async fn abort_multipart_upload(
         &self,
         req: S3Request<AbortMultipartUploadInput>,
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-        multipart::abort(self, req.input).await?;
+        multipart::abort(&self.for_request(&req).await?, req.input).await?;
         Ok(S3Response::new(AbortMultipartUploadOutput::default()))
     }
 
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         let write_type = objects::write_type(self, &req.headers, req.input.metadata.as_ref())?;
-        objects::copy(&self.for_request(&req.headers)?, req.input, write_type).await.map(S3Response::new)
+        objects::copy(&self.for_request(&req).await?, req.input, write_type).await.map(S3Response::new)
     }
 }

@@ -1,16 +1,15 @@
 //! Multipart uploads: create, upload part, list parts, complete, abort.
 //!
-//! An upload is a staging directory `/.thaw-gateway/mpu/<id>` holding a
+//! An upload is a staging directory `mpu/<id>` (under `/.thaw-gateway`, or
+//! the user's `/.thaw-gateway/u/USER` on a cluster with a secret) holding a
 //! `target` file (the write type, bucket and key) and one file per part,
-//! each written as a PUT is (staged, renamed into place, so a part sent
-//! again replaces the first). Completing it writes the parts, in order, into
-//! one staged file that is renamed onto the key: the object appears whole
-//! or not at all. That costs one more pass over the bytes, at memory speed;
+//! each written as a PUT is (a part sent again replaces the first).
+//! Completing it writes the parts, in order, as one PUT's body: the object
+//! appears whole or not at all. That costs one more pass over the bytes, at memory speed;
 //! a master that joined files by their blocks would spare it. Uploads left
 //! unfinished are removed by the gateway's sweep after `upload_ttl`.
 
-use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Result};
 use thaw_common::proto::WriteType;
@@ -20,21 +19,24 @@ use crate::Gateway;
 use crate::buckets::{check, timestamp};
 use crate::errors::object_error;
 use crate::names::{STAGING, object_path};
-use crate::objects::{body_stream, etag, place, staged_path, store};
+use crate::objects::{body_stream, etag, store};
 
 /// Parts per upload, and the smallest a part but the last may be (S3's).
 pub const MAX_PARTS: i32 = 10_000;
 pub const MIN_PART_BYTES: u64 = 5 << 20;
 
-pub fn uploads_dir() -> String {
-    format!("{STAGING}/mpu")
+/// Where the uploads staged in `home` are.
+pub fn uploads_dir(home: &str) -> String {
+    format!("{home}/mpu")
 }
 
-fn upload_dir(id: &str) -> S3Result<String> {
+/// Upload `id`'s directory: among the uploads of the request's user (on a
+/// cluster with a secret, another user's upload id names nothing).
+fn upload_dir(g: &Gateway, id: &str) -> S3Result<String> {
     if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(no_such_upload(id));
     }
-    Ok(format!("{}/{id}", uploads_dir()))
+    Ok(format!("{}/{id}", uploads_dir(g.home())))
 }
 
 fn no_such_upload(id: &str) -> S3Error {
@@ -47,7 +49,7 @@ fn part_name(n: i32) -> String {
 
 /// The upload's write type, after checking it is for `bucket`/`key`.
 async fn target(g: &Gateway, id: &str, bucket: &str, key: &str) -> S3Result<(String, WriteType)> {
-    let dir = upload_dir(id)?;
+    let dir = upload_dir(g, id)?;
     let text = match g.client().read_all(&format!("{dir}/target")).await {
         Ok(t) => String::from_utf8(t).map_err(|_| no_such_upload(id))?,
         Err(e) if e.kind == ErrorKind::NotFound => return Err(no_such_upload(id)),
@@ -73,7 +75,7 @@ pub async fn create(
     }
     check(g, &input.bucket).await?;
     let id: String = (0..16).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
-    let dir = upload_dir(&id)?;
+    let dir = upload_dir(g, &id)?;
     let label = thaw_common::write_type::of(wt).label;
     let text = format!("{label}\n{}\n{}", input.bucket, input.key);
     let opts = thaw_client::WriteOptions::of(WriteType::CacheThrough);
@@ -167,28 +169,20 @@ pub async fn complete(g: &Gateway, input: CompleteMultipartUploadInput) -> S3Res
     }
     let dest = object_path(&input.bucket, &input.key)?;
     let total: u64 = parts.iter().map(|p| p.length).sum();
-    let staged = staged_path(g);
+    // The parts, in order, as one body: written like a PUT's (in place for
+    // a new key, else staged and renamed onto it).
     let c = g.client();
-    let opts = thaw_client::WriteOptions { length: total, ..thaw_client::WriteOptions::of(wt) };
-    let mut w = c.create(&staged, opts).await.map_err(object_error)?;
-    for part in &parts {
-        let copied: thaw_common::Result<()> = async {
-            let reader = c.open(&part.path).await?;
-            let mut chunks = std::pin::pin!(body_stream(reader, part.length));
-            while let Some(chunk) = chunks.try_next().await.map_err(|e| ThawError::unavailable(e.to_string()))? {
-                let chunk: Bytes = chunk;
-                w.write(&chunk).await?;
+    let reader = c.clone();
+    let body = futures::stream::iter(parts)
+        .then(move |part| {
+            let c = reader.clone();
+            async move {
+                let r = c.open(&part.path).await?;
+                Ok::<_, ThawError>(body_stream(r, part.length).map_err(|e| ThawError::unavailable(e.to_string())))
             }
-            Ok(())
-        }
-        .await;
-        if let Err(e) = copied {
-            w.abort().await;
-            return Err(object_error(e));
-        }
-    }
-    w.close().await.map_err(object_error)?;
-    let info = place(g, &staged, &dest.path).await?;
+        })
+        .try_flatten();
+    let info = store(g, &dest.path, wt, Some(total), Some(Box::pin(body))).await?;
     let _ = c.delete(&dir, true).await;
     Ok(CompleteMultipartUploadOutput {
         bucket: Some(input.bucket.clone()),
@@ -205,17 +199,27 @@ pub async fn abort(g: &Gateway, input: AbortMultipartUploadInput) -> S3Result<()
 }
 
 /// Removes uploads, and staged PUTs, untouched for `ttl`: what clients or
-/// gateways that died left behind.
+/// gateways that died left behind (in the staging directory, and in each
+/// user's on a cluster with a secret).
 pub async fn sweep(g: &Gateway, ttl: std::time::Duration) -> usize {
+    let users = g.client().list(&format!("{STAGING}/u")).await.unwrap_or_default();
+    let mut removed = sweep_home(g, STAGING, ttl).await;
+    for home in users.iter().filter(|e| e.is_dir) {
+        removed += sweep_home(g, &home.path, ttl).await;
+    }
+    removed
+}
+
+async fn sweep_home(g: &Gateway, home: &str, ttl: std::time::Duration) -> usize {
     let now = thaw_common::now_ms();
     let old = |mtime: u64| now.saturating_sub(mtime) > ttl.as_millis() as u64;
     let mut removed = 0;
     let c = g.client();
-    let staged = c.list(STAGING).await.unwrap_or_default();
+    let staged = c.list(home).await.unwrap_or_default();
     for e in staged.iter().filter(|e| !e.is_dir && old(e.mtime_ms)) {
         removed += usize::from(c.delete(&e.path, false).await.is_ok());
     }
-    for e in c.list(&uploads_dir()).await.unwrap_or_default() {
+    for e in c.list(&uploads_dir(home)).await.unwrap_or_default() {
         // An upload's age is that of its newest part.
         let parts = c.list(&e.path).await.unwrap_or_default();
         let newest = parts.iter().map(|p| p.mtime_ms).chain([e.mtime_ms]).max().unwrap_or(0);

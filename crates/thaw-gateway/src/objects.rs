@@ -13,13 +13,13 @@ use futures::{StreamExt, TryStreamExt};
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Result};
 use sha2::{Digest, Sha256};
-use thaw_client::{FileReader, WriteOptions};
+use thaw_client::{FileReader, FileWriter, WriteOptions};
 use thaw_common::proto::{FileInfo, WriteType};
 use thaw_common::{ErrorKind, ThawError};
 
 use crate::buckets::{check, timestamp};
 use crate::errors::object_error;
-use crate::names::{STAGING, object_path};
+use crate::names::object_path;
 use crate::{Gateway, READ_CHUNK};
 
 /// Most keys in one DeleteObjects request (S3's limit).
@@ -142,7 +142,18 @@ pub async fn get(g: &Gateway, input: GetObjectInput) -> S3Result<GetObjectOutput
         let p = object_path(&input.bucket, &input.key)?;
         let mut reader = g.client().open(&p.path).await.map_err(object_error)?;
         reader.seek(range.start);
-        StreamingBlob::wrap(sync_wrapper::SyncStream::new(body_stream(reader, range.end - range.start)))
+        // The first chunk is read before answering: a read that cannot start
+        // (data lost, an under-store gone) is an S3 error the client sees
+        // and may retry, not a body cut after its headers said 200.
+        let n = range.end - range.start;
+        let mut first = vec![0u8; (n as usize).min(READ_CHUNK)];
+        let got = reader.read_exact_or_eof(&mut first).await.map_err(object_error)?;
+        if got < first.len() {
+            return Err(S3Error::with_message(S3ErrorCode::InternalError, "the file ended early"));
+        }
+        let rest = body_stream(reader, n - got as u64);
+        let stream = futures::stream::once(async move { Ok(Bytes::from(first)) }).chain(rest);
+        StreamingBlob::wrap(sync_wrapper::SyncStream::new(stream))
     };
     Ok(GetObjectOutput {
         body: Some(body),
@@ -214,9 +225,14 @@ pub async fn put(g: &Gateway, input: PutObjectInput, wt: WriteType) -> S3Result<
     Ok(PutObjectOutput { e_tag: Some(etag(&info)), ..Default::default() })
 }
 
-/// Writes `body` (of `length` bytes, if said) to a staged file and renames it
-/// to `path`, replacing a file there: a failed or short body leaves
-/// whatever `path` held.
+/// Writes `body` (of `length` bytes, if said) to `path`. A new key is
+/// written in place (one create and one complete at the master: an
+/// unfinished file is no object, so listings and GETs do not see it until it
+/// completes, and a failed body deletes it). A key that exists is written to
+/// a staged file renamed onto it, so a failed or short body leaves the old
+/// object. (Two PUTs racing to make the same new key: the one that came
+/// second replaces the first's when it completes, and the first fails if
+/// it was still writing; S3 would let both succeed, the last one winning.)
 pub(crate) async fn store<S>(
     g: &Gateway,
     path: &str,
@@ -227,9 +243,35 @@ pub(crate) async fn store<S>(
 where
     S: futures::Stream<Item = thaw_common::Result<Bytes>> + Unpin,
 {
-    let staged = staged_path(g);
     let opts = WriteOptions { write_type: wt, length: length.unwrap_or(0), ..WriteOptions::of(wt) };
-    let mut w = g.client().create(&staged, opts).await.map_err(object_error)?;
+    let in_place = WriteOptions { recursive: true, overwrite: false, ..opts.clone() };
+    match g.client().create(path, in_place).await {
+        Ok(w) => {
+            let r = fill(g, w, length, body).await;
+            // A failed body leaves no directory it made either.
+            if r.is_err()
+                && let Some((parent, _)) = path.rsplit_once('/')
+            {
+                remove_empty_dirs(g, path.split('/').nth(1).unwrap_or_default(), parent).await;
+            }
+            return r;
+        }
+        // An object there (or a directory: placing says why it cannot be).
+        Err(e) if matches!(e.kind, ErrorKind::AlreadyExists | ErrorKind::IsADirectory) => {}
+        Err(e) => return Err(object_error(e)),
+    }
+    let staged = staged_path(g);
+    let w = g.client().create(&staged, opts).await.map_err(object_error)?;
+    fill(g, w, length, body).await?;
+    place(g, &staged, path).await
+}
+
+/// Writes `body` into `w` and completes it; any failure (a stalled or
+/// short body, a full tier) deletes the partial file.
+async fn fill<S>(g: &Gateway, mut w: FileWriter, length: Option<u64>, body: Option<S>) -> S3Result<FileInfo>
+where
+    S: futures::Stream<Item = thaw_common::Result<Bytes>> + Unpin,
+{
     let mut written = 0u64;
     if let Some(mut body) = body {
         let stall = g.inner.config.body_timeout;
@@ -266,13 +308,12 @@ where
             format!("the body has {written} bytes of the {l} its Content-Length says"),
         ));
     }
-    w.close().await.map_err(object_error)?;
-    place(g, &staged, path).await
+    w.close().await.map_err(object_error)
 }
 
 /// A new staging path, unique in this gateway's life.
 pub(crate) fn staged_path(g: &Gateway) -> String {
-    format!("{STAGING}/put-{}-{}", std::process::id(), g.inner.uploads.fetch_add(1, Ordering::Relaxed))
+    format!("{}/put-{}-{}", g.home(), std::process::id(), g.inner.uploads.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Moves a staged file to `path`: its parent made, a file there replaced.
@@ -282,10 +323,12 @@ pub(crate) async fn place(g: &Gateway, staged: &str, path: &str) -> S3Result<Fil
         let _ = c.delete(staged, false).await;
         object_error(e)
     };
-    if let Some((parent, _)) = path.rsplit_once('/')
-        && let Err(e) = c.mkdir(parent, true, true).await
-    {
-        return Err(undo(e).await);
+    let mut parent_group = None;
+    if let Some((parent, _)) = path.rsplit_once('/') {
+        match c.mkdir(parent, true, true).await {
+            Ok(info) => parent_group = Some(info.group),
+            Err(e) => return Err(undo(e).await),
+        }
     }
     match c.stat(path).await {
         Ok(old) if old.is_dir => {
@@ -302,7 +345,13 @@ pub(crate) async fn place(g: &Gateway, staged: &str, path: &str) -> S3Result<Fil
         Err(e) => return Err(undo(e).await),
     }
     match c.rename(staged, path).await {
-        Ok(info) => Ok(info),
+        // A new file takes its directory's group, as one written there
+        // directly does (a rename keeps the staged file's): where its user
+        // is in that group (or it is the superuser). Else it keeps its own.
+        Ok(info) => match parent_group {
+            Some(g) if g != info.group => Ok(c.set_attributes(path, None, None, Some(g)).await.unwrap_or(info)),
+            _ => Ok(info),
+        },
         Err(e) => Err(undo(e).await),
     }
 }

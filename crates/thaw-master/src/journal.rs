@@ -10,12 +10,15 @@ use std::path::Path;
 
 use prost::Message;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
-use thaw_common::proto::{InodeRecord, LineageRecord};
+use thaw_common::proto::{InodeRecord, LineageRecord, S3KeyRecord};
 use thaw_common::{Result, ThawError};
 
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 const LINEAGE: TableDefinition<u64, &[u8]> = TableDefinition::new("lineage");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// The gateway's S3 access keys, by access key (their secrets are derived,
+/// never stored).
+const S3_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("s3_keys");
 /// A replicated journal's Raft state (highly available masters): what the
 /// journal has applied and the group's membership, written in the same
 /// transaction as the records they describe.
@@ -40,6 +43,8 @@ pub enum JournalOp {
     Delete(u64),
     PutLineage(LineageRecord),
     DeleteLineage(u64),
+    PutS3Key(S3KeyRecord),
+    DeleteS3Key(String),
 }
 
 /// What the journal holds.
@@ -51,6 +56,7 @@ pub struct Loaded {
     pub lineages: Vec<LineageRecord>,
     /// The next unused lineage id (ids are never reused either).
     pub next_lineage_id: u64,
+    pub s3_keys: Vec<S3KeyRecord>,
     /// Raft state of a replicated journal ([`RAFT_APPLIED`], [`RAFT_MEMBERSHIP`]).
     pub raft_meta: Vec<(String, Vec<u8>)>,
 }
@@ -90,6 +96,7 @@ impl Journal {
         txn.open_table(INODES).map_err(jerr)?;
         txn.open_table(LINEAGE).map_err(jerr)?;
         txn.open_table(META).map_err(jerr)?;
+        txn.open_table(S3_KEYS).map_err(jerr)?;
         txn.open_table(RAFT_META).map_err(jerr)?;
         txn.open_table(RAFT_LOG).map_err(jerr)?;
         txn.open_table(RAFT_STATE).map_err(jerr)?;
@@ -117,6 +124,12 @@ impl Journal {
             let (id, bytes) = row.map_err(jerr)?;
             let rec = decode_lineage(bytes.value()).map_err(|e| e.context(format!("lineage {}", id.value())))?;
             out.lineages.push(rec);
+        }
+        let keys = txn.open_table(S3_KEYS).map_err(jerr)?;
+        for row in keys.iter().map_err(jerr)? {
+            let (k, bytes) = row.map_err(jerr)?;
+            let rec = decode_s3_key(bytes.value()).map_err(|e| e.context(format!("s3 key {}", k.value())))?;
+            out.s3_keys.push(rec);
         }
         let meta = txn.open_table(META).map_err(jerr)?;
         out.next_id = meta.get(NEXT_ID).map_err(jerr)?.map(|v| v.value()).unwrap_or(0);
@@ -161,6 +174,7 @@ impl Journal {
         {
             let mut table = txn.open_table(INODES).map_err(jerr)?;
             let mut lineage = txn.open_table(LINEAGE).map_err(jerr)?;
+            let mut keys = txn.open_table(S3_KEYS).map_err(jerr)?;
             let mut meta = txn.open_table(META).map_err(jerr)?;
             let mut next_lineage = meta.get(NEXT_LINEAGE_ID).map_err(jerr)?.map(|v| v.value()).unwrap_or(1);
             for op in ops {
@@ -177,6 +191,12 @@ impl Journal {
                     }
                     JournalOp::DeleteLineage(id) => {
                         lineage.remove(id).map_err(jerr)?;
+                    }
+                    JournalOp::PutS3Key(rec) => {
+                        keys.insert(rec.access_key.as_str(), rec.encode_to_vec().as_slice()).map_err(jerr)?;
+                    }
+                    JournalOp::DeleteS3Key(k) => {
+                        keys.remove(k.as_str()).map_err(jerr)?;
                     }
                 }
             }
@@ -201,6 +221,11 @@ impl Journal {
             for rec in &snapshot.lineages {
                 lineage.insert(rec.id, rec.encode_to_vec().as_slice()).map_err(jerr)?;
             }
+            let mut keys = txn.open_table(S3_KEYS).map_err(jerr)?;
+            keys.retain(|_, _| false).map_err(jerr)?;
+            for rec in &snapshot.s3_keys {
+                keys.insert(rec.access_key.as_str(), rec.encode_to_vec().as_slice()).map_err(jerr)?;
+            }
             let mut meta = txn.open_table(META).map_err(jerr)?;
             meta.insert(NEXT_ID, snapshot.next_id).map_err(jerr)?;
             meta.insert(NEXT_LINEAGE_ID, snapshot.next_lineage_id).map_err(jerr)?;
@@ -224,6 +249,8 @@ pub fn encode_batch(ops: &[JournalOp], next_id: u64) -> Vec<u8> {
                 JournalOp::Delete(id) => Op::Delete(*id),
                 JournalOp::PutLineage(r) => Op::PutLineage(r.clone()),
                 JournalOp::DeleteLineage(id) => Op::DeleteLineage(*id),
+                JournalOp::PutS3Key(r) => Op::PutS3Key(r.clone()),
+                JournalOp::DeleteS3Key(k) => Op::DeleteS3Key(k.clone()),
             }),
         })
         .collect();
@@ -241,6 +268,8 @@ pub fn decode_batch(bytes: &[u8]) -> Result<(Vec<JournalOp>, u64)> {
             Some(Op::Delete(id)) => JournalOp::Delete(id),
             Some(Op::PutLineage(r)) => JournalOp::PutLineage(checked_lineage(r)?),
             Some(Op::DeleteLineage(id)) => JournalOp::DeleteLineage(id),
+            Some(Op::PutS3Key(r)) => JournalOp::PutS3Key(checked_s3_key(r)?),
+            Some(Op::DeleteS3Key(k)) => JournalOp::DeleteS3Key(k),
             None => return Err(ThawError::internal("journal: a replicated op without a kind")),
         });
     }
@@ -254,6 +283,7 @@ pub fn encode_snapshot(l: &Loaded) -> Vec<u8> {
         lineages: l.lineages.clone(),
         next_id: l.next_id,
         next_lineage_id: l.next_lineage_id,
+        s3_keys: l.s3_keys.clone(),
     }
     .encode_to_vec()
 }
@@ -266,6 +296,9 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Loaded> {
     }
     for r in s.lineages {
         out.lineages.push(checked_lineage(r)?);
+    }
+    for r in s.s3_keys {
+        out.s3_keys.push(checked_s3_key(r)?);
     }
     Ok(out)
 }
@@ -293,6 +326,19 @@ fn checked_lineage(rec: LineageRecord) -> Result<LineageRecord> {
         1 => Ok(rec),
         v => Err(ThawError::internal(format!(
             "journal lineage version {v} is newer than this master understands ({RECORD_VERSION})"
+        ))),
+    }
+}
+
+pub fn decode_s3_key(bytes: &[u8]) -> Result<S3KeyRecord> {
+    checked_s3_key(S3KeyRecord::decode(bytes).map_err(jerr)?)
+}
+
+fn checked_s3_key(rec: S3KeyRecord) -> Result<S3KeyRecord> {
+    match rec.version {
+        1 => Ok(rec),
+        v => Err(ThawError::internal(format!(
+            "journal s3 key version {v} is newer than this master understands ({RECORD_VERSION})"
         ))),
     }
 }
@@ -344,5 +390,28 @@ mod tests {
         let loaded = Journal::open(dir.path()).unwrap().load().unwrap();
         assert_eq!(loaded.lineages, vec![lin(1)]);
         assert_eq!(loaded.next_lineage_id, 3, "the deleted lineage's id is not given out again");
+    }
+
+    #[test]
+    fn s3_keys_survive_reopen_and_snapshots() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = |k: &str, user: &str| S3KeyRecord {
+            version: RECORD_VERSION,
+            access_key: k.into(),
+            user: user.into(),
+            groups: vec!["eng".into()],
+            ..Default::default()
+        };
+        {
+            let j = Journal::open(dir.path()).unwrap();
+            j.commit(&[JournalOp::PutS3Key(key("TKA", "alice")), JournalOp::PutS3Key(key("TKB", "bob"))], 1).unwrap();
+            j.commit(&[JournalOp::DeleteS3Key("TKB".into())], 1).unwrap();
+        }
+        let loaded = Journal::open(dir.path()).unwrap().load().unwrap();
+        assert_eq!(loaded.s3_keys, vec![key("TKA", "alice")]);
+        let back = decode_snapshot(&encode_snapshot(&loaded)).unwrap();
+        assert_eq!(back.s3_keys, loaded.s3_keys);
+        let (ops, _) = decode_batch(&encode_batch(&[JournalOp::DeleteS3Key("TKA".into())], 1)).unwrap();
+        assert!(matches!(ops.as_slice(), [JournalOp::DeleteS3Key(k)] if k == "TKA"));
     }
 }

@@ -38,6 +38,7 @@ pub mod permissions;
 mod placement;
 mod recompute;
 mod renames;
+mod s3_keys;
 mod workers;
 mod writers;
 
@@ -65,6 +66,8 @@ struct State {
     /// Applications' cache affinities and caching probabilities (soft state).
     apps: crate::affinity::Apps,
     apps_refreshed: Option<Instant>,
+    /// The S3 gateway's access keys, by access key (journaled).
+    s3_keys: std::collections::BTreeMap<String, thaw_common::proto::S3KeyRecord>,
     /// Jobs' submitters, on a secured master (`permissions`; soft state).
     job_owners: std::collections::HashMap<String, String>,
     /// Until then (a worker timeout after a start with memory-only files in
@@ -234,6 +237,7 @@ impl Master {
                 apps: crate::affinity::Apps::new(config.affinity.clone()),
                 apps_refreshed: None,
                 job_owners: Default::default(),
+                s3_keys: loaded.s3_keys.into_iter().map(|k| (k.access_key.clone(), k)).collect(),
                 // Only memory-only files known from the journal can have
                 // replicas on workers that have not re-registered yet.
                 warm_until: Instant::now() + if unpersisted_at_start { config.worker_timeout } else { Duration::ZERO },

@@ -382,7 +382,10 @@ mod tests {
                 JournalOp::Delete(id) => {
                     records.remove(id);
                 }
-                JournalOp::PutLineage(_) | JournalOp::DeleteLineage(_) => unreachable!("the namespace journals inodes"),
+                JournalOp::PutLineage(_)
+                | JournalOp::DeleteLineage(_)
+                | JournalOp::PutS3Key(_)
+                | JournalOp::DeleteS3Key(_) => unreachable!("the namespace journals inodes"),
             }
         }
     }
@@ -543,7 +546,7 @@ mod properties {
                         match op {
                             JournalOp::Put(r) => { journal.insert(r.id, r); }
                             JournalOp::Delete(id) => { journal.remove(&id); }
-                            JournalOp::PutLineage(_) | JournalOp::DeleteLineage(_) => unreachable!(),
+                            JournalOp::PutLineage(_) | JournalOp::DeleteLineage(_) | JournalOp::PutS3Key(_) | JournalOp::DeleteS3Key(_) => unreachable!(),
                         }
                     }
                 }

@@ -201,6 +201,18 @@ impl MasterService for MasterRpc {
     async fn who_am_i(&self, r: Request<WhoAmIRequest>) -> Reply<WhoAmIResponse> {
         serve!(self, r, |_req| Ok(Response::new(self.master().await?.who_am_i())))
     }
+    async fn create_s3_key(&self, r: Request<CreateS3KeyRequest>) -> Reply<CreateS3KeyResponse> {
+        serve!(self, r, |req| reply(self.master().await?.create_s3_key(req)))
+    }
+    async fn list_s3_keys(&self, r: Request<ListS3KeysRequest>) -> Reply<ListS3KeysResponse> {
+        serve!(self, r, |req| reply(self.master().await?.list_s3_keys(req)))
+    }
+    async fn delete_s3_key(&self, r: Request<DeleteS3KeyRequest>) -> Reply<DeleteS3KeyResponse> {
+        serve!(self, r, |req| reply(self.master().await?.delete_s3_key(req)))
+    }
+    async fn set_s3_key_job(&self, r: Request<SetS3KeyJobRequest>) -> Reply<ListS3KeysResponse> {
+        serve!(self, r, |req| reply(self.master().await?.set_s3_key_job(req)))
+    }
 }
 
 /// Raft's messages from the other masters of the group.

@@ -232,17 +232,16 @@ impl LocalCluster {
         }
         let s3_addr = match args.s3_port {
             None => None,
-            Some(_) if secret.is_some() => {
-                shutdown.cancel();
-                anyhow::bail!(
-                    "--s3-port: the gateway serves clusters without a secret only (S3 keys mapped to Thaw users are not built yet)"
-                );
-            }
             Some(port) => {
                 let listener = listen(&args.bind, port).await.with_context(|| format!("--s3-port {port}"))?;
                 let addr = listener.local_addr()?;
-                let client = thaw_client::Client::new(thaw_client::ClientConfig::from_env(Some(master_addr.clone())))?;
-                let gateway = thaw_gateway::Gateway::new(client, thaw_gateway::GatewayConfig::default());
+                let mut client_config = thaw_client::ClientConfig::from_env(Some(master_addr.clone()));
+                client_config.tls = master_tls.clone();
+                let client = thaw_client::Client::with_credentials(client_config, None)?;
+                // With a secret, S3 keys act as their users; with TLS, HTTPS.
+                let config =
+                    thaw_gateway::GatewayConfig { secret: secret.clone(), tls: tls.clone(), ..Default::default() };
+                let gateway = thaw_gateway::Gateway::new(client, config)?;
                 let stop = shutdown.clone();
                 tasks.spawn(async move {
                     gateway.serve(listener, stop.cancelled_owned()).await;
@@ -320,11 +319,16 @@ pub async fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         say(format_args!("thaw local: dashboard at http://{addr}/"));
     }
     if let Some(addr) = cluster.s3_addr {
-        say(format_args!(
-            "thaw local: S3 gateway at http://{addr} (access key {}, secret key {})",
-            thaw_gateway::DEFAULT_ACCESS_KEY,
-            thaw_gateway::DEFAULT_SECRET_KEY
-        ));
+        let scheme = if args.tls.tls_cert.is_some() { "https" } else { "http" };
+        if args.secret.secret_file.is_some() {
+            say(format_args!("thaw local: S3 gateway at {scheme}://{addr} (keys: thaw auth s3-key create --user U)"));
+        } else {
+            say(format_args!(
+                "thaw local: S3 gateway at {scheme}://{addr} (access key {}, secret key {})",
+                thaw_gateway::DEFAULT_ACCESS_KEY,
+                thaw_gateway::DEFAULT_SECRET_KEY
+            ));
+        }
     }
     let result = cluster.wait().await;
     if let Some(dir) = &args.remove_on_exit {
