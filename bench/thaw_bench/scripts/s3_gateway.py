@@ -6,8 +6,15 @@ worker's host and as a remote client).
 - Large: one 1 GiB object held in Thaw memory (must-cache) and in SeaweedFS
   (its pages warm: its best case), read whole by 1 and by 8 concurrent
   clients, each in 8 MiB reads; MiB/s over all bytes, median of the repeats.
-- Small: N objects of 64 KiB, PUT then GET by 8 client threads; ops/s and the
-  p99 latency of each.
+- Small: N objects of 64 KiB, PUT (new keys), GET, and PUT again (over the
+  same keys) by 8 client threads; ops/s and the p99 latency of each. Thaw
+  twice: with the gateway's default write type, cache-through (durable when
+  the PUT returns: the master's journal and the under-store file are
+  fsynced), and with async-through (in worker memory when it returns, made
+  durable by a checkpoint after: Tachyon's write). And how many fsync-class
+  calls (fsync, fdatasync, sync_file_range) each server makes per PUT, by
+  strace: SeaweedFS answers from the page cache, so async-through is the
+  like-for-like durability.
 
     python -m thaw_bench.scripts.s3_gateway [--size-mib 1024] [--objects 10000] [--repeats 3]
 """
@@ -17,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -34,6 +43,7 @@ from thaw.seaweed import ACCESS_KEY, SECRET_KEY, SeaweedS3
 CHUNK = 8 << 20
 SMALL = 64 << 10
 THREADS = 8
+SMALL_OPS = (("GET", "get_ops_per_s"), ("PUT", "put_ops_per_s"), ("PUT again", "put_again_ops_per_s"))
 
 
 def client(endpoint: str, key: str, secret: str) -> Any:
@@ -62,6 +72,31 @@ def get_rate(s3: Any, bucket: str, key: str, clients: int, size: int) -> float:
     return clients * size / (1 << 20) / took
 
 
+def syncs_per_put(pid: int, s3: Any, bucket: str, n: int = 200) -> float | None:
+    """fsync-class calls the server process `pid` (its threads) makes per
+    PUT of 64 KiB, over `n` PUTs; none without strace."""
+    if shutil.which("strace") is None:
+        return None
+    body = os.urandom(SMALL)
+    out = tempfile.mktemp(suffix=".strace")
+    trace = ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync,sync_file_range", "-o", out, "-p", str(pid)]
+    st = subprocess.Popen(trace, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    for i in range(n):
+        s3.put_object(Bucket=bucket, Key=f"synced/o{i}", Body=body)
+    time.sleep(0.5)
+    st.send_signal(signal.SIGINT)
+    st.wait(timeout=30)
+    calls = 0
+    with open(out) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 5 and parts[-1] in ("fsync", "fdatasync", "sync_file_range"):
+                calls += int(parts[3])
+    os.unlink(out)
+    return calls / n
+
+
 def small_ops(s3: Any, bucket: str, n: int) -> dict[str, float]:
     body = os.urandom(SMALL)
 
@@ -71,10 +106,10 @@ def small_ops(s3: Any, bucket: str, n: int) -> dict[str, float]:
         return time.perf_counter() - t0
 
     out: dict[str, float] = {}
-    for op in ("put", "get"):
+    for op in ("put", "get", "put_again"):
 
         def one(i: int, op: str = op) -> float:
-            if op == "put":
+            if op.startswith("put"):
                 return timed(lambda: s3.put_object(Bucket=bucket, Key=f"small/o{i}", Body=body))
             return timed(lambda: s3.get_object(Bucket=bucket, Key=f"small/o{i}")["Body"].read())
 
@@ -131,11 +166,25 @@ def main() -> None:
                 rows.setdefault(name, []).append(fn())
         rows_all = rows
         large = {k: statistics.median(v) for k, v in rows.items()}
+        gw_async = client(c.s3, "thaw", "thawsecret")
+        gw_async.create_bucket(Bucket="bench-async")
+
+        def async_through(params: Any, **_: Any) -> None:
+            params["headers"]["x-thaw-write-type"] = "async-through"
+
+        gw_async.meta.events.register("before-call.s3.PutObject", async_through)
         small = {
             "thaw_gateway": small_ops(gw, "bench", args.objects),
+            "thaw_gateway_async": small_ops(gw_async, "bench-async", args.objects),
             "seaweed": small_ops(sw, "bench", args.objects),
         }
-    gs, ss = small["thaw_gateway"], small["seaweed"]
+        assert c._proc is not None and weed._proc is not None
+        syncs = {
+            "thaw_gateway": syncs_per_put(c._proc.pid, gw, "bench"),
+            "thaw_gateway_async": syncs_per_put(c._proc.pid, gw_async, "bench-async"),
+            "seaweed": syncs_per_put(weed._proc.pid, sw, "bench"),
+        }
+    gs, ga, ss = small["thaw_gateway"], small["thaw_gateway_async"], small["seaweed"]
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
@@ -156,11 +205,20 @@ def main() -> None:
         }
         for k, v in large.items()
     ]
+    sides = {
+        "thaw_gateway": "thaw gateway, cache-through (default)",
+        "thaw_gateway_async": "thaw gateway, async-through",
+        "seaweed": "SeaweedFS S3",
+    }
     for side, d in small.items():
+        n_syncs = syncs[side]
         rows.append({
-            "reader": f"{side}: {args.objects} objects of 64 KiB, {THREADS} threads",
+            "reader": f"{sides[side]}: {args.objects} objects of 64 KiB, {THREADS} threads",
             "PUT ops/s": f"{d['put_ops_per_s']:.0f}", "PUT p99 ms": f"{d['put_p99_ms']:.1f}",
             "GET ops/s": f"{d['get_ops_per_s']:.0f}", "GET p99 ms": f"{d['get_p99_ms']:.1f}",
+            "PUT again ops/s": f"{d['put_again_ops_per_s']:.0f}",
+            "PUT again p99 ms": f"{d['put_again_p99_ms']:.1f}",
+            "fsyncs per PUT": "n/a" if n_syncs is None else f"{n_syncs:.1f}",
         })  # fmt: skip
     result = {
         "title": "S3 GETs and PUTs (boto3) through thaw gateway, SeaweedFS's S3 endpoint, Thaw's native read",
@@ -178,8 +236,11 @@ def main() -> None:
             "gateway vs native remote": f"{large['thaw_gateway_1'] / large['thaw_native_remote']:.2f}",
             "gateway vs SeaweedFS, 1 client": f"{large['thaw_gateway_1'] / large['seaweed_1']:.2f}",
             "gateway vs SeaweedFS, 8 clients": f"{large['thaw_gateway_8'] / large['seaweed_8']:.2f}",
-            "small GET ops/s vs SeaweedFS": f"{gs['get_ops_per_s'] / ss['get_ops_per_s']:.2f}",
-            "small PUT ops/s vs SeaweedFS": f"{gs['put_ops_per_s'] / ss['put_ops_per_s']:.2f}",
+            **{
+                f"small {label} ops/s vs SeaweedFS ({wt})": f"{d[op] / ss[op]:.2f}"
+                for wt, d in (("cache-through", gs), ("async-through", ga))
+                for label, op in SMALL_OPS
+            },
         },
         "rows": rows,
     }
