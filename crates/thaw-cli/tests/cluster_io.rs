@@ -292,3 +292,35 @@ async fn a_large_directory_lists_in_pages_in_name_order() {
     assert_eq!((last.entries.len(), last.truncated), (10, false));
     assert!(client.list_page("/many", false, "zzz", 10).await.unwrap().entries.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_with_overwrite_replaces_a_file_in_one_step_never_a_directory() {
+    let c = start(ClusterOptions::workers(1)).await;
+    let client = c.client("h0", "r0");
+    let persisted = opts(WriteType::CacheThrough);
+    let memory = opts(WriteType::MustCache);
+    // A persisted file over a persisted one: the under-store copy is replaced too.
+    client.write_all("/d/old", b"old bytes", persisted.clone()).await.unwrap();
+    client.write_all("/d/new", b"new", persisted.clone()).await.unwrap();
+    let err = client.rename("/d/new", "/d/old").await.unwrap_err();
+    assert_eq!(err.kind, thaw_common::ErrorKind::AlreadyExists, "{err}");
+    client.rename_with("/d/new", "/d/old", true).await.unwrap();
+    assert_eq!(client.read_all("/d/old").await.unwrap(), b"new");
+    assert_eq!(std::fs::read(c.ufs.join("d/old")).unwrap(), b"new");
+    assert!(!c.ufs.join("d/new").exists());
+    // A file only in memory over a persisted one: the old copy goes from the
+    // under-store, so no listing brings it back.
+    client.write_all("/d/mem", b"in memory", memory).await.unwrap();
+    client.rename_with("/d/mem", "/d/old", true).await.unwrap();
+    assert!(!c.ufs.join("d/old").exists());
+    let names: Vec<String> = client.list("/d").await.unwrap().into_iter().map(|f| f.name).collect();
+    assert_eq!(names, vec!["old"]);
+    assert_eq!(client.read_all("/d/old").await.unwrap(), b"in memory");
+    // Never a directory; and onto itself, refused as before.
+    client.mkdir("/d/sub", true, true).await.unwrap();
+    client.write_all("/d/f", b"f", persisted).await.unwrap();
+    let err = client.rename_with("/d/f", "/d/sub", true).await.unwrap_err();
+    assert!(err.message.contains("is a directory"), "{err}");
+    assert!(client.rename_with("/d/f", "/d/f", true).await.is_err());
+    assert_eq!(client.read_all("/d/f").await.unwrap(), b"f");
+}

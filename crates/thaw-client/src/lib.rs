@@ -263,7 +263,14 @@ impl Client {
     }
 
     pub async fn rename(&self, src: &str, dst: &str) -> Result<FileInfo> {
-        let req = RenameRequest { src: src.to_string(), dst: dst.to_string() };
+        self.rename_with(src, dst, false).await
+    }
+
+    /// [`Client::rename`]; `overwrite`: a file at `dst` is replaced in the
+    /// same step (POSIX rename(2), HDFS's `Rename.OVERWRITE`), never a
+    /// directory.
+    pub async fn rename_with(&self, src: &str, dst: &str, overwrite: bool) -> Result<FileInfo> {
+        let req = RenameRequest { src: src.to_string(), dst: dst.to_string(), overwrite };
         let r = self.master.clone().rename(req).await.map_err(|s| self.rpc_err(s))?;
         r.into_inner().info.ok_or_else(|| ThawError::internal("rename answer without info"))
     }

@@ -19,6 +19,7 @@
 
 mod buckets;
 mod errors;
+mod expect;
 mod hints;
 mod keys;
 mod listing;
@@ -188,7 +189,7 @@ impl Gateway {
             }
         }
         builder.set_route(route);
-        let service = builder.build();
+        let service = expect::ExpectGuard(builder.build());
         let http = ConnBuilder::new(TokioExecutor::new());
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = std::pin::pin!(shutdown);

@@ -316,44 +316,41 @@ pub(crate) fn staged_path(g: &Gateway) -> String {
     format!("{}/put-{}-{}", g.home(), std::process::id(), g.inner.uploads.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Moves a staged file to `path`: its parent made, a file there replaced.
+/// Moves a staged file onto `path`, replacing the object there in the same
+/// step (the master's rename with overwrite: one commit, the under-store
+/// copy replaced as well), or making its directory if it went meanwhile.
 pub(crate) async fn place(g: &Gateway, staged: &str, path: &str) -> S3Result<FileInfo> {
     let c = g.client();
     let undo = async |e: ThawError| {
         let _ = c.delete(staged, false).await;
         object_error(e)
     };
-    let mut parent_group = None;
-    if let Some((parent, _)) = path.rsplit_once('/') {
-        match c.mkdir(parent, true, true).await {
-            Ok(info) => parent_group = Some(info.group),
-            Err(e) => return Err(undo(e).await),
+    let parent = path.rsplit_once('/').map(|(p, _)| p).unwrap_or("/");
+    let mut placed = c.rename_with(staged, path, true).await;
+    if matches!(&placed, Err(e) if e.kind == ErrorKind::NotFound) {
+        // The object there was deleted meanwhile, and its directory with it.
+        if let Err(e) = c.mkdir(parent, true, true).await {
+            return Err(undo(e).await);
         }
+        placed = c.rename_with(staged, path, true).await;
     }
-    match c.stat(path).await {
-        Ok(old) if old.is_dir => {
+    let info = match placed {
+        Ok(info) => info,
+        Err(e) if e.kind == ErrorKind::AlreadyExists => {
             return Err(undo(ThawError::invalid(format!("{path} is a directory (it has keys under it)"))).await);
         }
-        Ok(old) => {
-            if let Err(e) = c.delete_file(path, old.file_id).await
-                && e.kind != ErrorKind::NotFound
-            {
-                return Err(undo(e).await);
-            }
-        }
-        Err(e) if e.kind == ErrorKind::NotFound => {}
         Err(e) => return Err(undo(e).await),
+    };
+    // On a cluster with a secret, an object takes its directory's group, as a
+    // file written there directly does (a rename keeps the staged file's):
+    // where its user is in that group. Else it keeps its own.
+    if g.inner.keys.is_some()
+        && let Ok(dir) = c.stat(parent).await
+        && dir.group != info.group
+    {
+        return Ok(c.set_attributes(path, None, None, Some(dir.group)).await.unwrap_or(info));
     }
-    match c.rename(staged, path).await {
-        // A new file takes its directory's group, as one written there
-        // directly does (a rename keeps the staged file's): where its user
-        // is in that group (or it is the superuser). Else it keeps its own.
-        Ok(info) => match parent_group {
-            Some(g) if g != info.group => Ok(c.set_attributes(path, None, None, Some(g)).await.unwrap_or(info)),
-            _ => Ok(info),
-        },
-        Err(e) => Err(undo(e).await),
-    }
+    Ok(info)
 }
 
 /// Deletes the object at `key` (none there: nothing to do, as S3), then its

@@ -373,7 +373,11 @@ impl UnderStore {
     /// `dst` ("" for a file): an object store's copies are new objects with a
     /// new mtime, which the namespace must record, or its next listing would
     /// take the moved files for files changed by another tool.
-    pub async fn rename(&self, src: &str, dst: &str) -> Result<Vec<(String, UfsStatus)>> {
+    ///
+    /// `overwrite`: a file at `dst` is replaced (the master has checked it is
+    /// one). A directory's rename(2) and an object store's copy replace it
+    /// anyway; HDFS is told to.
+    pub async fn rename(&self, src: &str, dst: &str, overwrite: bool) -> Result<Vec<(String, UfsStatus)>> {
         let Some(st) = self.stat(src).await? else {
             return Ok(Vec::new());
         };
@@ -382,7 +386,7 @@ impl UnderStore {
         }
         match &self.backend {
             Backend::Hdfs(target) => {
-                target.rename(&file_key(src)?, &file_key(dst)?, false).await?;
+                target.rename(&file_key(src)?, &file_key(dst)?, overwrite).await?;
                 return Ok(Vec::new());
             }
             // The fs service renames directories as well as files.
@@ -631,7 +635,7 @@ mod tests {
         assert_eq!(parts.concat(), b"lo wo");
         let names: Vec<_> = ufs.list("/a").await.unwrap().into_iter().map(|(n, s)| (n, s.is_dir)).collect();
         assert_eq!(names, vec![("b".to_string(), true)]);
-        ufs.rename("/a/b/file", "/c/file2").await.unwrap();
+        ufs.rename("/a/b/file", "/c/file2", false).await.unwrap();
         assert_eq!(ufs.stat("/c/file2").await.unwrap().unwrap().length, 11);
         ufs.delete("/a").await.unwrap();
         assert!(ufs.stat("/a").await.unwrap().is_none());

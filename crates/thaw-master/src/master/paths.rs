@@ -363,11 +363,16 @@ impl Master {
             return Err(ThawError::invalid(format!("cannot move {src} into itself ({dst})")));
         }
         let id = self.resolve(&src).await?;
-        match self.resolve(&dst).await {
+        // A file replaced (with `overwrite`): removed in the rename's commit.
+        let replaced = match self.resolve(&dst).await {
+            Ok(d) if req.overwrite && d != id && self.read().ns.get(d).is_some_and(|i| !i.is_dir()) => Some(d),
+            Ok(d) if req.overwrite && d != id => {
+                return Err(ThawError::already_exists(format!("{dst} is a directory: a rename replaces files only")));
+            }
             Ok(_) => return Err(ThawError::already_exists(format!("{dst} already exists"))),
-            Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {}
+            Err(e) if e.kind == thaw_common::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
-        }
+        };
         let parent = self.resolve(&path::join(parent_comps)).await.map_err(|e| e.context("rename target parent"))?;
         if !self.read().ns.get(parent).is_some_and(|i| i.is_dir()) {
             return Err(ThawError::not_dir(format!("{} is not a directory", path::join(parent_comps))));
@@ -380,10 +385,21 @@ impl Master {
         let _moves = self.ufs_moves.lock().await;
         let mut copied = Vec::new();
         if self.ufs.stat(&src).await?.is_some() {
-            copied = self.ufs.rename(&src, &dst).await?;
+            // Over a replaced file's copy, in one step on every store.
+            copied = self.ufs.rename(&src, &dst, replaced.is_some()).await?;
+        } else if replaced.is_some() {
+            // The replaced file's copy goes, or the next listing would bring
+            // it back over the moved file (as a delete removes it first).
+            self.ufs.delete(&dst).await?;
         }
         let mut st = self.write();
-        let mut ops = vec![st.ns.rename(id, parent, name)?];
+        let mut ops = Vec::new();
+        if let Some(d) = replaced
+            && st.ns.get(d).is_some()
+        {
+            ops.extend(st.remove_tree(d).1);
+        }
+        ops.push(st.ns.rename(id, parent, name)?);
         ops.extend(st.record_copies(id, &dst, copied)?);
         self.commit(&st, &ops)?;
         Ok(RenameResponse { info: Some(Self::file_info(&st, id, false, &Position::default())) })
