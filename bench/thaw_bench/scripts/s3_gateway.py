@@ -13,8 +13,9 @@ worker's host and as a remote client).
   fsynced), and with async-through (in worker memory when it returns, made
   durable by a checkpoint after: Tachyon's write). And how many fsync-class
   calls (fsync, fdatasync, sync_file_range) each server makes per PUT, by
-  strace: SeaweedFS answers from the page cache, so async-through is the
-  like-for-like durability.
+  strace (async-through's counted until its checkpoints are done): SeaweedFS
+  answers from the page cache, so async-through is the like-for-like
+  durability.
 
     python -m thaw_bench.scripts.s3_gateway [--size-mib 1024] [--objects 10000] [--repeats 3]
 """
@@ -31,6 +32,7 @@ import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -72,9 +74,12 @@ def get_rate(s3: Any, bucket: str, key: str, clients: int, size: int) -> float:
     return clients * size / (1 << 20) / took
 
 
-def syncs_per_put(pid: int, s3: Any, bucket: str, n: int = 200) -> float | None:
+def syncs_per_put(
+    pid: int, s3: Any, bucket: str, n: int = 200, settle: Callable[[int], None] | None = None
+) -> float | None:
     """fsync-class calls the server process `pid` (its threads) makes per
-    PUT of 64 KiB, over `n` PUTs; none without strace."""
+    PUT of 64 KiB, over `n` PUTs (and until `settle(n)` returns: the
+    checkpoints of async-through writes); none without strace."""
     if shutil.which("strace") is None:
         return None
     body = os.urandom(SMALL)
@@ -84,6 +89,8 @@ def syncs_per_put(pid: int, s3: Any, bucket: str, n: int = 200) -> float | None:
     time.sleep(1.0)
     for i in range(n):
         s3.put_object(Bucket=bucket, Key=f"synced/o{i}", Body=body)
+    if settle is not None:
+        settle(n)
     time.sleep(0.5)
     st.send_signal(signal.SIGINT)
     st.wait(timeout=30)
@@ -173,16 +180,26 @@ def main() -> None:
             params["headers"]["x-thaw-write-type"] = "async-through"
 
         gw_async.meta.events.register("before-call.s3.PutObject", async_through)
+
+        def persisted(n: int) -> None:
+            t = thaw.Client(c.master)
+            deadline = time.monotonic() + 120
+            while not all(t.stat(f"/bench-async/synced/o{i}")["persisted"] for i in range(n)):
+                assert time.monotonic() < deadline, "async-through checkpoints did not finish"
+                time.sleep(0.2)
+
+        # Counted first, with nothing else pending (checkpoints of earlier
+        # async-through writes would count as the next side's).
+        assert c._proc is not None and weed._proc is not None
+        syncs = {
+            "thaw_gateway": syncs_per_put(c._proc.pid, gw, "bench"),
+            "thaw_gateway_async": syncs_per_put(c._proc.pid, gw_async, "bench-async", settle=persisted),
+            "seaweed": syncs_per_put(weed._proc.pid, sw, "bench"),
+        }
         small = {
             "thaw_gateway": small_ops(gw, "bench", args.objects),
             "thaw_gateway_async": small_ops(gw_async, "bench-async", args.objects),
             "seaweed": small_ops(sw, "bench", args.objects),
-        }
-        assert c._proc is not None and weed._proc is not None
-        syncs = {
-            "thaw_gateway": syncs_per_put(c._proc.pid, gw, "bench"),
-            "thaw_gateway_async": syncs_per_put(c._proc.pid, gw_async, "bench-async"),
-            "seaweed": syncs_per_put(weed._proc.pid, sw, "bench"),
         }
     gs, ga, ss = small["thaw_gateway"], small["thaw_gateway_async"], small["seaweed"]
     commit = subprocess.run(
