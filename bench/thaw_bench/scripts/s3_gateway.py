@@ -31,8 +31,8 @@ import statistics
 import subprocess
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
