@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import thaw
@@ -58,3 +59,18 @@ def lossy_cluster(
         ]  # fmt: skip
         procs.append(spawn(tmp_path, f"worker{i}", worker_args))
     return addr, procs
+
+
+@contextlib.contextmanager
+def cli_gateway(master: str, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A ``thaw gateway`` process of its own on a free port: yields its
+    endpoint URL once it listens; stopped (SIGTERM) after."""
+    cmd = [find_binary(), "gateway", "--master", master, "--port", "0", *args]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("thaw gateway listening on "), line
+        yield "http://" + line.split()[-1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -19,6 +18,8 @@ from typing import Any
 import pytest
 
 import thaw
+
+from .procs import cli_gateway
 
 boto3 = pytest.importorskip("boto3")
 from boto3.s3.transfer import TransferConfig  # noqa: E402
@@ -375,27 +376,8 @@ def test_multipart_uploads_and_ranged_downloads(cluster, tmp_path) -> None:
 def test_a_gateway_sweeps_uploads_left_unfinished_and_drops_stalled_bodies(cluster) -> None:
     """A second gateway (the CLI's) whose uploads expire after a second and
     whose request bodies may pause for a second at most."""
-    proc = subprocess.Popen(
-        [
-            thaw.cluster.find_binary(),
-            "gateway",
-            "--master",
-            cluster.master,
-            "--port",
-            "0",
-            "--upload-ttl",
-            "1",
-            "--body-timeout",
-            "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert line.startswith("thaw gateway listening on "), line
-        gw = s3(cluster, endpoint_url="http://" + line.split()[-1])
+    with cli_gateway(cluster.master, "--upload-ttl", "1", "--body-timeout", "1") as endpoint:
+        gw = s3(cluster, endpoint_url=endpoint)
         gw.create_bucket(Bucket="sweep")
         up = gw.create_multipart_upload(Bucket="sweep", Key="left.bin")["UploadId"]
         gw.upload_part(Bucket="sweep", Key="left.bin", UploadId=up, PartNumber=1, Body=b"abandoned")
@@ -409,7 +391,7 @@ def test_a_gateway_sweeps_uploads_left_unfinished_and_drops_stalled_bodies(clust
         # A client that sends part of its body and stalls: its request
         # fails, the old object stays, nothing is staged, others are served.
         gw.put_object(Bucket="sweep", Key="kept", Body=b"old")
-        host, port = line.split()[-1].rsplit(":", 1)
+        host, port = endpoint.removeprefix("http://").rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=30) as s:
             s.sendall(b"PUT /sweep/kept HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n" + b"z" * 4000)
             answer = s.recv(4096)
@@ -417,9 +399,6 @@ def test_a_gateway_sweeps_uploads_left_unfinished_and_drops_stalled_bodies(clust
         assert gw.get_object(Bucket="sweep", Key="kept")["Body"].read() == b"old"
         staged = [e for e in thaw.Client(cluster.master).ls("/.thaw-gateway") if e["type"] != "directory"]
         assert staged == []
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 def api(cluster: thaw.LocalCluster, method: str, path: str) -> tuple[int, dict[str, Any]]:

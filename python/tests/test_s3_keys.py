@@ -14,13 +14,15 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import thaw
+
+from .procs import cli_gateway
 
 boto3 = pytest.importorskip("boto3")
 from botocore import UNSIGNED  # noqa: E402
@@ -78,6 +80,13 @@ def code(e: pytest.ExceptionInfo[ClientError]) -> tuple[str, int]:
     return r["Error"]["Code"], r["ResponseMetadata"]["HTTPStatusCode"]
 
 
+def fails(expected: tuple[str, int], call: Callable[[], Any]) -> None:
+    """`call` fails with S3's `expected` (code, HTTP status)."""
+    with pytest.raises(ClientError) as e:
+        call()
+    assert code(e) == expected
+
+
 def signed_api(
     c: thaw.LocalCluster, key: dict[str, Any], method: str, query: str
 ) -> tuple[int, dict[str, Any]]:
@@ -129,42 +138,28 @@ def test_keys_act_as_their_users_under_thaw_permissions(secured) -> None:
 
     # bob reads what others may read, and nothing else; he writes nowhere.
     assert bob.get_object(Bucket="shared", Key="a/x.csv")["Body"].read() == b"1,2,3\n"
-    with pytest.raises(ClientError) as e:
-        bob.get_object(Bucket="private", Key="secret.txt")
-    assert code(e) == ("AccessDenied", 403)
-    with pytest.raises(ClientError) as e:
-        bob.put_object(Bucket="shared", Key="a/bob.csv", Body=b"no")
-    assert code(e) == ("AccessDenied", 403)
-    with pytest.raises(ClientError) as e:
-        bob.delete_object(Bucket="shared", Key="a/x.csv")
-    assert code(e) == ("AccessDenied", 403)
-    with pytest.raises(ClientError) as e:
-        bob.create_bucket(Bucket="bobs")
-    assert code(e) == ("AccessDenied", 403)
+    denied = ("AccessDenied", 403)
+    fails(denied, lambda: bob.get_object(Bucket="private", Key="secret.txt"))
+    fails(denied, lambda: bob.put_object(Bucket="shared", Key="a/bob.csv", Body=b"no"))
+    fails(denied, lambda: bob.delete_object(Bucket="shared", Key="a/x.csv"))
+    fails(denied, lambda: bob.create_bucket(Bucket="bobs"))
     assert admin.cat("/shared/a/x.csv") == b"1,2,3\n"
     # bob's failed PUT left nothing staged.
     assert [e["path"] for e in admin.ls("/.thaw-gateway/u/bob")] == []
 
     # An upload is its user's: bob cannot see, finish or abort alice's.
     up = alice.create_multipart_upload(Bucket="shared", Key="big.bin")["UploadId"]
-    with pytest.raises(ClientError) as e:
-        bob.abort_multipart_upload(Bucket="shared", Key="big.bin", UploadId=up)
-    assert code(e) == ("NoSuchUpload", 404)
-    with pytest.raises(ClientError) as e:
-        bob.list_parts(Bucket="shared", Key="big.bin", UploadId=up)
-    assert code(e) == ("NoSuchUpload", 404)
+    upload = {"Bucket": "shared", "Key": "big.bin", "UploadId": up}
+    fails(("NoSuchUpload", 404), lambda: bob.abort_multipart_upload(**upload))
+    fails(("NoSuchUpload", 404), lambda: bob.list_parts(**upload))
     alice.abort_multipart_upload(Bucket="shared", Key="big.bin", UploadId=up)
 
     # Unsigned, unknown and wrongly signed requests are refused.
-    with pytest.raises(ClientError) as e:
-        s3(c, None).get_object(Bucket="shared", Key="a/x.csv")
-    assert code(e) == ("AccessDenied", 403)
-    with pytest.raises(ClientError) as e:
-        s3(c, {"access_key": "TKNOSUCHKEY000000000", "secret_key": "x" * 40}).list_buckets()
-    assert code(e) == ("InvalidAccessKeyId", 403)
-    with pytest.raises(ClientError) as e:
-        s3(c, {**alice_key, "secret_key": bob_key["secret_key"]}).list_buckets()
-    assert code(e) == ("SignatureDoesNotMatch", 403)
+    fails(denied, lambda: s3(c, None).get_object(Bucket="shared", Key="a/x.csv"))
+    nobody = {"access_key": "TKNOSUCHKEY000000000", "secret_key": "x" * 40}
+    fails(("InvalidAccessKeyId", 403), lambda: s3(c, nobody).list_buckets())
+    forged = {**alice_key, "secret_key": bob_key["secret_key"]}
+    fails(("SignatureDoesNotMatch", 403), lambda: s3(c, forged).list_buckets())
     # The thaw API too: unsigned is refused, signed acts as the key's user.
     unsigned = urllib.request.Request(f"{c.s3}/?thaw=job&job=j", method="GET")
     with pytest.raises(urllib.error.HTTPError) as http_err:
@@ -306,23 +301,9 @@ def test_the_cli_gateway_needs_the_secret_and_then_serves_keys(secured) -> None:
     # Without the secret it could check no signature: it says so and stops.
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "--secret-file" in r.stderr, r.stderr
-    proc = subprocess.Popen(
-        [*cmd, "--secret-file", str(c.secret_file)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert line.startswith("thaw gateway listening on "), line
+    with cli_gateway(c.master, "--secret-file", str(c.secret_file), env=env) as endpoint:
         key = new_key(c, "--user", "alice", "--groups", "eng")
-        gw = s3(c, key, endpoint_url="http://" + line.split()[-1])
+        gw = s3(c, key, endpoint_url=endpoint)
         gw.put_object(Bucket="shared", Key="cli/x", Body=b"via the CLI gateway")
         assert c.client().stat("/shared/cli/x")["owner"] == "alice"
-        with pytest.raises(ClientError) as e:
-            s3(c, None, endpoint_url="http://" + line.split()[-1]).list_buckets()
-        assert code(e) == ("AccessDenied", 403)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+        fails(("AccessDenied", 403), lambda: s3(c, None, endpoint_url=endpoint).list_buckets())
