@@ -6,7 +6,8 @@ stdlib only.
     scripts/check_layout.py [ROOT]      (default: the repository)
 
 **Long files.** Sources counted: ``crates/*/src/**/*.rs``, ``python/**/*.py``,
-``bench/**/*.py``, ``java/*/src/main/**/*.java``, ``bench/jvm/*.java``. Not
+``bench/**/*.py``, ``java/*/src/main/**/*.java``, ``bench/jvm/*.java``,
+``proto/**/*.proto``. Not
 counted: tests (anything under a ``tests/`` or ``src/test/`` directory,
 ``tests.rs``, ``test_*.py``) and generated code (a file whose first lines say
 ``@generated`` or ``DO NOT EDIT``; build output under ``target/``, virtual
@@ -115,6 +116,7 @@ def source_files(root: Path) -> list[Path]:
         for module in sorted(java.iterdir()):
             files.extend(_walk(root, f"java/{module.name}/src/main", ".java"))
     files.extend(_walk(root, "bench/jvm", ".java"))
+    files.extend(_walk(root, "proto", ".proto"))
     out = []
     for p in files:
         rel = p.relative_to(root).as_posix()
