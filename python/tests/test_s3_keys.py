@@ -259,8 +259,10 @@ def test_a_keys_default_job_counts_its_reads(secured) -> None:
     while (job := signed_api(c, loader_key, "GET", "job&job=epoch")[1])["read_bytes"] < info["bytes"]:
         assert time.monotonic() < deadline, job
         time.sleep(0.1)
-    # Cleared, the key's reads count against no job.
+    # Cleared, the key names no job any more.
     assert cli(c, "auth", "s3-key", "set-job", loader_key["access_key"], "").returncode == 0
+    listed = json.loads(cli(c, "auth", "s3-key", "list", "--json").stdout)
+    assert [k["job"] for k in listed if k["access_key"] == loader_key["access_key"]] == [""]
     assert signed_api(c, loader_key, "POST", "evict&job=epoch")[0] == 200
 
 

@@ -60,11 +60,7 @@ pub async fn run(client: thaw_client::Client, args: GatewayArgs) -> anyhow::Resu
     };
     // Asked as the superuser when the secret is at hand (the gateway acts so).
     let asking = match &secret {
-        Some(s) => client.as_user(std::sync::Arc::new(thaw_common::auth::Credentials::from_secret(
-            s.clone(),
-            thaw_common::auth::SUPERUSER,
-            Vec::new(),
-        )?)),
+        Some(s) => thaw_gateway::admin_client(&client, s)?,
         None => client.clone(),
     };
     let me = match asking.who_am_i().await {

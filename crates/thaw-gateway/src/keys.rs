@@ -52,13 +52,19 @@ pub(crate) struct Keys {
     /// The gateway acting as the superuser: looks keys up, makes homes.
     pub admin: Client,
     cache: Mutex<HashMap<String, (Option<S3KeyRecord>, Instant)>>,
-    /// Per (user, groups): its client, when its home was made, last use.
+    /// Per (user, groups): its client (its home made), and its last use.
     users: Mutex<HashMap<UserId, (Client, Instant)>>,
+}
+
+/// `base`'s connections, acting as the superuser with the cluster secret (as
+/// the gateway of a cluster with a secret does for its own work).
+pub fn admin_client(base: &Client, secret: &Arc<Secret>) -> thaw_common::Result<Client> {
+    Ok(base.as_user(Arc::new(Credentials::from_secret(secret.clone(), SUPERUSER, Vec::new())?)))
 }
 
 impl Keys {
     pub fn new(base: &Client, secret: Arc<Secret>) -> thaw_common::Result<Self> {
-        let admin = base.as_user(Arc::new(Credentials::from_secret(secret.clone(), SUPERUSER, Vec::new())?));
+        let admin = admin_client(base, &secret)?;
         Ok(Keys { secret, admin, cache: Mutex::default(), users: Mutex::default() })
     }
 
@@ -86,7 +92,10 @@ impl Keys {
         let rec = self.lookup(access_key).await?.ok_or_else(|| unknown_key(access_key))?;
         let id = (rec.user.clone(), rec.groups.clone());
         let home = user_home(&rec.user);
-        let known = self.users.lock().unwrap_or_else(|e| e.into_inner()).get(&id).map(|(c, _)| c.clone());
+        let known = self.users.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&id).map(|(c, used)| {
+            *used = Instant::now();
+            c.clone()
+        });
         let client = match known {
             Some(c) => c,
             None => {
@@ -100,13 +109,10 @@ impl Keys {
                 {
                     users.remove(&oldest);
                 }
-                users.insert(id.clone(), (client.clone(), Instant::now()));
+                users.insert(id, (client.clone(), Instant::now()));
                 client
             }
         };
-        if let Some(e) = self.users.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&id) {
-            e.1 = Instant::now();
-        }
         Ok(Acting { client, home, job: rec.job })
     }
 

@@ -27,6 +27,8 @@ mod multipart;
 pub mod names;
 mod objects;
 
+pub use keys::admin_client;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
