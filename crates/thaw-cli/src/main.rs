@@ -148,6 +148,15 @@ fn init_logging(filter: Option<&str>, default: &str) {
 }
 
 fn main() {
+    // RUST_BACKTRACE=1 (kept for panics) also makes every library error
+    // capture a backtrace: OpenDAL's do, and a NotFound from an under-store
+    // stat is routine. Unless asked for, errors do not capture them. Set
+    // before any thread starts.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: the process has one thread yet; nothing reads the
+        // environment concurrently.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) => {

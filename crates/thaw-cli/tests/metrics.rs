@@ -203,6 +203,10 @@ async fn master_and_worker_metrics_follow_reads_and_migrations() {
     assert_eq!(m.value("thaw_master_submitter_asked_bytes", &spark), warm.len() as f64);
     assert_eq!(m.value("thaw_master_migrations", &[("state", "pending")]), 0.0);
     assert_eq!(m.value("thaw_master_files", &[]), 2.0);
+    // The files were journaled; a transaction holds one commit or more.
+    let (txns, commits) =
+        (m.value("thaw_master_journal_transactions_total", &[]), m.value("thaw_master_journal_commits_total", &[]));
+    assert!(txns >= 1.0 && commits >= txns, "{txns} transactions, {commits} commits");
     assert_eq!(m.value("thaw_master_blocks", &[]), 6.0);
     assert_eq!(m.value("thaw_master_tier_blocks", &[("tier", "mem")]), 6.0);
     assert_eq!(m.value("thaw_master_tier_blocks", &[("tier", "disk")]), 0.0);

@@ -135,31 +135,6 @@ struct RaftCommit {
 /// group down): the caller gets an error instead of waiting forever.
 const COMMIT_WAIT: Duration = Duration::from_secs(10);
 
-type Pending = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>;
-
-tokio::task_local! {
-    /// The commits an RPC made, awaited before it answers.
-    static PENDING: std::cell::RefCell<Vec<Pending>>;
-}
-
-/// Runs `rpc`, then waits until every journal commit it made is held by a
-/// majority of the group (nothing to wait for on a single master): an
-/// acknowledged change is never lost by a failover.
-pub async fn await_commits<T>(
-    rpc: impl std::future::Future<Output = std::result::Result<T, tonic::Status>>,
-) -> std::result::Result<T, tonic::Status> {
-    PENDING
-        .scope(std::cell::RefCell::new(Vec::new()), async move {
-            let answer = rpc.await;
-            let pending = PENDING.with(|p| p.take());
-            for p in pending {
-                p.await?;
-            }
-            answer
-        })
-        .await
-}
-
 impl Commit for RaftCommit {
     fn commit(&self, ops: &[JournalOp], next_id: u64) -> Result<()> {
         if self.raft.metrics().borrow().current_term != self.term {
@@ -173,7 +148,7 @@ impl Commit for RaftCommit {
             ThawError::unavailable(format!("the journal is not accepting writes ({e}); retry"))
         })?;
         let group = self.group.clone();
-        let wait: Pending = Box::pin(async move {
+        let wait: crate::commits::Pending = Box::pin(async move {
             let why = match tokio::time::timeout(COMMIT_WAIT, rx).await {
                 Ok(Ok(Ok(_))) => return Ok(()),
                 Ok(Ok(Err(e))) => e.to_string(),
@@ -187,9 +162,7 @@ impl Commit for RaftCommit {
                 "the journal write was not committed ({why}); this master no longer leads its group: retry"
             )))
         });
-        let mut wait = Some(wait);
-        let queued = PENDING.try_with(|p| p.borrow_mut().extend(wait.take())).is_ok();
-        if let (false, Some(wait)) = (queued, wait) {
+        if let Some(wait) = crate::commits::defer(wait) {
             // Not within an RPC: its own task waits, and deposes on failure.
             self.rt.spawn(async move {
                 if let Err(e) = wait.await {

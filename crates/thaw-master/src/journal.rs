@@ -72,6 +72,12 @@ impl Loaded {
 /// file). A commit returns once the ops are durable.
 pub trait Commit: Send + Sync {
     fn commit(&self, ops: &[JournalOp], next_id: u64) -> Result<()>;
+
+    /// Transactions written and the commits they held, where batched
+    /// (`crate::commits::GroupCommit`); none for other journals.
+    fn counts(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 impl Commit for Journal {

@@ -8,7 +8,8 @@
 //! The crate reads top-down, in floors; a module uses only its own floor's
 //! neighbours and the floors below it, never one above:
 //!
-//! 1. Records: [`journal`], the durable record format and its redb file.
+//! 1. Records: [`journal`], the durable record format and its redb file, and
+//!    [`commits`], when a commit is waited for (group commit).
 //! 2. State and decisions, each alone (no locks, no I/O, no RPC):
 //!    [`namespace`], [`lineage`], [`leases`], [`cluster`] (membership and
 //!    block locations), [`migration`] (planning), [`affinity`] (CAVA),
@@ -25,6 +26,7 @@
 //!    [`service`] answers gRPC for one master or a group; this file starts
 //!    them ([`serve`]).
 
+pub mod commits;
 pub mod journal;
 
 pub mod affinity;

@@ -5,9 +5,11 @@
 //! liveness (`workers.rs`), jobs and migrations (`jobs.rs`), checkpoints
 //! (`checkpoints.rs`), lineage (`lineage.rs`) and its rebuilds
 //! (`recompute.rs`), cache affinity (`cache.rs`), permissions, and what
-//! metrics and the dashboard read. A mutation and its journal commit happen
-//! under the lock, so the journal order is the state order; under-store I/O
-//! (stat, list, rename, delete) happens before taking it.
+//! metrics and the dashboard read. A mutation and the queueing of its journal
+//! commit happen under the lock, so the journal order is the state order; an
+//! RPC waits for its commits to be durable after letting the lock go
+//! ([`crate::commits`]); under-store I/O (stat, list, rename, delete) happens
+//! before taking it.
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -157,7 +159,7 @@ impl Master {
     pub fn open(config: MasterConfig) -> Result<Self> {
         let journal = Journal::open(&config.journal_dir)?;
         let loaded = journal.load()?;
-        Self::open_with(config, loaded, Arc::new(journal))
+        Self::open_with(config, loaded, Arc::new(crate::commits::GroupCommit::new(journal)?))
     }
 
     /// A master on a journal loaded already, committing to `journal`: a
@@ -266,6 +268,11 @@ impl Master {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
         self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Journal transactions written and the commits they held (group commit).
+    pub fn journal_counts(&self) -> Option<(u64, u64)> {
+        self.journal.counts()
     }
 
     fn commit(&self, st: &State, ops: &[JournalOp]) -> Result<()> {

@@ -40,6 +40,20 @@ impl Collector for MasterCollector {
             pairs("state", &["live", "dead"], &[g.workers_live, g.workers_dead]),
         )?;
         s.gauge("thaw_master_files", "Files in the namespace.", None, [(Labels::new(), g.files)])?;
+        if let Some((transactions, commits)) = self.0.journal_counts() {
+            s.counter(
+                "thaw_master_journal_transactions",
+                "Journal transactions written (each one fsync); group commit puts several commits in one.",
+                None,
+                [(Labels::new(), transactions)],
+            )?;
+            s.counter(
+                "thaw_master_journal_commits",
+                "Journal commits made (a mutation's ops); their ratio to transactions is the group-commit batch.",
+                None,
+                [(Labels::new(), commits)],
+            )?;
+        }
         s.gauge("thaw_master_blocks", "Blocks with a replica on some worker.", None, [(Labels::new(), g.blocks[0])])?;
         s.gauge(
             "thaw_master_tier_blocks",

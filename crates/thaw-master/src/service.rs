@@ -81,19 +81,19 @@ fn authenticate<T>(config: &crate::config::MasterConfig, r: &Request<T>) -> Resu
 
 /// Serves an RPC as its caller ([`CALLER`]): authenticated first, and for the
 /// worker and executor protocols required to be the superuser; answered once
-/// its journal commits are held by a majority of a group
-/// ([`crate::ha::await_commits`]).
+/// its journal commits are durable (on a group: held by a majority)
+/// ([`crate::commits::await_commits`]).
 macro_rules! serve {
     ($self:ident, $r:ident, superuser $what:literal, |$req:pat_param| $body:expr) => {{
         let caller = $self.authenticate(&$r)?;
         caller.require_superuser($what)?;
         let $req = $r.into_inner();
-        CALLER.scope(std::sync::Arc::new(caller), crate::ha::await_commits(async move { $body })).await
+        CALLER.scope(std::sync::Arc::new(caller), crate::commits::await_commits(async move { $body })).await
     }};
     ($self:ident, $r:ident, |$req:pat_param| $body:expr) => {{
         let caller = $self.authenticate(&$r)?;
         let $req = $r.into_inner();
-        CALLER.scope(std::sync::Arc::new(caller), crate::ha::await_commits(async move { $body })).await
+        CALLER.scope(std::sync::Arc::new(caller), crate::commits::await_commits(async move { $body })).await
     }};
 }
 
