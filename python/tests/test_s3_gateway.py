@@ -83,6 +83,11 @@ def test_buckets_are_top_level_directories(cluster) -> None:
     with pytest.raises(ClientError) as e:
         c.get_object(Bucket="nobucket", Key="k")
     assert code(e) == ("NoSuchBucket", 404)
+    # A PUT makes a key's directories, never its bucket.
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="nobucket", Key="a/b", Body=b"x")
+    assert code(e) == ("NoSuchBucket", 404)
+    assert not thaw.Client(cluster.master).exists("/nobucket")
 
 
 ODD_KEYS = ["empty", "with space.txt", "ünïcödé/ファイル.bin", "per%cent+plus.bin", "deep/a/b/c/d.bin", "x-1"]

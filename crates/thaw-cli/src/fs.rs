@@ -182,7 +182,7 @@ pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
                 overwrite: force,
                 temporary,
                 mode,
-                length: 0,
+                ..Default::default()
             };
             transfer::put(&client, &local, &path, opts).await?;
         }

@@ -324,3 +324,58 @@ async fn a_rename_with_overwrite_replaces_a_file_in_one_step_never_a_directory()
     assert!(client.rename_with("/d/f", "/d/f", true).await.is_err());
     assert_eq!(client.read_all("/d/f").await.unwrap(), b"f");
 }
+
+/// A create with `stage_at` over an existing file writes the new one there
+/// and moves it onto the path when it completes (S3's PUT over an object):
+/// readers see the old bytes until then; `recursive_under` makes a key's
+/// directories but never the directory above them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_write_replaces_a_file_when_it_completes() {
+    let c = start(ClusterOptions::workers(1)).await;
+    let client = c.client("h0", "r0");
+    let staged = |at: &str| thaw_client::WriteOptions {
+        stage_at: Some(at.to_string()),
+        recursive_under: Some("/b".to_string()),
+        ..opts(WriteType::CacheThrough)
+    };
+    client.mkdir("/b", false, false).await.unwrap();
+    client.mkdir("/stage", false, false).await.unwrap();
+    // A new path: written in place, its directories made under /b.
+    let mut w = client.create("/b/x/y/k", staged("/stage/1")).await.unwrap();
+    assert_eq!(w.info().path, "/b/x/y/k");
+    w.write(b"first").await.unwrap();
+    assert_eq!(w.close().await.unwrap().path, "/b/x/y/k");
+    // Over it: staged, the old bytes readable until the close.
+    let mut w = client.create("/b/x/y/k", staged("/stage/2")).await.unwrap();
+    assert_eq!(w.info().path, "/stage/2");
+    w.write(b"second!").await.unwrap();
+    assert_eq!(client.read_all("/b/x/y/k").await.unwrap(), b"first");
+    let info = w.close().await.unwrap();
+    assert_eq!((info.path.as_str(), info.length), ("/b/x/y/k", 7));
+    assert_eq!(client.read_all("/b/x/y/k").await.unwrap(), b"second!");
+    assert_eq!(std::fs::read(c.ufs.join("b/x/y/k")).unwrap(), b"second!");
+    assert!(client.list("/stage").await.unwrap().is_empty());
+    assert!(!c.ufs.join("stage/2").exists());
+    // A staged write that fails leaves the old file and nothing staged.
+    let mut w = client.create("/b/x/y/k", staged("/stage/3")).await.unwrap();
+    w.write(b"partial").await.unwrap();
+    w.abort().await;
+    assert_eq!(client.read_all("/b/x/y/k").await.unwrap(), b"second!");
+    assert!(client.list("/stage").await.unwrap().is_empty());
+    // Under a directory that does not exist: NotFound, and nothing made.
+    let err = match client
+        .create("/nob/k", thaw_client::WriteOptions { recursive_under: Some("/nob".into()), ..staged("/stage/4") })
+        .await
+    {
+        Err(e) => e,
+        Ok(_) => panic!("a write under a missing directory was accepted"),
+    };
+    assert_eq!(err.kind, thaw_common::ErrorKind::NotFound, "{err}");
+    assert!(client.stat("/nob").await.is_err());
+    // Over a directory: refused, as a rename over one is.
+    let err = match client.create("/b/x", staged("/stage/5")).await {
+        Err(e) => e,
+        Ok(_) => panic!("a staged write over a directory was accepted"),
+    };
+    assert_eq!(err.kind, thaw_common::ErrorKind::AlreadyExists, "{err}");
+}

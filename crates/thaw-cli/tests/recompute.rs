@@ -314,7 +314,10 @@ async fn a_lineage_output_first_written_without_checksums_is_never_rebuilt_unche
     sock.flush().await.unwrap();
     let resp = frame::read_msg::<_, DataResponse>(&mut sock).await.unwrap().unwrap();
     assert_eq!(resp.length, bytes.len() as u64, "{resp:?}");
-    master.complete_file(CompleteFileRequest { file_id: info.file_id, length: bytes.len() as u64 }).await.unwrap();
+    master
+        .complete_file(CompleteFileRequest { file_id: info.file_id, length: bytes.len() as u64, ..Default::default() })
+        .await
+        .unwrap();
     c.kill_worker(0);
     c.wait_worker_dead(0, WAIT).await.unwrap();
     // Its rerun would write other bytes ("input\n"), which nothing could catch: refused.

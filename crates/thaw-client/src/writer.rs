@@ -58,6 +58,12 @@ pub struct WriteOptions {
     /// must-cache or async-through write of a known length gets all the
     /// memory it needs at create, or fails then, before a byte is sent.
     pub length: u64,
+    /// With `recursive`: make missing parents only under this directory,
+    /// which must exist (an S3 PUT makes a key's directories, never its bucket).
+    pub recursive_under: Option<String>,
+    /// When the path names a file already: write the new one here, and move
+    /// it onto the path (replacing the old one in one step) when it closes.
+    pub stage_at: Option<String>,
 }
 
 impl Default for WriteOptions {
@@ -71,6 +77,8 @@ impl Default for WriteOptions {
             temporary: false,
             mode: None,
             length: 0,
+            recursive_under: None,
+            stage_at: None,
         }
     }
 }
@@ -197,6 +205,8 @@ pub struct FileWriter {
     buf: Vec<u8>,
     /// Bytes handed to the workers (not counting `buf`).
     written: u64,
+    /// Written at a staging path, to replace this path when it completes.
+    rename_to: Option<String>,
 }
 
 impl FileWriter {
@@ -216,6 +226,8 @@ impl FileWriter {
             segments: true,
             next_segment: None,
             length: opts.length,
+            recursive_under: opts.recursive_under.clone().unwrap_or_default(),
+            stage_at: opts.stage_at.clone().unwrap_or_default(),
         };
         let resp = client.master().create_file(req).await.map_err(|s| client.rpc_err(s))?.into_inner();
         let info = resp.info.ok_or_else(|| ThawError::internal("create answer without info"))?;
@@ -230,9 +242,14 @@ impl FileWriter {
         let meaning = write_type::known(info.write_type())?;
         let tier = meaning.tier.unwrap_or(Tier::Unspecified);
         let ufs_path = if meaning.writes_under_store { info.path.clone() } else { String::new() };
+        // Staged (the path named a file): moved onto the path at close.
+        let rename_to =
+            opts.stage_at.as_ref().filter(|s| thaw_common::path::normalize(s).ok().as_ref() == Some(&info.path));
+        let rename_to = rename_to.map(|_| path.to_string());
         let mut writer = FileWriter {
             client,
             info,
+            rename_to,
             lease,
             recovery,
             seg: None,
@@ -636,7 +653,8 @@ impl FileWriter {
 
     /// Completes the file at the master once every worker stored its part.
     async fn complete(&mut self, total: u64) -> Result<FileInfo> {
-        let req = CompleteFileRequest { file_id: self.info.file_id, length: total };
+        let rename_to = self.rename_to.clone().unwrap_or_default();
+        let req = CompleteFileRequest { file_id: self.info.file_id, length: total, rename_to };
         let resp = self.client.master().complete_file(req).await.map_err(|s| self.client.rpc_err(s));
         match resp {
             Ok(r) => r.into_inner().info.ok_or_else(|| ThawError::internal("complete answer without info")),

@@ -208,9 +208,9 @@ fn invalid_write_type(why: &str) -> S3Error {
 
 pub async fn put(g: &Gateway, input: PutObjectInput, wt: WriteType) -> S3Result<PutObjectOutput> {
     let p = object_path(&input.bucket, &input.key)?;
-    check(g, &input.bucket).await?;
     let length = input.content_length.map(|l| l.max(0) as u64);
     if p.dir {
+        check(g, &input.bucket).await?;
         if length.unwrap_or(0) > 0 {
             return Err(S3Error::with_message(
                 S3ErrorCode::InvalidArgument,
@@ -225,14 +225,17 @@ pub async fn put(g: &Gateway, input: PutObjectInput, wt: WriteType) -> S3Result<
     Ok(PutObjectOutput { e_tag: Some(etag(&info)), ..Default::default() })
 }
 
-/// Writes `body` (of `length` bytes, if said) to `path`. A new key is
-/// written in place (one create and one complete at the master: an
+/// Writes `body` (of `length` bytes, if said) to `path`, in one create and
+/// one complete at the master. A new key is written in place (an
 /// unfinished file is no object, so listings and GETs do not see it until it
-/// completes, and a failed body deletes it). A key that exists is written to
-/// a staged file renamed onto it, so a failed or short body leaves the old
-/// object. (Two PUTs racing to make the same new key: the one that came
-/// second replaces the first's when it completes, and the first fails if
-/// it was still writing; S3 would let both succeed, the last one winning.)
+/// completes, and a failed body deletes it). Over an object, the master
+/// stages the new file in this gateway's directory and moves it onto the
+/// key when it completes, replacing the old one in one step, so a failed or
+/// short body leaves the old object. Missing directories of the key are
+/// made, never its bucket. (Two PUTs racing to make the same new key: the
+/// one that came second replaces the first's when it completes, and the
+/// first fails if it was still writing; S3 would let both succeed, the last
+/// one winning.)
 pub(crate) async fn store<S>(
     g: &Gateway,
     path: &str,
@@ -243,27 +246,41 @@ pub(crate) async fn store<S>(
 where
     S: futures::Stream<Item = thaw_common::Result<Bytes>> + Unpin,
 {
-    let opts = WriteOptions { write_type: wt, length: length.unwrap_or(0), ..WriteOptions::of(wt) };
-    let in_place = WriteOptions { recursive: true, overwrite: false, ..opts.clone() };
-    match g.client().create(path, in_place).await {
-        Ok(w) => {
-            let r = fill(g, w, length, body).await;
-            // A failed body leaves no directory it made either.
-            if r.is_err()
-                && let Some((parent, _)) = path.rsplit_once('/')
-            {
-                remove_empty_dirs(g, path.split('/').nth(1).unwrap_or_default(), parent).await;
-            }
-            return r;
+    let bucket = path.split('/').nth(1).unwrap_or_default();
+    let opts = WriteOptions {
+        write_type: wt,
+        length: length.unwrap_or(0),
+        recursive: true,
+        overwrite: false,
+        recursive_under: Some(format!("/{bucket}")),
+        stage_at: Some(staged_path(g)),
+        ..WriteOptions::of(wt)
+    };
+    let w = match g.client().create(path, opts).await {
+        Ok(w) => w,
+        Err(e) if e.kind == ErrorKind::NotFound => {
+            check(g, bucket).await?;
+            return Err(object_error(e));
         }
-        // An object there (or a directory: placing says why it cannot be).
-        Err(e) if matches!(e.kind, ErrorKind::AlreadyExists | ErrorKind::IsADirectory) => {}
+        Err(e) if e.kind == ErrorKind::AlreadyExists => {
+            return Err(object_error(ThawError::invalid(format!("{path} is a directory (it has keys under it)"))));
+        }
         Err(e) => return Err(object_error(e)),
+    };
+    let staged = w.info().path != path;
+    let r = fill(g, w, length, body).await;
+    // A failed body leaves no directory it made either.
+    if r.is_err()
+        && !staged
+        && let Some((parent, _)) = path.rsplit_once('/')
+    {
+        remove_empty_dirs(g, bucket, parent).await;
     }
-    let staged = staged_path(g);
-    let w = g.client().create(&staged, opts).await.map_err(object_error)?;
-    fill(g, w, length, body).await?;
-    place(g, &staged, path).await
+    let info = r?;
+    if staged {
+        return Ok(take_dir_group(g, path, info).await);
+    }
+    Ok(info)
 }
 
 /// Writes `body` into `w` and completes it; any failure (a stalled or
@@ -316,41 +333,19 @@ pub(crate) fn staged_path(g: &Gateway) -> String {
     format!("{}/put-{}-{}", g.home(), std::process::id(), g.inner.uploads.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Moves a staged file onto `path`, replacing the object there in the same
-/// step (the master's rename with overwrite: one commit, the under-store
-/// copy replaced as well), or making its directory if it went meanwhile.
-pub(crate) async fn place(g: &Gateway, staged: &str, path: &str) -> S3Result<FileInfo> {
+/// On a cluster with a secret, an object moved into place takes its
+/// directory's group, as a file written there directly does (a rename keeps
+/// the staged file's): where its user is in that group. Else it keeps its own.
+async fn take_dir_group(g: &Gateway, path: &str, info: FileInfo) -> FileInfo {
     let c = g.client();
-    let undo = async |e: ThawError| {
-        let _ = c.delete(staged, false).await;
-        object_error(e)
-    };
     let parent = path.rsplit_once('/').map(|(p, _)| p).unwrap_or("/");
-    let mut placed = c.rename_with(staged, path, true).await;
-    if matches!(&placed, Err(e) if e.kind == ErrorKind::NotFound) {
-        // The object there was deleted meanwhile, and its directory with it.
-        if let Err(e) = c.mkdir(parent, true, true).await {
-            return Err(undo(e).await);
-        }
-        placed = c.rename_with(staged, path, true).await;
-    }
-    let info = match placed {
-        Ok(info) => info,
-        Err(e) if e.kind == ErrorKind::AlreadyExists => {
-            return Err(undo(ThawError::invalid(format!("{path} is a directory (it has keys under it)"))).await);
-        }
-        Err(e) => return Err(undo(e).await),
-    };
-    // On a cluster with a secret, an object takes its directory's group, as a
-    // file written there directly does (a rename keeps the staged file's):
-    // where its user is in that group. Else it keeps its own.
     if g.inner.keys.is_some()
         && let Ok(dir) = c.stat(parent).await
         && dir.group != info.group
     {
-        return Ok(c.set_attributes(path, None, None, Some(dir.group)).await.unwrap_or(info));
+        return c.set_attributes(path, None, None, Some(dir.group)).await.unwrap_or(info);
     }
-    Ok(info)
+    info
 }
 
 /// Deletes the object at `key` (none there: nothing to do, as S3), then its

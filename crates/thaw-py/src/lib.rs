@@ -594,7 +594,7 @@ fn write_options(
     temporary: bool,
 ) -> PyResult<WriteOptions> {
     let (write_type, replication) = thaw_client::parse_write_type(write_type).map_err(thaw_err)?;
-    Ok(WriteOptions { write_type, block_size, replication, recursive, overwrite, temporary, mode: None, length: 0 })
+    Ok(WriteOptions { write_type, block_size, replication, recursive, overwrite, temporary, ..Default::default() })
 }
 
 /// A file being written. Bytes stream to the chosen workers as they come; `close`

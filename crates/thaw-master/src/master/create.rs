@@ -45,6 +45,17 @@ impl Master {
             return Err(ThawError::invalid(format!("a writer's name is at most {MAX_WRITER_NAME} bytes")));
         }
         let parent_path = path::join(parent_comps);
+        if req.recursive && !req.recursive_under.is_empty() {
+            let under = path::normalize(&req.recursive_under)?;
+            let inside = parent_path == under || under == "/" || parent_path.starts_with(&format!("{under}/"));
+            if !inside {
+                return Err(ThawError::invalid(format!("{under} is not a directory above {}", req.path)));
+            }
+            let id = self.resolve(&under).await?;
+            if !self.read().ns.get(id).is_some_and(|i| i.is_dir()) {
+                return Err(ThawError::not_dir(format!("{under} is not a directory")));
+            }
+        }
         let parent = if req.recursive {
             self.mkdir(MkdirRequest { path: parent_path.clone(), recursive: true, exist_ok: true, mode: None }).await?;
             self.resolve(&parent_path).await?
@@ -74,6 +85,21 @@ impl Master {
                     )));
                 }
                 self.delete(DeleteRequest { path: full.clone(), recursive: false, file_id: id }).await?;
+            }
+            // An existing file is replaced when the new one completes: the
+            // new one is written at `stage_at` meanwhile.
+            Ok(id) if !req.stage_at.is_empty() => {
+                if self.read().ns.get(id).is_none_or(|i| i.is_dir()) {
+                    return Err(ThawError::already_exists(format!("{full} is a directory")));
+                }
+                let staged = CreateFileRequest {
+                    path: req.stage_at.clone(),
+                    stage_at: String::new(),
+                    recursive: true,
+                    recursive_under: String::new(),
+                    ..req
+                };
+                return Box::pin(self.create_file(staged)).await;
             }
             Ok(_) => return Err(ThawError::already_exists(format!("{full} already exists"))),
             Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {}
@@ -110,7 +136,29 @@ impl Master {
         Ok(CreateFileResponse { info: Some(info), workers, recovery: false, writer_lease_ms, access, segment_blocks })
     }
 
-    pub async fn complete_file(&self, req: CompleteFileRequest) -> Result<CompleteFileResponse> {
+    pub async fn complete_file(&self, mut req: CompleteFileRequest) -> Result<CompleteFileResponse> {
+        let rename_to = std::mem::take(&mut req.rename_to);
+        let done = self.complete_in_place(req).await?;
+        if rename_to.is_empty() {
+            return Ok(done);
+        }
+        let src = done.info.map(|i| i.path).unwrap_or_default();
+        let rename = || RenameRequest { src: src.clone(), dst: rename_to.clone(), overwrite: true };
+        let moved = match self.rename(rename()).await {
+            // Its directory went meanwhile (its last key deleted): made again.
+            Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {
+                let comps = path::components(&rename_to)?;
+                let parent = path::join(&comps[..comps.len().saturating_sub(1)]);
+                self.mkdir(MkdirRequest { path: parent, recursive: true, exist_ok: true, mode: None }).await?;
+                self.rename(rename()).await
+            }
+            r => r,
+        };
+        Ok(CompleteFileResponse { info: moved?.info })
+    }
+
+    /// Completes a file where it was written.
+    async fn complete_in_place(&self, req: CompleteFileRequest) -> Result<CompleteFileResponse> {
         let found = {
             let mut guard = self.write();
             let st = &mut *guard;
