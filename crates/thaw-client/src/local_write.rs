@@ -15,7 +15,7 @@ use thaw_common::tls::DataStream;
 use thaw_common::{Result, ThawError};
 
 use crate::copy::{blocking, copy_range};
-use crate::data::{RESPONSE_TIMEOUT, call};
+use crate::data::RESPONSE_TIMEOUT;
 
 /// A short-circuit write in progress to one worker on this host.
 pub(crate) struct LocalSink {
@@ -42,8 +42,9 @@ impl LocalSink {
         block_size: u64,
         first_block: u64,
     ) -> Result<Self> {
-        let mut sock = pool.connect(addr).await?;
-        let accepted = call(&mut sock, &req).await?;
+        // An idle connection serves (the worker takes requests on one in
+        // turn); one gone stale since is replaced before anything is sent.
+        let (sock, accepted) = pool.call(addr, &req).await?;
         // A secured worker's tier is its own user's: another user streams.
         if !accepted.local_path.is_empty() && !writable(&accepted.local_path) {
             return Err(ThawError::permission_denied(format!(
@@ -187,10 +188,13 @@ impl LocalSink {
     }
 
     /// Commits the last block and ends the write; the worker's count of bytes stored.
-    pub async fn finish(mut self) -> Result<u64> {
+    /// Commits the open block and ends the exchange; the connection, clean
+    /// again, goes back to `pool` for the next request.
+    pub async fn finish(mut self, pool: &crate::data::Pool) -> Result<u64> {
         self.commit().await?;
         let total = self.written;
         let resp = self.step(local_write_step::Step::Finish(total)).await?;
+        pool.put(&self.addr, self.sock);
         Ok(resp.length)
     }
 }

@@ -621,7 +621,7 @@ impl FileWriter {
             }
             self.plan.as_mut().expect("planned").carrier = Some(sink);
         } else {
-            finish_sink(old.sink, pos - old.start).await?;
+            finish_sink(self.client.pool(), old.sink, pos - old.start).await?;
         }
         let sink = self.open_sink(w, req, access.as_ref(), DATA_PROTOCOL_SEGMENTS).await?;
         self.seg = Some(Segment { sink, worker: w.id, start: pos, end: Some(end) });
@@ -638,9 +638,9 @@ impl FileWriter {
         let seg = self.seg.take().expect("a write in progress has a segment");
         let carrier = self.plan.as_mut().and_then(|p| p.carrier.take());
         let ended = async {
-            finish_sink(seg.sink, total - seg.start).await?;
+            finish_sink(self.client.pool(), seg.sink, total - seg.start).await?;
             if let Some(c) = carrier {
-                finish_sink(c, total).await?;
+                finish_sink(self.client.pool(), c, total).await?;
             }
             Ok::<_, ThawError>(())
         }
@@ -696,11 +696,11 @@ impl FileWriter {
 }
 
 /// Ends a segment's writes: each worker must have stored `length` bytes.
-async fn finish_sink(sink: Sink, length: u64) -> Result<()> {
+async fn finish_sink(pool: &crate::data::Pool, sink: Sink, length: u64) -> Result<()> {
     match sink {
         Sink::Local(sink) => {
             let addr = sink.addr.clone();
-            let stored = sink.finish().await?;
+            let stored = sink.finish(pool).await?;
             if stored != length {
                 return Err(ThawError::internal(format!("worker {addr} stored {stored} of {length} bytes")));
             }
