@@ -1,6 +1,7 @@
 """More S3 clients against the gateway (``thaw local --s3-port``), byte for
 byte: the AWS CLI (``aws s3 cp/ls/sync/rm/mb/rb`` and ``aws s3api``), with its
-multipart uploads and its own signing (it carries its own botocore)."""
+multipart uploads and its own signing (it carries its own botocore), and s3fs
+(fsspec's ``s3://``, on aiobotocore) with pandas over it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import thaw
@@ -106,3 +108,54 @@ def test_the_aws_cli_copies_lists_syncs_and_removes(cluster, tmp_path: Path) -> 
     assert (gone.returncode, gone.stdout.strip()) == (1, ""), gone  # the CLI's "nothing found"
     ok(aws(cluster, "s3", "rb", "s3://cli", "--force"))
     assert all(e["name"] != "cli" for e in t.ls("/"))
+
+
+def test_s3fs_through_fsspec_writes_reads_lists_and_removes(cluster) -> None:
+    s3fs = pytest.importorskip("s3fs")
+    fs = s3fs.S3FileSystem(
+        key="thaw", secret="thawsecret", endpoint_url=cluster.s3, client_kwargs={"region_name": "us-east-1"},
+        use_listings_cache=False, skip_instance_cache=True, default_block_size=5 * MIB,
+    )  # fmt: skip
+    fs.mkdir("fsspec")  # a bucket: a top-level directory
+    t = thaw.Client(cluster.master)
+    assert t.stat("/fsspec")["type"] == "directory"
+
+    small = {"fsspec/a.bin": os.urandom(1000), "fsspec/d/caf\u00e9 100%.txt": b"x y", "fsspec/d/empty": b""}
+    fs.pipe(small)
+    big = os.urandom(13 * MIB + 7)  # over s3fs's 5 MiB block: a multipart upload of three parts
+    with fs.open("fsspec/big.bin", "wb") as f:
+        for i in range(0, len(big), 3 * MIB):
+            f.write(big[i : i + 3 * MIB])
+    for key, body in {**small, "fsspec/big.bin": big}.items():
+        assert fs.cat_file(key) == body, key
+        with t.open("/" + key) as native:  # the same bytes natively
+            assert native.read() == body, key
+    # Ranges, one across the cluster's 4 MiB block boundary, and a seek-and-read file object.
+    assert fs.cat_file("fsspec/big.bin", start=4 * MIB - 5, end=4 * MIB + 5) == big[4 * MIB - 5 : 4 * MIB + 5]
+    with fs.open("fsspec/big.bin", "rb", block_size=MIB) as f:
+        f.seek(9 * MIB + 1)
+        assert f.read(100) == big[9 * MIB + 1 : 9 * MIB + 101]
+
+    assert fs.info("fsspec/big.bin")["size"] == len(big)
+    assert sorted(fs.ls("fsspec", detail=False)) == ["fsspec/a.bin", "fsspec/big.bin", "fsspec/d"]
+    assert sorted(fs.find("fsspec/d")) == sorted(k for k in small if k.startswith("fsspec/d/"))
+    assert fs.isdir("fsspec/d") and not fs.exists("fsspec/nothing")
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file("fsspec/nothing")
+
+    # pandas over s3:// (s3fs underneath), written and read back through the gateway.
+    opts = {
+        "key": "thaw", "secret": "thawsecret", "endpoint_url": cluster.s3,
+        "client_kwargs": {"region_name": "us-east-1"},
+    }  # fmt: skip
+    df = pd.DataFrame({"k": range(1000), "v": [f"row {i}" for i in range(1000)]})
+    df.to_parquet("s3://fsspec/table/part-0.parquet", storage_options=opts)
+    back = pd.read_parquet("s3://fsspec/table/", storage_options=opts)
+    pd.testing.assert_frame_equal(back.sort_values("k").reset_index(drop=True), df)
+
+    fs.rm("fsspec/d", recursive=True)
+    assert not fs.exists("fsspec/d/empty")
+    fs.copy("fsspec/big.bin", "fsspec/copy.bin")
+    assert fs.cat_file("fsspec/copy.bin") == big
+    fs.rm("fsspec", recursive=True)
+    assert all(e["name"] != "fsspec" for e in t.ls("/"))

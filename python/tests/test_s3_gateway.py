@@ -201,6 +201,10 @@ def test_listings_page_group_and_encode(cluster) -> None:
     assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["logs-", "logs/2026/part-"]
     assert [o["Key"] for o in r["Contents"]] == ["logs/2026.csv", "logs/a.csv"]
     assert c.list_objects_v2(Bucket="lst", Prefix="nothing/")["KeyCount"] == 0
+    # An object's key as a "directory" holds nothing (s3fs's isdir asks this).
+    for prefix in ("top/", "logs/2026.csv/", "logs/2026/part-0001/"):
+        assert c.list_objects_v2(Bucket="lst", Prefix=prefix, Delimiter="/")["KeyCount"] == 0, prefix
+        assert c.list_objects_v2(Bucket="lst", Prefix=prefix)["KeyCount"] == 0, prefix
 
 
 def test_deletes_copies_and_write_types(cluster) -> None:

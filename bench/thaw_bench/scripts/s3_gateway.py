@@ -7,7 +7,9 @@ worker's host and as a remote client).
   (its pages warm: its best case), read whole by 1 and by 8 concurrent
   clients, each in 8 MiB reads; MiB/s over all bytes, median of the repeats.
 - Small: N objects of 64 KiB, PUT (new keys), GET, and PUT again (over the
-  same keys) by 8 client threads; ops/s and the p99 latency of each. Thaw
+  same keys) by 8 client threads; ops/s and the p99 latency of each, medians
+  over the repeats (rounds of the three sides, in another order each round;
+  async-through's checkpoints finish before the next side starts). Thaw
   twice: with the gateway's default write type, cache-through (durable when
   the PUT returns: the master's journal and the under-store file are
   fsynced), and with async-through (in worker memory when it returns, made
@@ -104,7 +106,9 @@ def syncs_per_put(
     return calls / n
 
 
-def small_ops(s3: Any, bucket: str, n: int) -> dict[str, float]:
+def small_ops(s3: Any, bucket: str, prefix: str, n: int) -> dict[str, float]:
+    """PUT (new keys), GET and PUT again (the same keys) of `n` objects under
+    `prefix`, by 8 threads: ops/s and p99 latency of each."""
     body = os.urandom(SMALL)
 
     def timed(f: Any) -> float:
@@ -117,8 +121,8 @@ def small_ops(s3: Any, bucket: str, n: int) -> dict[str, float]:
 
         def one(i: int, op: str = op) -> float:
             if op.startswith("put"):
-                return timed(lambda: s3.put_object(Bucket=bucket, Key=f"small/o{i}", Body=body))
-            return timed(lambda: s3.get_object(Bucket=bucket, Key=f"small/o{i}")["Body"].read())
+                return timed(lambda: s3.put_object(Bucket=bucket, Key=f"{prefix}/o{i}", Body=body))
+            return timed(lambda: s3.get_object(Bucket=bucket, Key=f"{prefix}/o{i}")["Body"].read())
 
         t0 = time.perf_counter()
         with ThreadPoolExecutor(THREADS) as pool:
@@ -126,6 +130,14 @@ def small_ops(s3: Any, bucket: str, n: int) -> dict[str, float]:
         out[f"{op}_ops_per_s"] = n / (time.perf_counter() - t0)
         out[f"{op}_p99_ms"] = lat[int(0.99 * (n - 1))] * 1000
     return out
+
+
+def remove(s3: Any, bucket: str, prefix: str, n: int) -> None:
+    """Deletes a round's objects (untimed), a thousand a request, so rounds
+    start alike and memory holds one round at a time."""
+    for start in range(0, n, 1000):
+        keys = [{"Key": f"{prefix}/o{i}"} for i in range(start, min(n, start + 1000))]
+        s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
 
 
 def native_rate(env: dict[str, str], path: str, size: int, remote: bool) -> float:
@@ -181,10 +193,10 @@ def main() -> None:
 
         gw_async.meta.events.register("before-call.s3.PutObject", async_through)
 
-        def persisted(n: int) -> None:
+        def persisted(prefix: str, n: int) -> None:
             t = thaw.Client(c.master)
-            deadline = time.monotonic() + 120
-            while not all(t.stat(f"/bench-async/synced/o{i}")["persisted"] for i in range(n)):
+            deadline = time.monotonic() + 300
+            while not all(t.stat(f"/bench-async/{prefix}/o{i}")["persisted"] for i in range(n)):
                 assert time.monotonic() < deadline, "async-through checkpoints did not finish"
                 time.sleep(0.2)
 
@@ -193,14 +205,28 @@ def main() -> None:
         assert c._proc is not None and weed._proc is not None
         syncs = {
             "thaw_gateway": syncs_per_put(c._proc.pid, gw, "bench"),
-            "thaw_gateway_async": syncs_per_put(c._proc.pid, gw_async, "bench-async", settle=persisted),
+            "thaw_gateway_async": syncs_per_put(
+                c._proc.pid, gw_async, "bench-async", settle=lambda n: persisted("synced", n)
+            ),
             "seaweed": syncs_per_put(weed._proc.pid, sw, "bench"),
         }
-        small = {
-            "thaw_gateway": small_ops(gw, "bench", args.objects),
-            "thaw_gateway_async": small_ops(gw_async, "bench-async", args.objects),
-            "seaweed": small_ops(sw, "bench", args.objects),
-        }
+        # Rounds of the three sides, each round in another order; a side's
+        # background work (async-through's checkpoints) ends before the next
+        # side starts, and each round's objects are deleted after it.
+        sides_small: list[tuple[str, Any, str]] = [
+            ("thaw_gateway", gw, "bench"),
+            ("thaw_gateway_async", gw_async, "bench-async"),
+            ("seaweed", sw, "bench"),
+        ]
+        small_all: dict[str, list[dict[str, float]]] = {}
+        for r in range(args.repeats):
+            for side, s3, bucket in sides_small[r % 3 :] + sides_small[: r % 3]:
+                prefix = f"small{r}"
+                small_all.setdefault(side, []).append(small_ops(s3, bucket, prefix, args.objects))
+                if side == "thaw_gateway_async":
+                    persisted(prefix, args.objects)
+                remove(s3, bucket, prefix, args.objects)
+        small = {s: {k: statistics.median(d[k] for d in rs) for k in rs[0]} for s, rs in small_all.items()}
     gs, ga, ss = small["thaw_gateway"], small["thaw_gateway_async"], small["seaweed"]
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True

@@ -268,6 +268,17 @@ impl S3 for Gateway {
         Ok(S3Response::new(GetBucketLocationOutput::default()))
     }
 
+    /// Never versioned (a key holds one file): the answer of a bucket where
+    /// versioning was never turned on, which clients such as s3fs ask before
+    /// deleting.
+    async fn get_bucket_versioning(
+        &self,
+        req: S3Request<GetBucketVersioningInput>,
+    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        buckets::check(&self.for_request(&req).await?, &req.input.bucket).await?;
+        Ok(S3Response::new(GetBucketVersioningOutput::default()))
+    }
+
     async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
         buckets::create(&self.for_request(&req).await?, &req.input.bucket).await.map(S3Response::new)
     }

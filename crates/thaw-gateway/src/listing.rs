@@ -141,6 +141,10 @@ async fn entries(g: &Gateway, bucket: &str, key_dir: &str) -> S3Result<Option<Ve
             Err(e) if matches!(e.kind, ErrorKind::NotFound | ErrorKind::NotADirectory) => return Ok(None),
             Err(e) => return Err(bucket_error(e)),
         };
+        // Listing a file answers the file itself: a key, not a directory of keys.
+        if r.entries.iter().any(|e| !e.is_dir && e.path == path) {
+            return Ok(None);
+        }
         let more = r.truncated;
         if let Some(last) = r.entries.last() {
             start = last.name.clone();

@@ -120,7 +120,9 @@ pub async fn head(g: &Gateway, input: HeadObjectInput) -> S3Result<HeadObjectOut
 }
 
 pub async fn get(g: &Gateway, input: GetObjectInput) -> S3Result<GetObjectOutput> {
-    let info = stat_object(g, &input.bucket, &input.key).await?;
+    // A file's open answers its status too: one master RPC a GET, not a
+    // stat and then an open.
+    let (info, reader) = open_object(g, &input.bucket, &input.key).await?;
     conditions!(&info, input)?;
     let len = info.length;
     let (range, content_range) = match &input.range {
@@ -136,24 +138,23 @@ pub async fn get(g: &Gateway, input: GetObjectInput) -> S3Result<GetObjectOutput
             (range, Some(cr))
         }
     };
-    let body = if info.is_dir || range.is_empty() {
-        StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>())
-    } else {
-        let p = object_path(&input.bucket, &input.key)?;
-        let mut reader = g.client().open(&p.path).await.map_err(object_error)?;
-        reader.seek(range.start);
-        // The first chunk is read before answering: a read that cannot start
-        // (data lost, an under-store gone) is an S3 error the client sees
-        // and may retry, not a body cut after its headers said 200.
-        let n = range.end - range.start;
-        let mut first = vec![0u8; (n as usize).min(READ_CHUNK)];
-        let got = reader.read_exact_or_eof(&mut first).await.map_err(object_error)?;
-        if got < first.len() {
-            return Err(S3Error::with_message(S3ErrorCode::InternalError, "the file ended early"));
+    let body = match reader {
+        Some(mut reader) if !range.is_empty() => {
+            reader.seek(range.start);
+            // The first chunk is read before answering: a read that cannot
+            // start (data lost, an under-store gone) is an S3 error the client
+            // sees and may retry, not a body cut after its headers said 200.
+            let n = range.end - range.start;
+            let mut first = vec![0u8; (n as usize).min(READ_CHUNK)];
+            let got = reader.read_exact_or_eof(&mut first).await.map_err(object_error)?;
+            if got < first.len() {
+                return Err(S3Error::with_message(S3ErrorCode::InternalError, "the file ended early"));
+            }
+            let rest = body_stream(reader, n - got as u64);
+            let stream = futures::stream::once(async move { Ok(Bytes::from(first)) }).chain(rest);
+            StreamingBlob::wrap(sync_wrapper::SyncStream::new(stream))
         }
-        let rest = body_stream(reader, n - got as u64);
-        let stream = futures::stream::once(async move { Ok(Bytes::from(first)) }).chain(rest);
-        StreamingBlob::wrap(sync_wrapper::SyncStream::new(stream))
+        _ => StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>()),
     };
     Ok(GetObjectOutput {
         body: Some(body),
@@ -164,6 +165,25 @@ pub async fn get(g: &Gateway, input: GetObjectInput) -> S3Result<GetObjectOutput
         accept_ranges: Some("bytes".to_string()),
         ..Default::default()
     })
+}
+
+/// The object at `key` and, for a file, a reader of it: what
+/// [`stat_object`] answers, in the same one RPC that opens the file.
+async fn open_object(g: &Gateway, bucket: &str, key: &str) -> S3Result<(FileInfo, Option<FileReader>)> {
+    let p = object_path(bucket, key)?;
+    if p.dir {
+        return Ok((stat_object(g, bucket, key).await?, None));
+    }
+    match g.client().open(&p.path).await {
+        Ok(reader) => Ok((reader.info().clone(), Some(reader))),
+        Err(e) if e.kind == ErrorKind::NotFound => {
+            check(g, bucket).await?;
+            Err(no_such_key(key))
+        }
+        // A directory, or a file still being written: no object there yet.
+        Err(e) if matches!(e.kind, ErrorKind::IsADirectory | ErrorKind::FailedPrecondition) => Err(no_such_key(key)),
+        Err(e) => Err(object_error(e)),
+    }
 }
 
 /// `n` bytes from `reader`'s position, a chunk at a time. A read that fails
