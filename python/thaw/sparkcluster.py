@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Iterator
@@ -298,12 +299,20 @@ def session(c: Clusters, app: str, **extra: str) -> Any:
     return b.getOrCreate()
 
 
-def rest(spark: Any, path: str) -> Any:
-    """The driver's monitoring REST API: ``/api/v1/applications/<app>/<path>``."""
+def rest(spark: Any, path: str, attempts: int = 3) -> Any:
+    """The driver's monitoring REST API: ``/api/v1/applications/<app>/<path>``.
+    Asked again (up to ``attempts`` times) when the driver does not answer in
+    time: a loaded machine slows its UI, not the query (seen in a CI run)."""
     sc = spark.sparkContext
     url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/{path}"
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.load(r)
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=20) as r:
+                return json.load(r)
+        except (TimeoutError, urllib.error.URLError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1)
 
 
 def scan_tasks(spark: Any, description: str) -> list[dict[str, Any]]:
