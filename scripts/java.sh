@@ -16,11 +16,19 @@ if ! ./scripts/ensure-jdk.sh; then
   exit 0
 fi
 case "$mode" in
-  test) profile=debug flags=() goal=verify skip=false ;;
-  release) profile=release flags=(--release) goal=package skip=true ;;
+  test) profile=debug goal=verify skip=false ;;
+  release) profile=release goal=package skip=true ;;
   *) echo "usage: scripts/java.sh [test|release]" >&2; exit 2 ;;
 esac
-cargo build --locked -p thaw-jni -p thaw-cli "${flags[@]}"
+if [ "$mode" = test ]; then
+  # The workspace's test build (what scripts/test.sh built just before: only the
+  # native library is left to link). Building `-p thaw-jni -p thaw-cli` alone
+  # resolves tokio without the `test-util` a dev-dependency adds, and compiles
+  # tokio and all that depends on it a second time (90 s of `make test`).
+  cargo build --locked --workspace --all-targets
+else
+  cargo build --locked -p thaw-jni -p thaw-cli --release
+fi
 mvn -B -ntp -Dstyle.color=never -f java/pom.xml \
   -Dthaw.native.dir="$PWD/target/$profile" -Dthaw.bin="$PWD/target/$profile/thaw" \
   -DskipTests="$skip" "$goal"

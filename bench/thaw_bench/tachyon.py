@@ -57,7 +57,7 @@ def paper(out: Path, say: Callable[[str], None] = print, *, quick: bool = False)
     binary = thaw_bench_binary()
     repeats = 1 if quick else 5
     paths: list[Path] = []
-    for bench, extra in (("writes", ["--size", "64MiB" if quick else "1GiB"]), ("checkpoint-order", [])):
+    for bench, extra in (("writes", ["--size", "16MiB" if quick else "1GiB"]), ("checkpoint-order", [])):
         path = out / f"tachyon-{bench}.json"
         say(f"tachyon: thaw-bench {bench}")
         cmd = [str(binary), bench, *extra, "--repeats", str(repeats), "--out", str(path)]

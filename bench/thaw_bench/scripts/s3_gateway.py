@@ -18,7 +18,10 @@ worker's host and as a remote client).
   calls (fsync, fdatasync, sync_file_range) each server makes per PUT, by
   strace (async-through's counted until its checkpoints are done): SeaweedFS
   answers from the page cache, so async-through is the like-for-like
-  durability.
+  durability. And the CPU time each server spent per op (its processes, from
+  /proc): the client shares the two cores, so a server's CPU per op sets its
+  ops/s as much as its waits do (async-through's checkpoint CPU after its
+  last PUT is recorded apart).
 
     python -m thaw_bench.scripts.s3_gateway [--size-mib 1024] [--objects 10000] [--repeats 3] [--rounds 3]
 """
@@ -107,9 +110,38 @@ def syncs_per_put(
     return calls / n
 
 
-def small_ops(s3: Any, bucket: str, prefix: str, n: int) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user and system) of process `pid` and every process under
+    it, from /proc: what a server spent, whichever of its processes did it."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the name: state, ppid, ...; utime and stime are fields 14-15.
+        stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    tree, total, grew = {pid}, 0.0, True
+    while grew:
+        grew = False
+        for p, (ppid, _) in stats.items():
+            if ppid in tree and p not in tree:
+                tree.add(p)
+                grew = True
+    for p in tree:
+        total += stats.get(p, (0, 0.0))[1]
+    return total
+
+
+def small_ops(s3: Any, bucket: str, prefix: str, n: int, server: int) -> dict[str, float]:
     """PUT (new keys), GET and PUT again (the same keys) of `n` objects under
-    `prefix`, by 8 threads: ops/s and p99 latency of each."""
+    `prefix`, by 8 threads: ops/s and p99 latency of each, and the CPU time
+    the server (process `server`) spent per op. On two cores shared with the
+    client, a server's CPU per op decides its ops/s as much as its waits do."""
     body = os.urandom(SMALL)
 
     def timed(f: Any) -> float:
@@ -125,11 +157,12 @@ def small_ops(s3: Any, bucket: str, prefix: str, n: int) -> dict[str, float]:
                 return timed(lambda: s3.put_object(Bucket=bucket, Key=f"{prefix}/o{i}", Body=body))
             return timed(lambda: s3.get_object(Bucket=bucket, Key=f"{prefix}/o{i}")["Body"].read())
 
-        t0 = time.perf_counter()
+        c0, t0 = cpu_seconds(server), time.perf_counter()
         with ThreadPoolExecutor(THREADS) as pool:
             lat = sorted(pool.map(one, range(n)))
         out[f"{op}_ops_per_s"] = n / (time.perf_counter() - t0)
         out[f"{op}_p99_ms"] = lat[int(0.99 * (n - 1))] * 1000
+        out[f"{op}_server_cpu_ms"] = (cpu_seconds(server) - c0) * 1000 / n
     return out
 
 
@@ -215,21 +248,23 @@ def main() -> None:
         # Rounds of the three sides, each round in another order; a side's
         # background work (async-through's checkpoints) ends before the next
         # side starts, and each round's objects are deleted after it.
-        sides_small: list[tuple[str, Any, str]] = [
-            ("thaw_gateway", gw, "bench"),
-            ("thaw_gateway_async", gw_async, "bench-async"),
-            ("seaweed", sw, "bench"),
+        sides_small: list[tuple[str, Any, str, int]] = [
+            ("thaw_gateway", gw, "bench", c._proc.pid),
+            ("thaw_gateway_async", gw_async, "bench-async", c._proc.pid),
+            ("seaweed", sw, "bench", weed._proc.pid),
         ]
         small_all: dict[str, list[dict[str, float]]] = {}
         drained: list[float] = []
+        drain_cpu: list[float] = []
         for r in range(args.rounds):
-            for side, s3, bucket in sides_small[r % 3 :] + sides_small[: r % 3]:
+            for side, s3, bucket, server in sides_small[r % 3 :] + sides_small[: r % 3]:
                 prefix = f"small{r}"
-                small_all.setdefault(side, []).append(small_ops(s3, bucket, prefix, args.objects))
+                small_all.setdefault(side, []).append(small_ops(s3, bucket, prefix, args.objects, server))
                 if side == "thaw_gateway_async":
-                    t0 = time.perf_counter()
+                    c0, t0 = cpu_seconds(server), time.perf_counter()
                     persisted(prefix, args.objects)
                     drained.append(time.perf_counter() - t0)
+                    drain_cpu.append((cpu_seconds(server) - c0) * 1000 / args.objects)
                 remove(s3, bucket, prefix, args.objects)
         small = {s: {k: statistics.median(d[k] for d in rs) for k in rs[0]} for s, rs in small_all.items()}
     gs, ga, ss = small["thaw_gateway"], small["thaw_gateway_async"], small["seaweed"]
@@ -266,6 +301,9 @@ def main() -> None:
             "GET ops/s": f"{d['get_ops_per_s']:.0f}", "GET p99 ms": f"{d['get_p99_ms']:.1f}",
             "PUT again ops/s": f"{d['put_again_ops_per_s']:.0f}",
             "PUT again p99 ms": f"{d['put_again_p99_ms']:.1f}",
+            "server CPU ms per PUT": f"{d['put_server_cpu_ms']:.2f}",
+            "per GET": f"{d['get_server_cpu_ms']:.2f}",
+            "per PUT again": f"{d['put_again_server_cpu_ms']:.2f}",
             "fsyncs per PUT": "n/a" if n_syncs is None else f"{n_syncs:.1f}",
         })  # fmt: skip
     result = {
@@ -291,6 +329,7 @@ def main() -> None:
             },
         },
         "async_checkpoints_done_s_after_last_put": [round(x, 1) for x in drained],
+        "async_checkpoints_server_cpu_ms_per_object_after_last_put": [round(x, 2) for x in drain_cpu],
         "rows": rows,
     }
     text = json.dumps(result, indent=2)
