@@ -345,11 +345,11 @@ impl Worker {
         let Some(mem) = &self.mem else {
             return;
         };
-        for b in fx.evict {
-            if let Some(len) = mem.remove(b) {
-                tracing::debug!(block = b, "migrated block evicted: no job references it");
-                self.note_removed(b, Tier::Mem, len);
-            }
+        let mut removed = Vec::new();
+        self.migrator.evict_unwanted(fx, |b| removed.extend(mem.remove(b).map(|len| (b, len))));
+        for (b, len) in removed {
+            tracing::debug!(block = b, "migrated block evicted: no job references it");
+            self.note_removed(b, Tier::Mem, len);
         }
     }
 

@@ -597,6 +597,11 @@ impl Migrator {
         st.used = st.used.saturating_sub(task.length);
         let took = started.elapsed();
         let start_ms = now_ms().saturating_sub(took.as_millis() as u64);
+        // A copy begun for the master before a purge that no command since
+        // adopted: the master now in charge never asked for it, so it hears
+        // nothing of its end (a "done" would end a migration of that block it
+        // has bound here since, for a copy dropped below).
+        let stale = task.generation != st.generation;
         // From its first try: the retries for room are part of its time.
         let tried = task.first_try.map_or(took, |t| t.elapsed());
         match outcome {
@@ -614,15 +619,17 @@ impl Migrator {
                 };
                 let mut e = event(task.block, source.proto() as i32, task.length, &format!("failed: {why}"));
                 e.start_ms = now_ms().saturating_sub(tried.as_millis() as u64);
-                st.ended(e);
+                if !stale {
+                    st.ended(e);
+                }
             }
             Ok(false) => {
                 // In memory already (a read cached it meanwhile): held for the
                 // jobs, as cache.
                 let mut e = event(task.block, source.proto() as i32, task.length, "done");
                 e.start_ms = start_ms;
-                st.ended(e);
-                if task.generation == st.generation {
+                if !stale {
+                    st.ended(e);
                     for j in task.jobs.iter().filter(|j| !task.read_by.contains(&j.job_id)) {
                         hold_cached(&mut st, task.block, task.length, j);
                     }
@@ -636,13 +643,14 @@ impl Migrator {
                 }
                 let mut e = event(task.block, source.proto() as i32, task.length, "done");
                 e.start_ms = start_ms;
-                st.ended(e);
+                if !stale {
+                    st.ended(e);
+                }
                 if migrated {
-                    let current = task.generation == st.generation;
                     let refs: HashMap<String, Ref> = task
                         .jobs
                         .iter()
-                        .filter(|j| current && !task.read_by.contains(&j.job_id))
+                        .filter(|j| !stale && !task.read_by.contains(&j.job_id))
                         .map(|j| {
                             let last_read = task.opened_by.contains(&j.job_id).then(Instant::now);
                             (j.job_id.clone(), Ref { implicit: j.implicit, bytes_read: 0, last_read })

@@ -125,3 +125,20 @@ pub(super) fn holders_text(st: &State) -> String {
     }
     format!("job{} {}", if h.len() == 1 { "" } else { "s" }, parts.join(", "))
 }
+
+impl super::Migrator {
+    /// Calls `evict` for each block `fx` releases that nothing here wants any
+    /// more, under the state's lock: a command that wanted a block again
+    /// after `fx` was decided (a new master's, for a block whose copy began
+    /// before the purge and ended just after it) keeps it in memory.
+    pub fn evict_unwanted(&self, fx: Effects, mut evict: impl FnMut(u64)) {
+        let st = self.lock();
+        for b in fx.evict {
+            let wanted =
+                st.held.contains_key(&b) || st.queued.contains_key(&b) || st.active.values().any(|a| a.task.block == b);
+            if !wanted {
+                evict(b);
+            }
+        }
+    }
+}

@@ -537,6 +537,39 @@ fn a_copy_running_across_a_purge_is_kept_for_the_new_master_s_command() {
     assert_eq!(held.get(&1), Some(&vec!["b".to_string()]), "held for the new master's job only");
 }
 
+/// A copy that began before a purge and ended after it, before the new
+/// master asked for its block: the new master hears nothing of it (a "done"
+/// would end the migration it has bound here since, for a copy about to be
+/// dropped), and the copy is dropped, unless a command of the new master held
+/// the block (in memory now) before the drop was carried out.
+#[test]
+fn a_copy_ending_after_a_purge_tells_the_new_master_nothing_and_its_drop_spares_a_block_asked_for_since() {
+    let m = migrator(10 * LEN);
+    m.apply(&known(orders(vec![cmd(1, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
+    let _running = m.next(Source::Disk).unwrap();
+    m.purge();
+    let fx = m.finish(Source::Disk, Ok(true));
+    assert_eq!(fx.evict, vec![1]);
+    assert!(m.report().0.events.is_empty(), "no event for a copy the new master never asked for");
+    // The new master's command comes before the drop is carried out: the
+    // block is in memory, so it is held for the new job, and it stays.
+    m.apply(&known(orders(vec![cmd(1, 7, vec![job("b", 1, 1, false)], false)])), |_| Some(LEN));
+    let (r, _) = m.report();
+    assert_eq!(r.events.iter().map(|e| e.outcome.as_str()).collect::<Vec<_>>(), vec!["done"]);
+    let mut evicted = Vec::new();
+    m.evict_unwanted(fx, |b| evicted.push(b));
+    assert!(evicted.is_empty(), "held for the new master's job: not evicted");
+    assert_eq!(m.held().get(&1), Some(&vec!["b".to_string()]));
+    // Without a new command the drop goes ahead.
+    let m = migrator(10 * LEN);
+    m.apply(&known(orders(vec![cmd(2, 1, vec![job("a", 1, 1, false)], false)])), none_in_mem);
+    let _running = m.next(Source::Disk).unwrap();
+    m.purge();
+    let mut evicted = Vec::new();
+    m.evict_unwanted(m.finish(Source::Disk, Ok(true)), |b| evicted.push(b));
+    assert_eq!(evicted, vec![2]);
+}
+
 #[test]
 fn no_room_in_the_tier_requeues_without_a_failure() {
     let m = migrator(10 * LEN);
