@@ -21,11 +21,18 @@ case "$mode" in
   *) echo "usage: scripts/java.sh [test|release]" >&2; exit 2 ;;
 esac
 if [ "$mode" = test ]; then
-  # The workspace's test build (what scripts/test.sh built just before: only the
-  # native library is left to link). Building `-p thaw-jni -p thaw-cli` alone
-  # resolves tokio without the `test-util` a dev-dependency adds, and compiles
-  # tokio and all that depends on it a second time (90 s of `make test`).
-  cargo build --locked --workspace --all-targets
+  # The workspace's test build (`make test` made it already and says so with
+  # THAW_JAVA_PREBUILT=1: it runs clippy meanwhile, which holds cargo's lock).
+  # Building `-p thaw-jni -p thaw-cli` alone would resolve tokio without the
+  # `test-util` a dev-dependency adds, and compile tokio and all that depends
+  # on it a second time (90 s of `make test`).
+  if [ "${THAW_JAVA_PREBUILT:-}" != 1 ]; then
+    cargo build --locked --workspace --all-targets
+  fi
+  if [ ! -f target/debug/libthaw_jni.so ] || [ ! -x target/debug/thaw ]; then
+    echo "java: target/debug/libthaw_jni.so or target/debug/thaw is missing: build the workspace first" >&2
+    exit 1
+  fi
 else
   cargo build --locked -p thaw-jni -p thaw-cli --release
 fi

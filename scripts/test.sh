@@ -16,7 +16,9 @@
 # - the Python tests run on two pytest-xdist workers, except those marked `serial`
 #   (they measure CPU time or wall-clock pacing and need the machine to themselves),
 #   which run after, alone;
-# - the layout check (no file over 800 lines, no import circle) runs with the lints.
+# - one Rust build for everything (`cargo build --workspace --all-targets`: a
+#   build of one package alone resolves features differently and compiles its
+#   dependencies again), and clippy checks while Maven runs the Java tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,10 +47,11 @@ deps_log="$(mktemp)"
 ./scripts/python-env.sh deps >"$deps_log" 2>&1 &
 deps_pid=$!
 step fmt cargo fmt --all --check
-step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step layout python3 scripts/check_layout.py
-# The test build also makes target/debug/thaw, the binary the venv gets.
-step rust-build cargo test --workspace --locked --no-run
+# The test build: every target of the workspace (the tests; target/debug/thaw,
+# the binary the venv gets; the native library the Java modules carry), with
+# the features of the whole workspace, so nothing below builds anything again.
+step rust-build cargo build --workspace --all-targets --locked
 # Waits for a background job (PID, LOG), shows its log, returns its status.
 wait_bg() {
   local rc=0
@@ -62,13 +65,21 @@ step python-deps wait_bg "$deps_pid" "$deps_log"
 # cargo-nextest, which the Rust tests need.
 step python-env env THAW_BIN=target/debug/thaw ./scripts/python-env.sh debug
 step system-setup wait_bg "$setup_pid" "$setup_log"
+# Clippy (compiling: both cores) runs while Maven builds and tests the Java
+# modules (mostly one core, or waiting on its test clusters); cargo's lock on
+# target/ is clippy's meanwhile, so the Java step uses the test build as it is.
+clippy_log="$(mktemp)"
+cargo clippy --workspace --all-targets --locked -- -D warnings >"$clippy_log" 2>&1 &
+clippy_pid=$!
+trap 'kill "$clippy_pid" 2>/dev/null || true; report' EXIT
 run_serial() {
   .venv/bin/python -m pytest python/tests -q -m serial
   .venv/bin/python -m pytest bench/tests -q -m serial
 }
 # The Java modules (thaw:// for Hadoop, Spark) and their tests; the PySpark
 # tests below use their jars.
-step java ./scripts/java.sh test
+step java env THAW_JAVA_PREBUILT=1 ./scripts/java.sh test
+step clippy wait_bg "$clippy_pid" "$clippy_log"
 step rust-tests .venv/bin/cargo-nextest nextest run --workspace --locked
 step ruff .venv/bin/ruff check python bench scripts
 step ruff-format .venv/bin/ruff format --check python bench scripts
