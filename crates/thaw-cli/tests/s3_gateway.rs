@@ -37,7 +37,7 @@ impl Gateway {
     /// OpenDAL's S3 service on bucket `bucket` of this gateway, signing with
     /// the gateway's default key pair and nothing of this machine's AWS set-up.
     fn bucket(&self, bucket: &str) -> Operator {
-        opendal::install_default(); // the reqwest HTTP transport
+        thaw_ufs::s3::install_http_transport(); // reqwest, on ring
         let b = opendal::services::S3::default()
             .bucket(bucket)
             .endpoint(&self.url)

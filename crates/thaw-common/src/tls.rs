@@ -25,6 +25,12 @@ use tokio::net::TcpStream;
 
 use crate::{Result, ThawError};
 
+/// Installs ring as the process's crypto provider, which the HTTP client of
+/// the S3 under-store (reqwest, built without a provider) uses.
+pub fn install_crypto_provider() {
+    provider();
+}
+
 /// The one crypto provider, installed for the process (tonic builds its
 /// rustls configurations with the default provider).
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {

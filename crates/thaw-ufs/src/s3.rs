@@ -113,8 +113,7 @@ impl S3Location {
 
     /// An operator on this location, with `creds` if given, else the environment's.
     pub fn operator(&self, creds: Option<&Credentials>) -> Result<Operator> {
-        // The S3 service speaks HTTP through the transport this installs (once).
-        opendal::install_default();
+        install_http_transport();
         let mut b = opendal::services::S3::default()
             .bucket(&self.bucket)
             .root(&format!("/{}", self.prefix))
@@ -140,6 +139,14 @@ impl S3Location {
 
 fn aws_config_exists() -> bool {
     std::env::var_os("HOME").is_some_and(|h| std::path::Path::new(&h).join(".aws/credentials").exists())
+}
+
+/// Installs (once) OpenDAL's HTTP transport, which its S3 service speaks
+/// through: reqwest, whose TLS runs on the process's crypto provider, ring
+/// (reqwest's own default, aws-lc-rs, would be a second crypto library).
+pub fn install_http_transport() {
+    thaw_common::tls::install_crypto_provider();
+    opendal_http_transport_reqwest::install_default();
 }
 
 /// Turns the error of the first request into what an operator should fix, in
