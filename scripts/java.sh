@@ -22,7 +22,7 @@ case "$mode" in
 esac
 if [ "$mode" = test ]; then
   # The workspace's test build (`make test` made it already and says so with
-  # THAW_JAVA_PREBUILT=1: it runs clippy meanwhile, which holds cargo's lock).
+  # THAW_JAVA_PREBUILT=1).
   # Building `-p thaw-jni -p thaw-cli` alone would resolve tokio without the
   # `test-util` a dev-dependency adds, and compile tokio and all that depends
   # on it a second time (90 s of `make test`).

@@ -18,7 +18,8 @@
 #   which run after, alone;
 # - one Rust build for everything (`cargo build --workspace --all-targets`: a
 #   build of one package alone resolves features differently and compiles its
-#   dependencies again), and clippy checks while Maven runs the Java tests.
+#   dependencies again), which clippy lints as it compiles (no second pass
+#   over the dependencies, as `cargo clippy` would make).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +49,23 @@ deps_log="$(mktemp)"
 deps_pid=$!
 step fmt cargo fmt --all --check
 step layout python3 scripts/check_layout.py
+# Clippy lints the workspace as the test build compiles it: cargo hands the
+# workspace's own crates to clippy-driver (rustc with clippy's lints, warnings
+# as errors), so the dependencies compile once and are never checked a second
+# time, as `cargo clippy` after a build would (minutes on two cores). Every
+# cargo call below inherits this, so none of them builds the workspace again.
+export RUSTC_WORKSPACE_WRAPPER
+RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)"
+if [ -z "$RUSTC_WORKSPACE_WRAPPER" ]; then
+  echo "clippy-driver is missing: rustup component add clippy" >&2
+  exit 1
+fi
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+# A fresh clone (CI) gains nothing from incremental compilation's caches, which
+# cost time to write.
+if [ -n "${CI:-}" ]; then
+  export CARGO_INCREMENTAL=0
+fi
 # The test build: every target of the workspace (the tests; target/debug/thaw,
 # the binary the venv gets; the native library the Java modules carry), with
 # the features of the whole workspace, so nothing below builds anything again.
@@ -63,15 +81,10 @@ wait_bg() {
 step python-deps wait_bg "$deps_pid" "$deps_log"
 # The venv: the package, and SeaweedFS (`weed`), moto (`moto_server`) and
 # cargo-nextest, which the Rust tests need.
-step python-env env THAW_BIN=target/debug/thaw ./scripts/python-env.sh debug
+# (maturin's build of the extension resolves features its own way, so it
+# compiles apart anyway: without the lints, which the test build ran.)
+step python-env env -u RUSTC_WORKSPACE_WRAPPER THAW_BIN=target/debug/thaw ./scripts/python-env.sh debug
 step system-setup wait_bg "$setup_pid" "$setup_log"
-# Clippy (compiling: both cores) runs while Maven builds and tests the Java
-# modules (mostly one core, or waiting on its test clusters); cargo's lock on
-# target/ is clippy's meanwhile, so the Java step uses the test build as it is.
-clippy_log="$(mktemp)"
-cargo clippy --workspace --all-targets --locked -- -D warnings >"$clippy_log" 2>&1 &
-clippy_pid=$!
-trap 'kill "$clippy_pid" 2>/dev/null || true; report' EXIT
 run_serial() {
   .venv/bin/python -m pytest python/tests -q -m serial
   .venv/bin/python -m pytest bench/tests -q -m serial
@@ -79,7 +92,6 @@ run_serial() {
 # The Java modules (thaw:// for Hadoop, Spark) and their tests; the PySpark
 # tests below use their jars.
 step java env THAW_JAVA_PREBUILT=1 ./scripts/java.sh test
-step clippy wait_bg "$clippy_pid" "$clippy_log"
 step rust-tests .venv/bin/cargo-nextest nextest run --workspace --locked
 step ruff .venv/bin/ruff check python bench scripts
 step ruff-format .venv/bin/ruff format --check python bench scripts
