@@ -13,7 +13,9 @@
 # - the Rust tests run under cargo-nextest (from the pinned Python requirements),
 #   which keeps both cores busy across test binaries instead of waiting for the
 #   slowest test of each binary in turn;
-# - the Python tests run on two pytest-xdist workers, except those marked `serial`
+# - the Python tests run on pytest-xdist workers (three for the package's, whose
+#   tests wait on clusters more than they compute: 126 s on two, 101 on three;
+#   two for the harness's, which compute more), longest first, except those marked `serial`
 #   (they measure CPU time or wall-clock pacing and need the machine to themselves),
 #   which run after, alone;
 # - one Rust build for everything (`cargo build --workspace --all-targets`: a
@@ -96,6 +98,6 @@ step rust-tests .venv/bin/cargo-nextest nextest run --workspace --locked
 step ruff .venv/bin/ruff check python bench scripts
 step ruff-format .venv/bin/ruff format --check python bench scripts
 # One session per package (each under its own pyproject.toml's settings).
-step python-tests .venv/bin/python -m pytest python/tests -q -n 2 -m "not serial"
+step python-tests .venv/bin/python -m pytest python/tests -q -n 3 -m "not serial"
 step bench-tests .venv/bin/python -m pytest bench/tests -q -n 2 -m "not serial" --durations=5
 step serial-tests run_serial

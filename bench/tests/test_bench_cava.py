@@ -190,6 +190,7 @@ def _check_run(run: dict[str, Any], files: dict[str, int]) -> None:
     assert sum(placed["levels"].values()) == placed["placed"]
 
 
+@pytest.mark.early(105)
 def test_tiny_cava_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "cava"
     # (The trace replay runs the same way as the workloads: left out for time.)

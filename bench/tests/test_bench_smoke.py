@@ -146,6 +146,7 @@ def test_swim_with_startup_gives_every_job_its_lead_time(tmp_path: Path) -> None
             assert first_map_start(run, job) - job["submit"] >= 0.5 and job["duration"] >= 0.5
 
 
+@pytest.mark.early(39)
 def test_the_pipeline_gives_the_same_results_by_every_write_type_and_after_a_kill(tmp_path: Path) -> None:
     from thaw_bench.pipeline import CONFIGS, pipeline
 

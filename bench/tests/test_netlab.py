@@ -240,6 +240,7 @@ def test_locality_reads_each_level_from_its_source(tmp_path: Path) -> None:
     assert _gone(list(doc["cluster"]["network"]["netns"].values())) == []
 
 
+@pytest.mark.early(21)
 @needs_lab
 def test_the_cava_command_runs_on_the_network(tmp_path: Path) -> None:
     out = subprocess.run(

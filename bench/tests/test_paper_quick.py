@@ -38,6 +38,7 @@ def _thaw_bench_bin() -> str:
     )
 
 
+@pytest.mark.early(195)
 @pytest.mark.timeout(960)
 def test_quick_run_of_every_section(tmp_path: Path) -> None:
     out = tmp_path / "paper"
