@@ -245,6 +245,7 @@ pub fn worker_json(w: &WorkerInfo) -> Value {
         "rack": w.rack,
         "alive": w.alive,
         "last_heartbeat_ms_ago": w.last_heartbeat_ms_ago,
+        "registered_ms_ago": w.registered_ms_ago,
         "tiers": w.tiers.iter().map(tier_json).collect::<Vec<_>>(),
         "jobs": w.jobs.iter().map(job_json).collect::<Vec<_>>(),
         "devices": w.devices.iter().map(device_json).collect::<Vec<_>>(),

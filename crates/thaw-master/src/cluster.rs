@@ -30,6 +30,8 @@ pub struct WorkerEntry {
     pub tiers: Vec<TierUsage>,
     pub alive: bool,
     pub last_heartbeat: Instant,
+    /// When this registration was made (a restarted worker registers again).
+    pub registered: Instant,
     /// (block, tier) replicas this worker holds.
     pub blocks: HashSet<(u64, Tier)>,
     /// Blocks the worker must delete, sent with the next heartbeat answer.
@@ -152,6 +154,7 @@ impl WorkerEntry {
             migration: None,
             devices: self.devices.clone(),
             metrics_address: self.metrics_address.clone(),
+            registered_ms_ago: now.saturating_duration_since(self.registered).as_millis() as u64,
         }
     }
 }
@@ -220,6 +223,7 @@ impl Cluster {
                 tiers,
                 alive: true,
                 last_heartbeat: now,
+                registered: now,
                 blocks: HashSet::new(),
                 pending_removals: Vec::new(),
                 jobs: Vec::new(),

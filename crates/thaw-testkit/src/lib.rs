@@ -410,8 +410,9 @@ impl Cluster {
     }
 
     /// Starts worker `i` again on its old port and directories, and waits until the
-    /// master has heard from the new process (a heartbeat or registration newer
-    /// than the restart; the dead one may still count as alive until its timeout).
+    /// master has the new process's registration (made after the restart; until
+    /// then the master keeps the old process's blocks, and a heartbeat of the old
+    /// process can still land after the kill).
     pub async fn restart_worker(&mut self, i: usize) -> Result<()> {
         let port = port_of(&self.workers[i].addr)?;
         self.workers[i].kill();
@@ -420,9 +421,11 @@ impl Cluster {
         let addr = self.workers[i].addr.clone();
         let deadline = restarted + Duration::from_secs(20);
         // The master's view of the new process's MEM tier, as the process
-        // itself reports it: on a loaded machine the old process's last
-        // heartbeat can reach the master after the kill, seconds late, so a
-        // recent heartbeat alone does not say the new process registered.
+        // itself reports it, from a registration newer than the restart: on a
+        // loaded machine the old process's last heartbeat can reach the master
+        // after the kill, seconds late, so neither a recent heartbeat nor a
+        // tier use that matches (the old process's last report may predate
+        // its last write) says the new process registered.
         let mem = |tiers: &[thaw_common::proto::TierUsage]| {
             tiers.iter().find(|t| t.tier == thaw_common::proto::Tier::Mem as i32).map(|t| (t.used, t.blocks))
         };
@@ -432,10 +435,9 @@ impl Cluster {
             let heard = status.workers.iter().any(|w| {
                 w.data_address == addr
                     && w.alive
-                    // 2 ms: ages are whole milliseconds, and the old process's
-                    // last heartbeat may land just after the kill; a new process
-                    // takes far longer than that to start and register.
-                    && Duration::from_millis(w.last_heartbeat_ms_ago + 2) < restarted.elapsed()
+                    // 2 ms: ages are whole milliseconds; a new process takes
+                    // far longer than that to start and register.
+                    && Duration::from_millis(w.registered_ms_ago + 2) < restarted.elapsed()
                     && own.is_some_and(|own| own == mem(&w.tiers))
             });
             if heard {
