@@ -221,7 +221,11 @@ async fn a_master_killed_during_a_recomputation_rebuilds_after_its_restart() {
 async fn a_rerun_the_master_did_not_start_cannot_rebuild_or_poison_a_lineage() {
     let mut c = start(cluster(&["--recompute", "reactive"])).await;
     let client = c.remote_client();
-    client.write_all("/in", b"lower case\n", opts(WriteType::CacheThrough)).await.unwrap();
+    // 88 KB: at 1 KiB/s its checkpoint outlasts the test (an 11-byte output
+    // fit in the first burst, got persisted before the kill and was never
+    // lost: seen once).
+    let input = b"lower case\n".repeat(8 << 10);
+    client.write_all("/in", &input, opts(WriteType::CacheThrough)).await.unwrap();
     let f = run_step(&c, &client, "/in", "/out", step_command("/in", "/out", "cat")).await;
     c.kill_worker(0);
     c.wait_worker_dead(0, WAIT).await.unwrap();
@@ -235,7 +239,7 @@ async fn a_rerun_the_master_did_not_start_cannot_rebuild_or_poison_a_lineage() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("not being rerun by this master"), "{stderr}");
-    assert_eq!(client.read_all("/out").await.unwrap(), b"lower case\n");
+    assert_eq!(client.read_all("/out").await.unwrap(), input);
 }
 
 /// A master that restarts knowing of a lost file (its worker died while the
