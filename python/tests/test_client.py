@@ -367,3 +367,29 @@ def test_async_through_persists_in_the_background_and_persist_waits_for_it(
         client.persist(f"{root}/missing")
     with pytest.raises(ValueError, match="temporary applies to async-through"):
         client.write_bytes(f"{root}/bad", b"x", write_type="must-cache", temporary=True)
+
+
+def test_a_directory_past_one_page_lists_whole_by_every_python_path(
+    client: thaw.Client, root: str, ufs_dir: Path
+) -> None:
+    """2,500 files put straight into the under-store (the first page brings
+    them in): ``iter_ls`` yields them page by page, ``ls`` and fsspec's
+    ``ls``/``find`` hold them all, in name order; a directory deleted between
+    pages raises instead of ending short."""
+    wide = ufs_dir / "wide"
+    wide.mkdir()
+    names = [f"f{i:04}" for i in range(2500)]
+    for n in names:
+        (wide / n).write_bytes(b"")
+    assert [e["name"] for e in client.iter_ls(f"{root}/wide", page=1000)] == names
+    assert [e["name"] for e in client.ls(f"{root}/wide")] == names
+    fs = thaw.ThawFileSystem(master=client.master)
+    assert [p.rsplit("/", 1)[1] for p in fs.ls(f"thaw://{root}/wide", detail=False)] == names
+    assert len(fs.find(f"thaw://{root}")) == 2500
+
+    it = client.iter_ls(f"{root}/wide", page=1000)
+    first = [next(it) for _ in range(1000)]
+    assert first[-1]["name"] == "f0999"
+    client.rm(f"{root}/wide", recursive=True)
+    with pytest.raises(FileNotFoundError):
+        next(it)

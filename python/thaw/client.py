@@ -110,6 +110,18 @@ class Client:
         file's blocks and their replicas."""
         return self.native().list(path, blocks)
 
+    def iter_ls(self, path: str = "/", blocks: bool = False, page: int = 1000) -> Iterator[dict[str, Any]]:
+        """A directory's entries in name order, fetched ``page`` at a time as
+        the loop goes (a directory of millions of entries is never held
+        whole); a directory deleted midway raises ``FileNotFoundError``."""
+        after = ""
+        while True:
+            entries, more = self.native().list_page(path, blocks, after, page)
+            yield from entries
+            if not (more and entries):
+                return
+            after = entries[-1]["name"]
+
     def exists(self, path: str) -> bool:
         try:
             self.stat(path)

@@ -164,7 +164,11 @@ fn parse_write_type(s: &str) -> Result<(WriteType, u32), String> {
 
 pub async fn run(client: Client, cmd: FsCommand) -> anyhow::Result<()> {
     match cmd {
-        FsCommand::Ls { path, json } => output::print_listing(&client.list(&path).await?, json),
+        FsCommand::Ls { path, json } => {
+            let mut out = output::Listing::new(json);
+            client.list_each(&path, false, |page| Ok(out.page(&page)?)).await?;
+            out.finish();
+        }
         FsCommand::Stat { path, json } => output::print_stat(&client.stat_blocks(&path, true).await?.0, json),
         FsCommand::Cat { path } => {
             let mut r = client.open(&path).await?;

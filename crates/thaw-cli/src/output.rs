@@ -1,6 +1,5 @@
 //! Human and JSON output of files and cluster status.
 
-use serde_json::Value;
 pub use thaw_client::json::write_type_name;
 use thaw_client::json::{file_json, locality_name, persistence_name, status_json, tier_name};
 use thaw_common::proto::*;
@@ -50,24 +49,65 @@ pub fn print_persisted(f: &FileInfo, as_json: bool) {
     }
 }
 
-pub fn print_listing(entries: &[FileInfo], as_json: bool) {
-    if as_json {
-        let v: Vec<Value> = entries.iter().map(file_json).collect();
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
-        return;
+/// `thaw fs ls` printed a page at a time as the pages arrive (a listing of
+/// a million entries starts printing at once and holds one page): columns
+/// as wide as the widest owner and group seen so far; `--json`, one array.
+pub struct Listing {
+    json: bool,
+    entries: usize,
+    owner_w: usize,
+    group_w: usize,
+}
+
+impl Listing {
+    pub fn new(json: bool) -> Self {
+        if json {
+            print!("[");
+        }
+        Self { json, entries: 0, owner_w: 0, group_w: 0 }
     }
-    let owner_w = entries.iter().map(|f| f.owner.len()).max().unwrap_or(0);
-    let group_w = entries.iter().map(|f| f.group.len()).max().unwrap_or(0);
-    for f in entries {
-        let who = format!("{}  {:<owner_w$}  {:<group_w$}", permissions(f), f.owner, f.group);
-        if f.is_dir {
-            println!("{who}  {:>12}  {:>6}  {:<20}  {}/", "-", "-", "dir", f.name);
-        } else {
-            let mem = (f.in_memory_bytes * 100).checked_div(f.length).unwrap_or(100);
-            match lease_note(f) {
-                Some(note) => println!("{who}  {:>12}  {:>5}%  {:<20}  {}  ({note})", f.length, mem, flags(f), f.name),
-                None => println!("{who}  {:>12}  {:>5}%  {:<20}  {}", f.length, mem, flags(f), f.name),
-            }
+
+    /// Prints a page; fails if standard output is gone (`| head`), which
+    /// ends the listing.
+    pub fn page(&mut self, entries: &[FileInfo]) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        for f in entries {
+            if self.json {
+                let sep = if self.entries == 0 { "\n  " } else { ",\n  " };
+                write!(out, "{sep}{}", serde_json::to_string(&file_json(f)).expect("json"))
+            } else {
+                self.owner_w = self.owner_w.max(f.owner.len());
+                self.group_w = self.group_w.max(f.group.len());
+                let (owner_w, group_w) = (self.owner_w, self.group_w);
+                let who = format!("{}  {:<owner_w$}  {:<group_w$}", permissions(f), f.owner, f.group);
+                if f.is_dir {
+                    writeln!(out, "{who}  {:>12}  {:>6}  {:<20}  {}/", "-", "-", "dir", f.name)
+                } else {
+                    let mem = (f.in_memory_bytes * 100).checked_div(f.length).unwrap_or(100);
+                    match lease_note(f) {
+                        Some(note) => {
+                            writeln!(
+                                out,
+                                "{who}  {:>12}  {:>5}%  {:<20}  {}  ({note})",
+                                f.length,
+                                mem,
+                                flags(f),
+                                f.name
+                            )
+                        }
+                        None => writeln!(out, "{who}  {:>12}  {:>5}%  {:<20}  {}", f.length, mem, flags(f), f.name),
+                    }
+                }
+            }?;
+            self.entries += 1;
+        }
+        out.flush()
+    }
+
+    pub fn finish(self) {
+        if self.json {
+            println!("{}]", if self.entries == 0 { "" } else { "\n" });
         }
     }
 }

@@ -379,3 +379,64 @@ async fn a_staged_write_replaces_a_file_when_it_completes() {
     };
     assert_eq!(err.kind, thaw_common::ErrorKind::AlreadyExists, "{err}");
 }
+
+/// Past one page (the master answers 1,000 entries at most, whatever is
+/// asked): whole listings by the client and `thaw fs ls` (text and JSON) go
+/// page by page and miss nothing; a made-up cursor only starts the page
+/// elsewhere; a directory deleted between pages ends the listing with a
+/// not-found error instead of a short answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_past_one_page_lists_whole_and_one_deleted_midway_fails_clearly() {
+    const N: usize = 2300;
+    let c = start(ClusterOptions::workers(1)).await;
+    let client = c.remote_client();
+    let tasks: Vec<_> = (0..8)
+        .map(|k| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                for i in (k..N).step_by(8) {
+                    client.write_all(&format!("/wide/f{i:04}"), b"", opts(WriteType::MustCache)).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let expected: Vec<String> = (0..N).map(|i| format!("f{i:04}")).collect();
+    for limit in [0, 5000] {
+        let page = client.list_page("/wide", false, "", limit).await.unwrap();
+        assert_eq!((page.entries.len(), page.truncated), (1000, true), "limit {limit}");
+    }
+    let names: Vec<String> = client.list("/wide").await.unwrap().into_iter().map(|f| f.name).collect();
+    assert_eq!(names, expected);
+
+    let ls = std::process::Command::new(BIN).args(["fs", "ls", "/wide"]).env("THAW_MASTER", c.master_addr()).output();
+    let ls = ls.unwrap();
+    assert!(ls.status.success(), "{}", String::from_utf8_lossy(&ls.stderr));
+    let printed: Vec<String> =
+        String::from_utf8(ls.stdout).unwrap().lines().map(|l| l.rsplit(' ').next().unwrap().to_string()).collect();
+    assert_eq!(printed, expected);
+    let json = std::process::Command::new(BIN)
+        .args(["fs", "ls", "--json", "/wide"])
+        .env("THAW_MASTER", c.master_addr())
+        .output()
+        .unwrap();
+    let entries: Vec<serde_json::Value> = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(entries.len(), N);
+    assert_eq!(entries[N - 1]["name"], "f2299");
+
+    // Cursors are names: one that names nothing starts after where it would sort.
+    let page = client.list_page("/wide", false, "f0499x", 3).await.unwrap();
+    let got: Vec<&str> = page.entries.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(got, ["f0500", "f0501", "f0502"]);
+    for forged in ["../../etc", "\u{10FFFF}", "f9999/../..", "\0"] {
+        let page = client.list_page("/wide", false, forged, 3).await.unwrap();
+        assert!(page.entries.iter().all(|f| f.name.as_str() > forged), "{forged:?}");
+    }
+
+    let first = client.list_page("/wide", false, "", 1000).await.unwrap();
+    client.delete("/wide", true).await.unwrap();
+    let err = client.list_page("/wide", false, &first.entries[999].name, 1000).await.unwrap_err();
+    assert_eq!(err.kind, thaw_common::ErrorKind::NotFound, "{err:?}");
+}

@@ -22,6 +22,10 @@ use thaw_common::proto::*;
 use thaw_common::{Result, ThawError};
 pub use writer::{FileWriter, WriteOptions, parse_write_type};
 
+/// Entries asked for per `ListStatus` call by whole listings (the master's
+/// most per answer).
+pub const LIST_PAGE: u32 = 1000;
+
 /// A handle on a Thaw cluster. Cheap to clone; clones share connections.
 #[derive(Clone)]
 pub struct Client {
@@ -223,9 +227,40 @@ impl Client {
         self.list_blocks(path, false).await
     }
 
-    /// A listing whose files carry their blocks, replicas ordered by locality.
+    /// A listing whose files carry their blocks, replicas ordered by locality
+    /// (the whole directory, asked for page by page).
     pub async fn list_blocks(&self, path: &str, blocks: bool) -> Result<Vec<FileInfo>> {
-        Ok(self.list_page(path, blocks, "", 0).await?.entries)
+        let mut out = Vec::new();
+        self.list_each(path, blocks, |page| {
+            out.extend(page);
+            Ok(())
+        })
+        .await?;
+        Ok(out)
+    }
+
+    /// A directory's entries handed to `each` one page at a time, in name
+    /// order, as they arrive: a listing of millions of entries never waits
+    /// for (or holds) all of them. A directory deleted midway ends it with
+    /// a not-found error.
+    pub async fn list_each(
+        &self,
+        path: &str,
+        blocks: bool,
+        mut each: impl FnMut(Vec<FileInfo>) -> Result<()>,
+    ) -> Result<()> {
+        let mut after = String::new();
+        loop {
+            let page = self.list_page(path, blocks, &after, LIST_PAGE).await?;
+            let more = page.truncated && !page.entries.is_empty();
+            if let Some(last) = page.entries.last() {
+                after.clone_from(&last.name);
+            }
+            each(page.entries)?;
+            if !more {
+                return Ok(());
+            }
+        }
     }
 
     /// A page of a directory's entries in name order: those after

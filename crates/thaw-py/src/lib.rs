@@ -118,6 +118,25 @@ impl NativeClient {
         entries.iter().map(|f| json_to_py(py, &thaw_client::json::file_json(f))).collect()
     }
 
+    /// One page of a directory's entries: those whose names sort after
+    /// `start_after` ("": from the first), at most `limit` (the master
+    /// answers 1,000 at most), and whether more follow.
+    #[pyo3(signature = (path, blocks=false, start_after=String::new(), limit=1000))]
+    fn list_page(
+        &self,
+        py: Python<'_>,
+        path: String,
+        blocks: bool,
+        start_after: String,
+        limit: u32,
+    ) -> PyResult<(Vec<Py<PyAny>>, bool)> {
+        let c = self.c()?;
+        let page = wait(py, async move { c.list_page(&path, blocks, &start_after, limit).await })?;
+        let entries: PyResult<Vec<_>> =
+            page.entries.iter().map(|f| json_to_py(py, &thaw_client::json::file_json(f))).collect();
+        Ok((entries?, page.truncated))
+    }
+
     #[pyo3(signature = (path, recursive=false, exist_ok=false))]
     fn mkdir(&self, py: Python<'_>, path: String, recursive: bool, exist_ok: bool) -> PyResult<Py<PyAny>> {
         let c = self.c()?;

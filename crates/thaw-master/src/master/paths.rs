@@ -13,6 +13,10 @@ use thaw_common::{Result, ThawError, now_ms, path};
 use super::{Master, State, checkpoints, permissions};
 use crate::namespace::{NewInode, ROOT_ID};
 
+/// The most entries one `ListStatus` answer holds (see `Master::list_status`):
+/// 1,000 files with their blocks are a few hundred KiB.
+pub const MAX_LIST_PAGE: usize = 1000;
+
 impl Master {
     /// The inode of an entry found in the under-store: complete and persisted.
     pub(super) fn ufs_inode(&self, st: &thaw_ufs::UfsStatus) -> NewInode {
@@ -223,18 +227,33 @@ impl Master {
         Ok(GetStatusResponse { info: Some(info), read_through_workers })
     }
 
+    /// A page of a directory's entries in name order (a file: its own
+    /// status). Pages hold at most [`MAX_LIST_PAGE`] entries whatever the
+    /// caller asks (0 included), so no answer outgrows a message and no call
+    /// holds the state lock for a whole million-entry directory; the cursor is
+    /// a name, so entries added or removed between pages cost nothing and a
+    /// stale or made-up cursor only starts the page elsewhere. The directory
+    /// is brought in line with its under-store listing at its first page only:
+    /// once per listing, not once per page.
     pub async fn list_status(&self, req: ListStatusRequest) -> Result<ListStatusResponse> {
         let id = self.resolve(&req.path).await?;
         let is_dir = self.read().ns.get(id).is_some_and(|i| i.is_dir());
         self.read().check(id, if is_dir { permissions::READ | permissions::EXEC } else { 0 })?;
-        if is_dir {
+        if is_dir && req.start_after.is_empty() {
             let p = path::normalize(&req.path)?;
             self.sync_dir(id, &p).await?;
         }
         let st = self.read();
         let client = req.client.unwrap_or_default();
+        let limit = match req.limit as usize {
+            0 => MAX_LIST_PAGE,
+            n => n.min(MAX_LIST_PAGE),
+        };
         let (mut entries, truncated) = if is_dir {
-            let (page, more) = st.ns.children_page(id, &req.start_after, req.limit as usize);
+            if st.ns.get(id).is_none_or(|i| !i.is_dir()) {
+                return Err(ThawError::not_found(format!("{} was deleted during the listing", req.path)));
+            }
+            let (page, more) = st.ns.children_page(id, &req.start_after, limit);
             (page.into_iter().map(|(_, c)| Self::file_info(&st, c, req.blocks, &client)).collect(), more)
         } else {
             (vec![Self::file_info(&st, id, req.blocks, &client)], false)
