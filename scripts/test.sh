@@ -15,9 +15,11 @@
 #   slowest test of each binary in turn;
 # - the Python tests run on pytest-xdist workers (three for the package's, whose
 #   tests wait on clusters more than they compute: 126 s on two, 101 on three;
-#   two for the harness's, which compute more), longest first, except those marked `serial`
-#   (they measure CPU time or wall-clock pacing and need the machine to themselves),
-#   which run after, alone;
+#   three for the harness's, whose emulated devices keep them waiting too),
+#   longest first; the Spark tests (marked `spark`) in a session of their own
+#   beside the harness's; those marked `serial` (they measure CPU time or
+#   wall-clock pacing and need the machine to themselves) after, alone.
+#   Every step's line at the end says its wall and CPU seconds;
 # - one Rust build for everything (`cargo build --workspace --all-targets`: a
 #   build of one package alone resolves features differently and compiles its
 #   dependencies again), which clippy lints as it compiles (no second pass
@@ -26,16 +28,31 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 steps=()
+# CPU seconds (user + system) of every child this shell has waited for, so
+# each step's line says how busy it kept the cores (wall vs CPU: a step far
+# below twice its wall time on two cores waits more than it computes).
+# (`times` runs in this shell: in a command substitution's subshell it would
+# count that subshell's children.)
+times_file="$(mktemp)"
+cpu_now() {
+  times >"$times_file"
+  CPU=$(awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); t += a[1] * 60 + a[2] } printf "%d", t }' "$times_file")
+}
 step() {
-  local name="$1" start=$SECONDS
+  local name="$1" start=$SECONDS cpu
+  cpu_now
+  cpu=$CPU
   shift
   "$@"
-  steps+=("$(printf '%-28s %4ds' "$name" $((SECONDS - start)))")
+  cpu_now
+  steps+=("$(printf '%-28s %4ds  cpu %5ds' "$name" $((SECONDS - start)) $((CPU - cpu)))")
 }
 report() {
-  echo "--- where the time went (make test) ---"
+  echo "--- where the time went (make test): wall, CPU of the step's processes ---"
   printf '%s\n' "${steps[@]}"
-  printf '%-28s %4ds\n' total "$SECONDS"
+  cpu_now
+  printf '%-28s %4ds  cpu %5ds\n' total "$SECONDS" "$CPU"
+  rm -f "$times_file"
 }
 trap report EXIT
 
@@ -91,6 +108,22 @@ run_serial() {
   .venv/bin/python -m pytest python/tests -q -m serial
   .venv/bin/python -m pytest bench/tests -q -m serial
 }
+# The harness's tests and the Spark tests (a session of their own, one at a
+# time) side by side: both wait far more than they compute (emulated devices,
+# JVMs starting, leases running out; 1.2 and 0.9 of two cores alone), so
+# together they take little longer than the harness's alone.
+harness_and_spark() {
+  local spark_log spark_pid rc=0 spark_rc=0
+  spark_log="$(mktemp)"
+  .venv/bin/python -m pytest python/tests -q -m spark --durations=5 >"$spark_log" 2>&1 &
+  spark_pid=$!
+  .venv/bin/python -m pytest bench/tests -q -n 3 -m "not serial" --durations=5 || rc=$?
+  wait "$spark_pid" || spark_rc=$?
+  echo "--- the Spark tests (python/tests -m spark), run beside the harness's"
+  cat "$spark_log"
+  rm -f "$spark_log"
+  [ "$rc" -eq 0 ] && [ "$spark_rc" -eq 0 ]
+}
 # The Java modules (thaw:// for Hadoop, Spark) and their tests; the PySpark
 # tests below use their jars.
 step java env THAW_JAVA_PREBUILT=1 ./scripts/java.sh test
@@ -98,6 +131,6 @@ step rust-tests .venv/bin/cargo-nextest nextest run --workspace --locked
 step ruff .venv/bin/ruff check python bench scripts
 step ruff-format .venv/bin/ruff format --check python bench scripts
 # One session per package (each under its own pyproject.toml's settings).
-step python-tests .venv/bin/python -m pytest python/tests -q -n 3 -m "not serial"
-step bench-tests .venv/bin/python -m pytest bench/tests -q -n 2 -m "not serial" --durations=5
+step python-tests .venv/bin/python -m pytest python/tests -q -n 3 -m "not serial and not spark"
+step harness-and-spark harness_and_spark
 step serial-tests run_serial

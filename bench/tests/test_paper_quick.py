@@ -1,6 +1,7 @@
 """``python -m thaw_bench paper --quick`` (``make bench-paper-quick``): every
 section of ``make bench-paper`` in its small configuration, as a separate
-process the way the make target runs it. Checks that every section ran (the
+process the way the make target runs it (``--only`` a group of sections per
+test, so the groups run side by side). Checks that every section ran (the
 network ones only as root: skipped with the reason otherwise), wrote the
 results files it names, and that the index lists each with its time; and the
 runner's own decisions: ``--only``/``--skip``, an unknown name, a failing
@@ -38,12 +39,34 @@ def _thaw_bench_bin() -> str:
     )
 
 
-@pytest.mark.early(195)
+#: The sections in groups of about a minute each (seconds of a quick run on
+#: two cores in brackets), one test each: the groups run at once on the
+#: test session's workers instead of one after another in one test. The
+#: network sections share a group.
+GROUPS = {
+    "tachyon": ["tachyon"],  # 89
+    "cava-scheduled": ["traces", "scheduled", "cava"],  # 55
+    "devices-network": ["devices", "swim-network", "locality"],  # 49
+    "swim": ["swim", "swim-queueing", "swim-fb2010", "do-not-harm"],  # 48
+    "jobs": ["sort", "wordcount", "interference", "sql"],  # 33
+}
+SECONDS = {"tachyon": 89, "cava-scheduled": 55, "devices-network": 49, "swim": 48, "jobs": 33}
+
+
+def test_the_groups_hold_every_section_once() -> None:
+    grouped = [name for names in GROUPS.values() for name in names]
+    assert sorted(grouped) == sorted(s.name for s in paper.SECTIONS)
+
+
 @pytest.mark.timeout(960)
-def test_quick_run_of_every_section(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "group", [pytest.param(g, marks=pytest.mark.early(SECONDS[g])) for g in GROUPS]
+)  # fmt: skip
+def test_quick_run_of_every_section(tmp_path: Path, group: str) -> None:
     out = tmp_path / "paper"
     env = dict(os.environ, THAW_BIN=find_binary(), THAW_BENCH_BIN=_thaw_bench_bin())
-    cmd = [sys.executable, "-m", "thaw_bench", "paper", "--quick", "--out", str(out)]
+    only = ",".join(GROUPS[group])
+    cmd = [sys.executable, "-m", "thaw_bench", "paper", "--quick", "--only", only, "--out", str(out)]
     proc = subprocess.run(
         [*cmd, "--root", str(tmp_path / "c")], capture_output=True, text=True, timeout=900, env=env, cwd=ROOT
     )
@@ -52,10 +75,11 @@ def test_quick_run_of_every_section(tmp_path: Path) -> None:
     doc = json.loads((out / "index.json").read_text())
     assert doc["quick"] is True
     by_name = {s["section"]: s for s in doc["sections"]}
-    assert list(by_name) == [s.name for s in paper.SECTIONS], tail
+    chosen = [s for s in paper.SECTIONS if s.name in GROUPS[group]]
+    assert list(by_name) == [s.name for s in chosen], tail
     index = (out / "index.md").read_text()
     root = os.geteuid() == 0
-    for section in paper.SECTIONS:
+    for section in chosen:
         rec = by_name[section.name]
         assert f"| {section.name} | {section.paper} |" in index
         if section.network and not root:

@@ -22,7 +22,7 @@ from thaw import sparkcluster as sc
 REASON = sc.skip_reason() or (
     None if sc.has_filesystem() else "thaw-hadoop's jar has no io.thaw.hadoop.ThawFileSystem"
 )
-pytestmark = [pytest.mark.serial, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+pytestmark = [pytest.mark.spark, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 
 
 @pytest.fixture(scope="module")

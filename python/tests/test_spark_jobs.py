@@ -18,7 +18,7 @@ import thaw
 from thaw import sparkcluster as sc
 
 REASON = sc.skip_reason()
-pytestmark = [pytest.mark.serial, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+pytestmark = [pytest.mark.spark, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 
 LEASE_MS = 1500
 

@@ -23,7 +23,7 @@ REASON = sc.skip_reason() or (
     if sc.has_filesystem()
     else "thaw-hadoop's jar has no io.thaw.hadoop.ThawFileSystem (the thaw:// FileSystem is not built here)"
 )
-pytestmark = [pytest.mark.serial, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+pytestmark = [pytest.mark.spark, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 
 #: The job id every read of this application carries (fs.thaw.job).
 READS = "spark-thaw-test-reads"

@@ -30,6 +30,12 @@ from thaw.seaweed import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ("127.0.0.2", "127.0.0.3")
+# For tests: every JVM there (Spark's master and workers, the drivers, the
+# executors) lives for seconds to a minute over small data, and HotSpot's
+# first compiler tier alone (C1) starts it faster and spends far less CPU
+# compiling than the default C1+C2; the serial collector suits its 256-768 MiB
+# heap. Measurements (the harness) keep HotSpot's defaults.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def jars() -> list[Path]:
@@ -90,6 +96,8 @@ class Clusters:
     spark: str = ""
     spark_ui: str = ""
     ufs: Path = field(default_factory=Path)
+    # Options of every JVM of the clusters and their applications' (drivers, executors).
+    jvm_options: str = ""
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
@@ -155,16 +163,21 @@ def clusters(
     block_size: str = "1MiB",
     mem_capacity: str = "1GiB",
     masters: int = 1,
+    jvm_options: str = TEST_JVM_OPTIONS,
 ) -> Iterator[Clusters]:
     """A Thaw master and two workers, a Spark master and two workers (one
     core and 1 GiB each), the pairs on 127.0.0.2 and 127.0.0.3.
 
     ``masters``: 1, or a group of highly available masters (processes
     ``thaw-master1``... on 127.0.0.1; ``Clusters.thaw`` names them all, and
-    :func:`leader` tells which one serves)."""
+    :func:`leader` tells which one serves).
+
+    ``jvm_options``: of every JVM, the Spark daemons' and (through
+    :func:`session_conf`) the drivers' and executors'; "" for HotSpot's
+    defaults (for measurements)."""
     import thaw
 
-    c = Clusters(tmp=tmp, ufs=tmp / "ufs")
+    c = Clusters(tmp=tmp, ufs=tmp / "ufs", jvm_options=jvm_options)
     c.ufs.mkdir()
     try:
         flags = [
@@ -205,7 +218,12 @@ def clusters(
 
         home = spark_home()
         spark_class = str(home / "bin" / "spark-class")
-        env = {"SPARK_HOME": str(home), "SPARK_NO_DAEMONIZE": "1", "PYSPARK_PYTHON": sys.executable}
+        env = {
+            "SPARK_HOME": str(home),
+            "SPARK_NO_DAEMONIZE": "1",
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_DAEMON_JAVA_OPTS": jvm_options,
+        }
         # Ports the master picks itself (0), read back from its log: a port
         # chosen free beforehand can be taken by the time it binds, and Spark
         # then moves to the next one without failing.
@@ -285,6 +303,9 @@ def session_conf(c: Clusters, **extra: str) -> dict[str, str]:
         "spark.pyspark.python": sys.executable,
         "spark.executorEnv.THAW_MASTER": c.thaw,
     }
+    if c.jvm_options:
+        conf["spark.driver.extraJavaOptions"] = c.jvm_options
+        conf["spark.executor.extraJavaOptions"] = c.jvm_options
     conf.update(extra)
     return conf
 

@@ -148,7 +148,9 @@ def main() -> None:
     try:
         worker_flags = ("--device-model", f"ufs={args.ufs_rate}")
         mem = str(2 * size + (256 << 20))
-        with sc.clusters(tmp, thaw_worker_flags=worker_flags, block_size="16MiB", mem_capacity=mem) as c:
+        with sc.clusters(
+            tmp, thaw_worker_flags=worker_flags, block_size="16MiB", mem_capacity=mem, jvm_options=""
+        ) as c:
             spark = sc.session(
                 c,
                 "spark-queued",
