@@ -8,7 +8,7 @@
 //! the median of alternating repeats. Results go to stdout and to a JSON summary
 //! (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata|planner|migration|migrate-cli|early-ask|user-paths|writes|checkpoint-order|replacement|load-under-attack|auth-cost|cold-load|failover|chaos|netlab] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|planner|migration|migrate-cli|early-ask|user-paths|writes|checkpoint-order|replacement|load-under-attack|auth-cost|cold-load|failover|chaos|netlab|namespace] [--files N] [--size 1GiB] [--repeats 5]`
 
 mod auth_cost;
 mod checkpoint_order;
@@ -21,6 +21,7 @@ mod measure;
 mod metadata;
 mod migrate_cli;
 mod migration;
+mod namespace;
 mod netlab;
 mod payload;
 mod planner;
@@ -79,6 +80,9 @@ struct Cli {
     /// `chaos`: masters (3: a group, whose leader the master faults hit).
     #[arg(long, default_value_t = 1)]
     masters: usize,
+    /// `namespace`: files the master holds.
+    #[arg(long, default_value_t = 1_000_000)]
+    files: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -126,6 +130,11 @@ enum Which {
     /// loopback, and the round trip between nodes on one host and across
     /// racks against loopback's (not part of `all`).
     Netlab,
+    /// The namespace at scale (issue 33): `--files` files (up to a million
+    /// in one directory), creates per second, the master's memory and journal
+    /// per file, `thaw fs ls` of the big directory and a restart (not part of
+    /// `all`).
+    Namespace,
 }
 
 /// What every benchmark is given.
@@ -133,6 +142,8 @@ pub struct Config {
     pub size: u64,
     pub repeats: usize,
     pub meta_secs: f64,
+    /// `namespace`: files the master holds.
+    pub files: u64,
 }
 
 #[derive(Serialize)]
@@ -156,7 +167,7 @@ async fn main() -> Result<()> {
     if cli.bench == Which::Chaos {
         return chaos(&cli).await;
     }
-    let cfg = Config { size: cli.size, repeats: cli.repeats, meta_secs: cli.meta_secs };
+    let cfg = Config { size: cli.size, repeats: cli.repeats, meta_secs: cli.meta_secs, files: cli.files };
     println!(
         "thaw-bench: {} per read run, median of {} alternating repeats after one warm-up run of each side",
         format_size(cfg.size),
@@ -258,6 +269,9 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     }
     if which == Which::Netlab {
         netlab::run(cfg)?.into_iter().for_each(&mut done);
+    }
+    if which == Which::Namespace {
+        namespace::run(cfg).await?.into_iter().for_each(&mut done);
     }
     if which == Which::Failover {
         failover::run(cfg).await?.into_iter().for_each(&mut done);
