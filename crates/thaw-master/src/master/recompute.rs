@@ -526,17 +526,18 @@ impl Master {
             .stdin(std::process::Stdio::null())
             .stdout(log)
             .stderr(err_log)
+            // A process group of its own: what the command starts (a
+            // spark-submit's JVM, a shell's pipeline) goes with it.
+            .process_group(0)
             .kill_on_drop(true);
         let mut child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", s.command[0]))?;
+        let _group = child.id().map(KillGroup);
         let log_name = log_path.display();
         match tokio::time::timeout(self.config.recompute_timeout, child.wait()).await {
             Ok(Ok(status)) if status.success() => Ok(()),
             Ok(Ok(status)) => Err(format!("{status} (log: {log_name})")),
             Ok(Err(e)) => Err(format!("waiting for it: {e} (log: {log_name})")),
-            Err(_) => {
-                let _ = child.kill().await;
-                Err(format!("killed after {:?} (log: {log_name})", self.config.recompute_timeout))
-            }
+            Err(_) => Err(format!("killed after {:?} (log: {log_name})", self.config.recompute_timeout)),
         }
     }
 
@@ -661,4 +662,21 @@ pub(super) fn is_lost_view(ns: &crate::namespace::Namespace, cluster: &crate::cl
         let r = &i.rec;
         !r.is_dir && r.complete && !r.persisted && cluster.missing_block(f, block_count(r.length, r.block_size))
     })
+}
+
+/// Kills a rerun's process group when its run ends, however it ends
+/// (finished, timed out, or the master stopping): a rerun's command may leave
+/// processes behind (a Spark driver whose job wrote its output, a pipeline's
+/// other half), and those must not outlive the run. `kill_on_drop` alone
+/// reaches only the command's own process.
+struct KillGroup(u32);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with a negative pid signals that process group; the
+        // group is the rerun's own (`process_group(0)` made it, led by its pid).
+        unsafe {
+            libc::kill(-(self.0 as libc::pid_t), libc::SIGKILL);
+        }
+    }
 }
