@@ -16,9 +16,10 @@
 # - the Python tests run on pytest-xdist workers (three for the package's, whose
 #   tests wait on clusters more than they compute: 126 s on two, 101 on three;
 #   three for the harness's, whose emulated devices keep them waiting too),
-#   longest first; the Spark tests (marked `spark`) in a session of their own
-#   beside the harness's; those marked `serial` (they measure CPU time or
-#   wall-clock pacing and need the machine to themselves) after, alone.
+#   longest first; those marked `serial` (they measure CPU time or wall-clock
+#   pacing and need the machine to themselves) and `spark` (a Spark cluster's
+#   JVMs: beside the harness's tests, a query outlived its 300 s timeout in a
+#   fresh-clone run) after, alone.
 #   Every step's line at the end says its wall and CPU seconds;
 # - one Rust build for everything (`cargo build --workspace --all-targets`: a
 #   build of one package alone resolves features differently and compiles its
@@ -105,24 +106,8 @@ step python-deps wait_bg "$deps_pid" "$deps_log"
 step python-env env -u RUSTC_WORKSPACE_WRAPPER THAW_BIN=target/debug/thaw ./scripts/python-env.sh debug
 step system-setup wait_bg "$setup_pid" "$setup_log"
 run_serial() {
-  .venv/bin/python -m pytest python/tests -q -m serial
+  .venv/bin/python -m pytest python/tests -q -m "serial or spark" --durations=5
   .venv/bin/python -m pytest bench/tests -q -m serial
-}
-# The harness's tests and the Spark tests (a session of their own, one at a
-# time) side by side: both wait far more than they compute (emulated devices,
-# JVMs starting, leases running out; 1.2 and 0.9 of two cores alone), so
-# together they take little longer than the harness's alone.
-harness_and_spark() {
-  local spark_log spark_pid rc=0 spark_rc=0
-  spark_log="$(mktemp)"
-  .venv/bin/python -m pytest python/tests -q -m spark --durations=5 >"$spark_log" 2>&1 &
-  spark_pid=$!
-  .venv/bin/python -m pytest bench/tests -q -n 3 -m "not serial" --durations=5 || rc=$?
-  wait "$spark_pid" || spark_rc=$?
-  echo "--- the Spark tests (python/tests -m spark), run beside the harness's"
-  cat "$spark_log"
-  rm -f "$spark_log"
-  [ "$rc" -eq 0 ] && [ "$spark_rc" -eq 0 ]
 }
 # The Java modules (thaw:// for Hadoop, Spark) and their tests; the PySpark
 # tests below use their jars.
@@ -132,5 +117,5 @@ step ruff .venv/bin/ruff check python bench scripts
 step ruff-format .venv/bin/ruff format --check python bench scripts
 # One session per package (each under its own pyproject.toml's settings).
 step python-tests .venv/bin/python -m pytest python/tests -q -n 3 -m "not serial and not spark"
-step harness-and-spark harness_and_spark
+step bench-tests .venv/bin/python -m pytest bench/tests -q -n 3 -m "not serial" --durations=5
 step serial-tests run_serial
