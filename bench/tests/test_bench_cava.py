@@ -190,16 +190,34 @@ def _check_run(run: dict[str, Any], files: dict[str, int]) -> None:
     assert sum(placed["levels"].values()) == placed["placed"]
 
 
-@pytest.mark.early(105)
-def test_tiny_cava_runs_end_to_end(tmp_path: Path) -> None:
+# The two experiments are independent (the workloads use the paper's static
+# affinities): one test each, so neither waits for the other (together they were
+# the harness tests' longest, 156-202 s).
+@pytest.mark.parametrize(
+    "experiment",
+    [
+        pytest.param("workloads", marks=pytest.mark.early(75)),
+        pytest.param("affinity", marks=pytest.mark.early(65)),
+    ],
+)
+def test_tiny_cava_runs_end_to_end(tmp_path: Path, experiment: str) -> None:
     out = tmp_path / "cava"
     # (The trace replay runs the same way as the workloads: left out for time.)
-    args = ["--experiments", "affinity,workloads", "--policies", "no-cache,lru,cava"]
+    args = ["--experiments", experiment, "--policies", "no-cache,lru,cava"]
     assert bench_main(["cava", "--tiny", "--out", str(out), *args]) == 0
     doc = json.loads((out / "results.json").read_text())
     assert (out / "report.md").read_text().startswith("# CAVA")
     assert doc["command"].startswith("python -m thaw_bench cava")
+    assert "trace" not in doc
+    if experiment == "workloads":
+        assert "affinity" not in doc
+        _check_workloads(doc, out)
+    else:
+        assert "workloads" not in doc
+        _check_affinity(doc)
 
+
+def _check_workloads(doc: dict[str, Any], out: Path) -> None:
     # Workloads: every one ran under every policy asked for.
     wl = doc["workloads"]
     assert set(wl["described"]) == {"W1", "W5"}
@@ -231,8 +249,8 @@ def test_tiny_cava_runs_end_to_end(tmp_path: Path) -> None:
     assert doc["timeline"]["workload"] == "W5" and "cava" in doc["timeline"]["runs"]
     assert doc["figure"] and (out / doc["figure"]).is_file()
 
-    assert "trace" not in doc
 
+def _check_affinity(doc: dict[str, Any]) -> None:
     # Affinity: the hot runs read all of their input from memory, the cold
     # ones none of it; the master measured each kind and classified it as the
     # decision tree says for its figures against its thresholds.
@@ -244,8 +262,12 @@ def test_tiny_cava_runs_end_to_end(tmp_path: Path) -> None:
         assert cold["source"] == "measured", (kind, cold)
         above = (cold["cpu_util"] > cold["cpu_threshold"]) + (cold["write_rate"] > cold["write_threshold"])
         assert cold["class"] == workloads.CLASSES[above], (kind, cold)
-    # Grep neither computes nor writes much: high affinity.
-    assert doc["affinity"]["kinds"]["grep"]["class_cold"] == ["high"]
+    # Grep writes nothing, so at most its CPU figure is above its threshold:
+    # never low. (Whether its CPU, about a tenth of a core in the tiny run, is
+    # under the tenth-of-a-core floor depends on the machine's load: high here
+    # alone, medium once in a loaded CI run; the benchmark reports it.)
+    grep = doc["affinity"]["kinds"]["grep"]
+    assert grep["write_rate_cold"] == 0.0 and grep["class_cold"] != ["low"], grep
 
 
 def test_a_run_that_fails_is_recorded_with_its_error(tmp_path: Path) -> None:
