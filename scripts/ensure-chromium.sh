@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium for the dashboard's browser test (crates/thaw-cli/tests/dashboard.rs):
+# Headless Chromium for the dashboard's browser test (crates/thaw-cli/tests/it/dashboard.rs):
 # installed from Debian's packages when missing and we are root with apt; otherwise
 # the test prints SKIPPED and passes.
 set -euo pipefail

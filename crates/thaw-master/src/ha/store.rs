@@ -284,7 +284,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // Durable, with the log id it reflects. (Applying without an fsync,
         // counting on the log's next durable append in the same file, lost a
         // recursive delete when every master was killed at once in 2 of 5
-        // runs of `tests/ha.rs`: openraft 0.9 expects the applied state it is
+        // runs of `crates/thaw-cli/tests/it/ha.rs`: openraft 0.9 expects the applied state it is
         // told of to be there after a crash.)
         self.journal.commit_with(&ops, next_id, &meta).map_err(|e| write_err(e.message))?;
         Ok(vec![(); n])
