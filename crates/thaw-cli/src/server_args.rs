@@ -474,6 +474,11 @@ pub struct MasterArgs {
     /// default the master refuses to start on such a journal, saying why.
     #[arg(long)]
     pub(crate) salvage_journal: bool,
+    /// A recursive delete of more entries than this takes the tree out of the
+    /// namespace in one step and removes its journal records in batches of
+    /// this many behind it, so the master goes on serving meanwhile.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) delete_batch: u64,
     /// Port (0: any free port; the chosen address is printed). In a group:
     /// by default the port of this master's --peers entry.
     #[arg(long)]

@@ -49,6 +49,10 @@ pub struct MasterConfig {
     /// Start on a journal whose records do not form a tree by dropping the
     /// records that do not fit (each logged), instead of refusing to start.
     pub salvage_journal: bool,
+    /// A recursive delete of more inodes than this detaches the tree in one
+    /// commit and removes its records in batches of this many, in the
+    /// background (`namespace::reaper`); a smaller one removes them at once.
+    pub delete_batch: usize,
     /// The cluster secret (`--secret-file`): with it every call must carry a
     /// token signed with it and permissions are checked (`permissions`).
     pub secret: Option<std::sync::Arc<thaw_common::auth::Secret>>,
@@ -89,6 +93,7 @@ impl MasterConfig {
             affinity: Default::default(),
             writer_lease: Duration::from_secs(60),
             salvage_journal: false,
+            delete_batch: 10_000,
             secret: None,
             token_ttl: Duration::from_secs(24 * 3600),
             token_max_ttl: Duration::from_secs(7 * 24 * 3600),

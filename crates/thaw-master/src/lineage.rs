@@ -119,6 +119,12 @@ impl Lineages {
         Some(JournalOp::PutLineage(rec.clone()))
     }
 
+    /// Whether removing file `fid`, written under `lineage` (0: none), changes
+    /// any entry: only such files need to be passed to [`Self::files_removed`].
+    pub fn concerns(&self, fid: u64, lineage: u64) -> bool {
+        lineage != 0 || self.by_input.contains_key(&fid)
+    }
+
     /// Files are being removed from the namespace: `(fid, lineage it was written
     /// under, complete, path)`. Entries reading one of them break; an output
     /// removed before it was complete (a failed write) is pending again, so a

@@ -114,23 +114,47 @@ impl State {
     /// state and what the removal means for lineage. Returns the removed files
     /// and the journal ops.
     fn remove_tree(&mut self, id: u64) -> (Vec<u64>, Vec<JournalOp>) {
-        let gone: Vec<(u64, u64, bool, String)> = self
+        self.drop_tree(id, false).expect("a removal cannot fail")
+    }
+
+    /// Takes `id` and everything under it out of the namespace at once, to be
+    /// removed from the journal in batches (`namespace::reaper`): as
+    /// [`Self::remove_tree`], but with one op to commit.
+    fn detach_tree(&mut self, id: u64) -> Result<(Vec<u64>, Vec<JournalOp>)> {
+        self.drop_tree(id, true)
+    }
+
+    fn drop_tree(&mut self, id: u64, detach: bool) -> Result<(Vec<u64>, Vec<JournalOp>)> {
+        // Only the files lineage or an unfinished write cares about: their
+        // paths, for a million files, would be more memory than the tree.
+        let concerned: Vec<(u64, u64, bool, String)> = self
             .ns
             .files_under(id)
             .into_iter()
-            .filter_map(|f| self.ns.get(f).map(|i| (f, i.rec.lineage_id, i.rec.complete, self.ns.path_of(f))))
+            .filter_map(|f| {
+                let i = self.ns.get(f)?;
+                let unfinished = !i.rec.complete && write_type::of(i.rec.write_type()).writes_under_store;
+                (unfinished || self.lineages.concerns(f, i.rec.lineage_id))
+                    .then(|| (f, i.rec.lineage_id, i.rec.complete, self.ns.path_of(f)))
+            })
             .collect();
         let now = Instant::now();
-        for (f, _, complete, path) in &gone {
+        for (f, _, complete, path) in &concerned {
             if !complete && self.ns.get(*f).is_some_and(|i| write_type::of(i.rec.write_type()).writes_under_store) {
                 self.deleted_writes.insert(*f, (path.clone(), now));
             }
         }
-        let (files, mut ops) = self.ns.remove(id);
+        let (files, mut ops) = if detach {
+            let (files, op) = self.ns.detach(id)?;
+            (files, vec![op])
+        } else {
+            self.ns.remove(id)
+        };
         self.forget_files(&files);
         let ns = &self.ns;
+        let gone: Vec<_> = concerned.into_iter().filter(|(f, l, ..)| self.lineages.concerns(*f, *l)).collect();
         ops.extend(self.lineages.files_removed(&gone, &|f| ns.get(f).is_some()));
-        (files, ops)
+        Ok((files, ops))
     }
 }
 
@@ -153,6 +177,8 @@ pub struct Master {
     ufs_moves: tokio::sync::Mutex<()>,
     /// Wakes the workflow manager before its next tick (a loss, a request, a run's end).
     pub(crate) recompute_soon: tokio::sync::Notify,
+    /// Wakes the reaper (a large tree was deleted: `Master::reap`).
+    pub(crate) reap_soon: tokio::sync::Notify,
 }
 
 impl Master {
@@ -197,6 +223,7 @@ impl Master {
         let ufs = UnderStore::open(&config.ufs_uri)?;
         tracing::info!(
             inodes = ns.len(),
+            deleting = ns.doomed_len(),
             lineages = lineages.len(),
             ufs = ufs.uri(),
             "master namespace loaded from journal"
@@ -255,6 +282,7 @@ impl Master {
             plan_soon: tokio::sync::Notify::new(),
             ufs_moves: tokio::sync::Mutex::new(()),
             recompute_soon: tokio::sync::Notify::new(),
+            reap_soon: tokio::sync::Notify::new(),
         })
     }
 

@@ -40,6 +40,12 @@ impl Collector for MasterCollector {
             pairs("state", &["live", "dead"], &[g.workers_live, g.workers_dead]),
         )?;
         s.gauge("thaw_master_files", "Files in the namespace.", None, [(Labels::new(), g.files)])?;
+        s.gauge(
+            "thaw_master_inodes_being_deleted",
+            "Inodes of deleted trees whose journal records the master is still removing, in batches.",
+            None,
+            [(Labels::new(), self.0.inodes_being_deleted() as u64)],
+        )?;
         if let Some((transactions, commits)) = self.0.journal_counts() {
             s.counter(
                 "thaw_master_journal_transactions",

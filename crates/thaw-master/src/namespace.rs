@@ -1,13 +1,16 @@
 //! The namespace tree: pure state and decisions, no I/O. Every mutation returns
 //! the journal ops that make it durable; the caller commits them before answering.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use thaw_common::ids::{block_count, block_length};
 use thaw_common::proto::{InodeRecord, WriteType};
 use thaw_common::{Result, ThawError, now_ms, path};
 
 use crate::journal::{JournalOp, RECORD_VERSION};
+
+mod reaper;
+pub use reaper::REAPER_ID;
 
 pub const ROOT_ID: u64 = 1;
 
@@ -62,6 +65,11 @@ pub struct DirTotals {
 pub struct Namespace {
     inodes: HashMap<u64, Inode>,
     next_id: u64,
+    /// Subtrees deleted and not yet removed from the journal ([`reaper`]):
+    /// out of `inodes`, so nothing finds them.
+    doomed: HashMap<u64, Inode>,
+    /// Their tops, by id (the oldest delete first).
+    doomed_tops: BTreeSet<u64>,
 }
 
 impl Namespace {
@@ -75,6 +83,9 @@ impl Namespace {
     ///   or a backslash, or too long);
     /// - a parent that is missing or is a file, or a name its directory already has;
     /// - a record not reachable from the root (a cycle, or under a dropped one).
+    ///
+    /// Records of a subtree deleted in steps hang under [`REAPER_ID`]: they
+    /// are kept apart, for the reaper to finish.
     pub fn from_records(records: Vec<InodeRecord>, next_id: u64) -> (Self, Vec<String>) {
         let mut problems = Vec::new();
         let mut inodes: HashMap<u64, Inode> = HashMap::new();
@@ -87,8 +98,13 @@ impl Namespace {
             ..Default::default()
         };
         inodes.insert(ROOT_ID, Inode { rec: root, children: BTreeMap::new() });
+        inodes.insert(REAPER_ID, reaper::reaper_inode());
         let mut max_id = ROOT_ID;
         for rec in records {
+            if rec.id == REAPER_ID {
+                problems.push(format!("record {:?} claims the reaper's id {REAPER_ID}", rec.name));
+                continue;
+            }
             max_id = max_id.max(rec.id);
             let name_ok = !rec.name.is_empty()
                 && rec.name != "."
@@ -112,7 +128,7 @@ impl Namespace {
         }
         let mut links: Vec<(u64, u64, String)> = inodes
             .values()
-            .filter(|i| i.rec.id != ROOT_ID)
+            .filter(|i| i.rec.id != ROOT_ID && i.rec.id != REAPER_ID)
             .map(|i| (i.rec.parent_id, i.rec.id, i.rec.name.clone()))
             .collect();
         // In id order, so which of two same-named entries stays is the same every start.
@@ -137,7 +153,7 @@ impl Namespace {
         // Drop what is not reachable from the root (cycles, and what hung
         // under a dropped record).
         let mut reachable = HashSet::new();
-        let mut stack = vec![ROOT_ID];
+        let mut stack = vec![ROOT_ID, REAPER_ID];
         while let Some(id) = stack.pop() {
             if let Some(i) = inodes.get(&id)
                 && reachable.insert(id)
@@ -156,7 +172,14 @@ impl Namespace {
         for i in inodes.values_mut() {
             i.children.retain(|_, c| kept.contains(c));
         }
-        (Namespace { inodes, next_id: next_id.max(max_id + 1) }, problems)
+        let mut ns = Namespace {
+            inodes,
+            next_id: next_id.max(max_id + 1),
+            doomed: HashMap::new(),
+            doomed_tops: BTreeSet::new(),
+        };
+        ns.adopt_doomed();
+        (ns, problems)
     }
 
     pub fn next_id(&self) -> u64 {

@@ -22,7 +22,7 @@ pub struct HttpListeners {
 
 /// The serving master's background tasks, all stopping with `stop`: the
 /// liveness checker and the dead-worker probe, the migration planner, the workflow manager (lineage
-/// reruns), and the HTTP servers of `http`.
+/// reruns), the reaper of deleted trees, and the HTTP servers of `http`.
 pub(crate) fn spawn_background(
     master: &Arc<Master>,
     http: HttpListeners,
@@ -93,6 +93,23 @@ pub(crate) fn spawn_background(
                     _ = shutdown.cancelled() => break,
                     _ = tick.tick() => master.recompute_tick().await,
                     _ = master.recompute_soon.notified() => master.recompute_tick().await,
+                }
+            }
+        })
+    });
+    // The reaper: removes deleted trees' records in batches (`namespace::reaper`),
+    // also those a previous run left.
+    tasks.push({
+        let master = master.clone();
+        let shutdown = stop.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tick.tick() => { master.reap().await; }
+                    _ = master.reap_soon.notified() => { master.reap().await; }
                 }
             }
         })

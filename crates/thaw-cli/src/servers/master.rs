@@ -68,6 +68,7 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
         &args.affinity,
     );
     config.salvage_journal = args.salvage_journal;
+    config.delete_batch = args.delete_batch as usize;
     config.secret = args.secret.load()?;
     config.tls = args.tls.server()?;
     config.tls_ca = args.tls.tls_ca.clone();

@@ -12,6 +12,7 @@ mod cluster_io;
 mod common;
 mod dashboard;
 mod dead_workers;
+mod deletes;
 mod device_model;
 mod failures;
 mod full_disks;

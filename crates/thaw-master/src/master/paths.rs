@@ -362,10 +362,51 @@ impl Master {
         if st.ns.get(id).is_none() {
             return Ok(DeleteResponse {});
         }
-        let (files, ops) = st.remove_tree(id);
+        // A large tree leaves the namespace in one small commit and its
+        // records go in batches behind it (`namespace::reaper`), so the
+        // master goes on serving meanwhile.
+        let batch = self.config.delete_batch.max(1);
+        let large = st.ns.larger_than(id, batch);
+        let (files, ops) = if large { st.detach_tree(id)? } else { st.remove_tree(id) };
         self.commit(st, &ops)?;
-        tracing::debug!(path = %p, files = files.len(), "deleted");
+        tracing::debug!(path = %p, files = files.len(), large, "deleted");
+        if large {
+            self.reap_soon.notify_one();
+        }
         Ok(DeleteResponse {})
+    }
+
+    /// Removes the records of deleted trees from the journal, a batch of
+    /// `delete_batch` per commit, the lock released between batches. Returns
+    /// how many it removed; stops at a failed commit (the records stay in the
+    /// journal, gone from memory: the next start takes them up again).
+    pub async fn reap(&self) -> usize {
+        let batch = self.config.delete_batch.max(1);
+        let mut removed = 0;
+        loop {
+            {
+                let mut st = self.write();
+                let ops = st.ns.reap(batch);
+                if ops.is_empty() {
+                    break;
+                }
+                if let Err(e) = self.commit(&st, &ops) {
+                    tracing::warn!(error = %e, left = st.ns.doomed_len(), "removing a deleted tree's records failed");
+                    break;
+                }
+                removed += ops.len();
+            }
+            tokio::task::yield_now().await;
+        }
+        if removed > 0 {
+            tracing::debug!(removed, "deleted trees' records removed");
+        }
+        removed
+    }
+
+    /// Inodes of deleted trees whose records are still being removed.
+    pub fn inodes_being_deleted(&self) -> usize {
+        self.read().ns.doomed_len()
     }
 
     pub async fn rename(&self, req: RenameRequest) -> Result<RenameResponse> {

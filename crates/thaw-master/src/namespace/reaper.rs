@@ -1,0 +1,290 @@
+//! Deleting a large tree in steps. A recursive delete used to remove every
+//! record of the subtree in one journal transaction under the master's write
+//! lock: a million files meant a transaction of a million deletes, that many ops
+//! held in memory (a JournalOp each, with the file's path for lineage), and a
+//! master that answered nobody until it was written.
+//!
+//! Now a large delete *detaches* the subtree: its top moves, in one small journal
+//! record, under the reaper (a parent id no inode has, [`REAPER_ID`], named by
+//! its own id), and its inodes leave the namespace's map at once, so every lookup,
+//! listing and worker report sees them gone, and the name is free for a new entry.
+//! The reaper then removes their records in batches, leaves first, one journal
+//! transaction each, releasing the lock between batches (HDFS's NameNode does
+//! the same: the delete edit names only the top, and the blocks are freed
+//! incrementally afterwards). A master killed midway finds the rest under the
+//! reaper's id at its next start and goes on; since leaves go first, what is left
+//! is always a tree, and nothing outside it is touched.
+
+use std::collections::btree_map;
+
+use super::*;
+
+/// The parent id the journal gives a detached subtree's top until its last
+/// record is removed. No inode has it: ids count up from the root's.
+pub const REAPER_ID: u64 = u64::MAX;
+
+impl Namespace {
+    /// Whether `id`'s subtree holds more than `max` inodes (counts at most
+    /// `max + 1` of them).
+    pub fn larger_than(&self, id: u64, max: usize) -> bool {
+        let mut seen = 0usize;
+        let mut stack = vec![id];
+        while let Some(cur) = stack.pop() {
+            if let Some(i) = self.inodes.get(&cur) {
+                seen += 1;
+                if seen > max {
+                    return true;
+                }
+                stack.extend(i.children.values().copied());
+            }
+        }
+        false
+    }
+
+    /// Takes `id`'s subtree out of the namespace, to be removed by [`Self::reap`].
+    /// Returns its files and the one op that journals the move.
+    pub fn detach(&mut self, id: u64) -> Result<(Vec<u64>, JournalOp)> {
+        if id == ROOT_ID {
+            return Err(ThawError::invalid("refusing to delete /"));
+        }
+        let i = self.inodes.get(&id).ok_or_else(|| ThawError::not_found(format!("inode {id} is gone")))?;
+        let (parent, name) = (i.rec.parent_id, i.rec.name.clone());
+        if let Some(p) = self.inodes.get_mut(&parent) {
+            p.children.remove(&name);
+        }
+        let mut files = Vec::new();
+        let mut stack = vec![id];
+        while let Some(cur) = stack.pop() {
+            if let Some(i) = self.inodes.remove(&cur) {
+                if !i.is_dir() {
+                    files.push(cur);
+                }
+                stack.extend(i.children.values().copied());
+                self.doomed.insert(cur, i);
+            }
+        }
+        let top = self.doomed.get_mut(&id).expect("moved above");
+        top.rec.parent_id = REAPER_ID;
+        top.rec.name = id.to_string();
+        self.doomed_tops.insert(id);
+        Ok((files, JournalOp::Put(top.rec.clone())))
+    }
+
+    /// Removes up to `max` inodes of detached subtrees, every one after all of
+    /// its children (so the journal always holds whole trees), oldest delete
+    /// first. Returns their journal ops; none once nothing is left.
+    pub fn reap(&mut self, max: usize) -> Vec<JournalOp> {
+        let mut out = Vec::new();
+        for &top in &self.doomed_tops {
+            if out.len() >= max.max(1) {
+                break;
+            }
+            leaves_first(&self.doomed, top, max.max(1), &mut out);
+        }
+        out.into_iter()
+            .filter_map(|id| {
+                let gone = self.doomed.remove(&id)?;
+                if gone.rec.parent_id == REAPER_ID {
+                    self.doomed_tops.remove(&id);
+                } else if let Some(p) = self.doomed.get_mut(&gone.rec.parent_id) {
+                    p.children.remove(&gone.rec.name);
+                }
+                Some(JournalOp::Delete(id))
+            })
+            .collect()
+    }
+
+    /// Inodes detached and not yet removed.
+    pub fn doomed_len(&self) -> usize {
+        self.doomed.len()
+    }
+
+    /// At a start, moves what the journal still holds under the reaper out of
+    /// the namespace's map, for the reaper to finish.
+    pub(super) fn adopt_doomed(&mut self) {
+        let Some(reaper) = self.inodes.remove(&REAPER_ID) else { return };
+        let mut stack: Vec<u64> = reaper.children.values().copied().collect();
+        self.doomed_tops.extend(stack.iter().copied());
+        while let Some(cur) = stack.pop() {
+            if let Some(i) = self.inodes.remove(&cur) {
+                stack.extend(i.children.values().copied());
+                self.doomed.insert(cur, i);
+            }
+        }
+    }
+}
+
+/// The reaper's inode while records are loaded: a directory holding detached
+/// tops, never journaled.
+pub(super) fn reaper_inode() -> Inode {
+    let rec = InodeRecord { version: RECORD_VERSION, id: REAPER_ID, is_dir: true, ..Default::default() };
+    Inode { rec, children: BTreeMap::new() }
+}
+
+/// Appends to `out` the inodes of `top`'s subtree in post-order (children
+/// before their directory) until `out` holds `max`: a directory is appended
+/// only once every child of it is. Walks only what it appends and the path to
+/// it, so a directory of a million children costs a batch, not a million.
+fn leaves_first(doomed: &HashMap<u64, Inode>, top: u64, max: usize, out: &mut Vec<u64>) {
+    let Some(t) = doomed.get(&top) else { return };
+    let mut stack: Vec<(u64, btree_map::Values<'_, String, u64>)> = vec![(top, t.children.values())];
+    while let Some((id, children)) = stack.last_mut() {
+        if out.len() >= max {
+            return;
+        }
+        match children.next() {
+            Some(c) => match doomed.get(c) {
+                Some(ci) if !ci.children.is_empty() => stack.push((*c, ci.children.values())),
+                Some(_) => out.push(*c),
+                None => {}
+            },
+            None => {
+                out.push(*id);
+                stack.pop();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn dir() -> NewInode {
+        NewInode { is_dir: true, ..Default::default() }
+    }
+
+    fn file() -> NewInode {
+        NewInode { length: 1, block_size: 4, complete: true, ..Default::default() }
+    }
+
+    fn apply(journal: &mut HashMap<u64, InodeRecord>, ops: &[JournalOp]) {
+        for op in ops {
+            match op {
+                JournalOp::Put(r) => {
+                    journal.insert(r.id, r.clone());
+                }
+                JournalOp::Delete(id) => {
+                    journal.remove(id);
+                }
+                _ => unreachable!("the namespace journals inodes"),
+            }
+        }
+    }
+
+    /// A tree: `dirs` directories under /t, each with `per` files, and a
+    /// file beside /t that must survive.
+    fn tree(dirs: usize, per: usize) -> (Namespace, HashMap<u64, InodeRecord>, u64, u64) {
+        let mut ns = Namespace::from_records(vec![], 0).0;
+        let mut journal = HashMap::new();
+        let (t, op) = ns.add(ROOT_ID, "t", dir()).unwrap();
+        apply(&mut journal, &[op]);
+        for d in 0..dirs {
+            let (dd, op) = ns.add(t, &format!("d{d}"), dir()).unwrap();
+            apply(&mut journal, &[op]);
+            for f in 0..per {
+                let (_, op) = ns.add(dd, &format!("f{f}"), file()).unwrap();
+                apply(&mut journal, &[op]);
+            }
+        }
+        let (keep, op) = ns.add(ROOT_ID, "keep", file()).unwrap();
+        apply(&mut journal, &[op]);
+        (ns, journal, t, keep)
+    }
+
+    #[test]
+    fn a_detached_tree_is_gone_at_once_and_reaped_in_batches_leaves_first() {
+        let (mut ns, mut journal, t, keep) = tree(3, 50);
+        assert!(ns.larger_than(t, 100) && !ns.larger_than(t, 154));
+        let (files, op) = ns.detach(t).unwrap();
+        apply(&mut journal, &[op]);
+        assert_eq!(files.len(), 150);
+        assert_eq!(ns.lookup(&["t"]), None);
+        assert!(ns.get(t).is_none() && ns.get(files[0]).is_none());
+        assert_eq!(ns.doomed_len(), 154);
+        // The name is free at once.
+        ns.add(ROOT_ID, "t", dir()).unwrap();
+        let mut batches = 0;
+        loop {
+            let ops = ns.reap(40);
+            if ops.is_empty() {
+                break;
+            }
+            assert!(ops.len() <= 40);
+            batches += 1;
+            apply(&mut journal, &ops);
+            // After every batch the journal loads without a problem: what is
+            // left is a tree under the reaper.
+            let (back, problems) = Namespace::from_records(journal.values().cloned().collect(), ns.next_id());
+            assert!(problems.is_empty(), "{problems:?}");
+            assert_eq!(back.doomed_len(), ns.doomed_len());
+            assert_eq!(back.lookup(&["keep"]), Some(keep));
+        }
+        assert_eq!(batches, 4);
+        assert_eq!(ns.doomed_len(), 0);
+        assert_eq!(journal.len(), 1, "only /keep stays journaled");
+    }
+
+    #[test]
+    fn a_restart_midway_finishes_the_reaping() {
+        let (mut ns, mut journal, t, keep) = tree(2, 30);
+        let (_, op) = ns.detach(t).unwrap();
+        apply(&mut journal, &[op]);
+        apply(&mut journal, &ns.reap(25));
+        let (mut back, problems) = Namespace::from_records(journal.values().cloned().collect(), ns.next_id());
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(back.doomed_len(), 63 - 25);
+        assert_eq!(back.lookup(&["t"]), None);
+        while !back.reap(10).is_empty() {}
+        assert_eq!(back.doomed_len(), 0);
+        assert_eq!(back.lookup(&["keep"]), Some(keep));
+    }
+
+    #[test]
+    fn a_record_claiming_the_reaper_s_id_is_a_problem() {
+        let rec = InodeRecord { id: REAPER_ID, parent_id: ROOT_ID, name: "x".into(), ..Default::default() };
+        let (ns, problems) = Namespace::from_records(vec![rec], 0);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(ns.lookup(&["x"]), None);
+    }
+
+    proptest! {
+        /// Any tree, any batch size: each batch is journaled whole, children
+        /// before parents, and the tree is gone after at most its size in batches.
+        #[test]
+        fn reaping_removes_exactly_the_tree(shape in proptest::collection::vec(0usize..4, 1..40), batch in 1usize..9) {
+            let mut ns = Namespace::from_records(vec![], 0).0;
+            let mut journal = HashMap::new();
+            let (top, op) = ns.add(ROOT_ID, "top", dir()).unwrap();
+            apply(&mut journal, &[op]);
+            let mut dirs = vec![top];
+            for (n, kind) in shape.iter().enumerate() {
+                let parent = dirs[n % dirs.len()];
+                let (id, op) = ns.add(parent, &format!("e{n}"), if *kind == 0 { file() } else { dir() }).unwrap();
+                apply(&mut journal, &[op]);
+                if *kind != 0 {
+                    dirs.push(id);
+                }
+            }
+            let size = shape.len() + 1;
+            let (_, op) = ns.detach(top).unwrap();
+            apply(&mut journal, &[op]);
+            let mut rounds = 0;
+            loop {
+                let ops = ns.reap(batch);
+                if ops.is_empty() { break; }
+                prop_assert!(ops.len() <= batch);
+                apply(&mut journal, &ops);
+                let (_, problems) = Namespace::from_records(journal.values().cloned().collect(), ns.next_id());
+                prop_assert!(problems.is_empty(), "{:?}", problems);
+                rounds += 1;
+                prop_assert!(rounds <= size);
+            }
+            prop_assert!(journal.is_empty());
+        }
+    }
+}
