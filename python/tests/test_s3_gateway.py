@@ -207,6 +207,32 @@ def test_listings_page_group_and_encode(cluster) -> None:
         assert c.list_objects_v2(Bucket="lst", Prefix=prefix)["KeyCount"] == 0, prefix
 
 
+def test_a_listing_resumed_anywhere_keeps_s3_order(cluster) -> None:
+    # Names that extend a directory's name with a byte below "/" sort before
+    # its keys; a listing resumed after any of them (a page boundary, a
+    # StartAfter that is no key) must still return every later key once.
+    c = s3(cluster)
+    c.create_bucket(Bucket="order")
+    keys = ["a!", "a-1", "a.csv", "a/b-c", "a/b.d", "a/b/e", "a/b/e-f", "a/c", "a0", "ab/x", "b"]
+    for k in keys:
+        c.put_object(Bucket="order", Key=k, Body=k.encode())
+    assert sorted(keys) == keys
+    for size in (1, 2, 3, 5):
+        got = []
+        for page in c.get_paginator("list_objects_v2").paginate(
+            Bucket="order", PaginationConfig={"PageSize": size}
+        ):
+            got += [o["Key"] for o in page.get("Contents", [])]
+        assert got == keys, size
+    for after in [*keys, "", "a", "a/", "a.", "a/b/", "a/b/e/", "a/bz", "a/b0", "zz", "a" * 300]:
+        r = c.list_objects_v2(Bucket="order", StartAfter=after)
+        assert [o["Key"] for o in r.get("Contents", [])] == [k for k in keys if k > after], after
+        r = c.list_objects_v2(Bucket="order", StartAfter=after, Prefix="a/b")
+        assert [o["Key"] for o in r.get("Contents", [])] == [
+            k for k in keys if k > after and k.startswith("a/b")
+        ], after
+
+
 def test_deletes_copies_and_write_types(cluster) -> None:
     c = s3(cluster)
     t = thaw.Client(cluster.master)

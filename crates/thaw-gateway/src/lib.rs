@@ -18,6 +18,7 @@
 //! of the S3 key that signed it ([`keys`]), unsigned requests refused.
 
 mod buckets;
+mod dir_cursor;
 mod errors;
 mod expect;
 mod hints;

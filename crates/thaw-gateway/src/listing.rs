@@ -8,18 +8,19 @@
 //! subdirectory is one common prefix. A directory with no entries is the key
 //! `d/` (a PUT of `d/` made it, or its last key was deleted by another
 //! client). Continuation tokens are the last key or prefix returned,
-//! base64-encoded: the next page starts after it.
+//! base64-encoded: the next page starts after it. Each directory is read from
+//! the master a page at a time, from where the listing resumes
+//! ([`DirCursor`]), and the walk stops at the first key past the prefix.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Result};
-use thaw_common::ErrorKind;
 use thaw_common::proto::FileInfo;
 
 use crate::Gateway;
 use crate::buckets::{check, timestamp};
-use crate::errors::bucket_error;
+use crate::dir_cursor::DirCursor;
 use crate::names::url_encode;
 use crate::objects::etag;
 
@@ -39,8 +40,7 @@ pub struct Page {
 struct Frame {
     /// The key prefix of this directory's entries ("" or ending in `/`).
     key_dir: String,
-    entries: Vec<FileInfo>,
-    next: usize,
+    entries: DirCursor,
 }
 
 /// Lists `bucket`'s keys under `prefix` after `after`, at most `limit`
@@ -60,20 +60,25 @@ pub async fn walk(
         None => "",
     };
     let mut stack = Vec::new();
-    match entries(g, bucket, base).await? {
-        Some(e) => stack.push(Frame { key_dir: base.to_string(), entries: e, next: 0 }),
+    let resume = after.and_then(|a| a.strip_prefix(base));
+    match DirCursor::open(g, bucket, base, resume, &prefix[base.len()..]).await? {
+        Some(e) => stack.push(Frame { key_dir: base.to_string(), entries: e }),
         None => return Ok(page),
     }
     let delimiter = delimiter.filter(|d| !d.is_empty());
     let past = |key: &str| after.is_none_or(|a| key > a);
     while let Some(top) = stack.last_mut() {
-        let Some(e) = top.entries.get(top.next) else {
+        let Some(e) = top.entries.next(g).await? else {
             stack.pop();
             continue;
         };
-        top.next += 1;
         let key = format!("{}{}{}", top.key_dir, e.name, if e.is_dir { "/" } else { "" });
         if !key.starts_with(prefix) {
+            // Keys come in order, and those with the prefix are one run of
+            // them: past it, none is left.
+            if key.as_str() > prefix {
+                break;
+            }
             continue;
         }
         // A whole subtree before the start key: skipped unread.
@@ -97,19 +102,21 @@ pub async fn walk(
             continue;
         }
         if e.is_dir {
-            let children = entries(g, bucket, &key).await?.unwrap_or_default();
-            if children.is_empty() {
+            // Resumed inside this directory: from where the listing stopped.
+            let resume = after.and_then(|a| a.strip_prefix(key.as_str()));
+            let children = DirCursor::open(g, bucket, &key, resume, "").await?;
+            if children.as_ref().is_none_or(DirCursor::is_empty) {
                 if past(&key) {
                     if full(&page, limit) {
                         page.truncated = true;
                         break;
                     }
                     page.last = Some(key.clone());
-                    page.objects.push((key, e.clone()));
+                    page.objects.push((key, e));
                 }
                 continue;
             }
-            stack.push(Frame { key_dir: key, entries: children, next: 0 });
+            stack.push(Frame { key_dir: key, entries: children.expect("checked") });
             continue;
         }
         if !past(&key) || !e.complete {
@@ -120,46 +127,13 @@ pub async fn walk(
             break;
         }
         page.last = Some(key.clone());
-        page.objects.push((key, e.clone()));
+        page.objects.push((key, e));
     }
     Ok(page)
 }
 
 fn full(page: &Page, limit: usize) -> bool {
     page.objects.len() + page.prefixes.len() >= limit
-}
-
-/// A directory's entries sorted as keys, or None if it does not exist.
-async fn entries(g: &Gateway, bucket: &str, key_dir: &str) -> S3Result<Option<Vec<FileInfo>>> {
-    let path = format!("/{bucket}/{}", key_dir.trim_end_matches('/'));
-    let path = path.trim_end_matches('/');
-    let mut out: Vec<FileInfo> = Vec::new();
-    let mut start = String::new();
-    loop {
-        let r = match g.client().list_page(path, false, &start, 10_000).await {
-            Ok(r) => r,
-            Err(e) if matches!(e.kind, ErrorKind::NotFound | ErrorKind::NotADirectory) => return Ok(None),
-            Err(e) => return Err(bucket_error(e)),
-        };
-        // Listing a file answers the file itself: a key, not a directory of keys.
-        if r.entries.iter().any(|e| !e.is_dir && e.path == path) {
-            return Ok(None);
-        }
-        let more = r.truncated;
-        if let Some(last) = r.entries.last() {
-            start = last.name.clone();
-        }
-        out.extend(r.entries);
-        if !more {
-            break;
-        }
-    }
-    out.sort_by_key(sort_key);
-    Ok(Some(out))
-}
-
-fn sort_key(e: &FileInfo) -> String {
-    if e.is_dir { format!("{}/", e.name) } else { e.name.clone() }
 }
 
 fn max_keys(n: Option<i32>) -> S3Result<usize> {
