@@ -19,9 +19,16 @@ pub struct Inode {
     pub rec: InodeRecord,
     /// Children by name (directories only).
     pub children: BTreeMap<String, u64>,
+    /// In a deleted tree whose records the reaper has yet to remove
+    /// ([`reaper`]): invisible to every method but the reaper's.
+    doomed: bool,
 }
 
 impl Inode {
+    fn new(rec: InodeRecord) -> Self {
+        Inode { rec, children: BTreeMap::new(), doomed: false }
+    }
+
     pub fn is_dir(&self) -> bool {
         self.rec.is_dir
     }
@@ -65,9 +72,9 @@ pub struct DirTotals {
 pub struct Namespace {
     inodes: HashMap<u64, Inode>,
     next_id: u64,
-    /// Subtrees deleted and not yet removed from the journal ([`reaper`]):
-    /// out of `inodes`, so nothing finds them.
-    doomed: HashMap<u64, Inode>,
+    /// Inodes of subtrees deleted and not yet removed from the journal
+    /// ([`reaper`]): marked in `inodes`, unlinked from the tree.
+    doomed: usize,
     /// Their tops, by id (the oldest delete first).
     doomed_tops: BTreeSet<u64>,
 }
@@ -97,7 +104,7 @@ impl Namespace {
             persisted: true,
             ..Default::default()
         };
-        inodes.insert(ROOT_ID, Inode { rec: root, children: BTreeMap::new() });
+        inodes.insert(ROOT_ID, Inode::new(root));
         inodes.insert(REAPER_ID, reaper::reaper_inode());
         let mut max_id = ROOT_ID;
         for rec in records {
@@ -121,7 +128,7 @@ impl Namespace {
                         problems.push(format!("inode {} is recorded twice", rec.id));
                     }
                     std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(Inode { rec, children: BTreeMap::new() });
+                        v.insert(Inode::new(rec));
                     }
                 }
             }
@@ -172,12 +179,7 @@ impl Namespace {
         for i in inodes.values_mut() {
             i.children.retain(|_, c| kept.contains(c));
         }
-        let mut ns = Namespace {
-            inodes,
-            next_id: next_id.max(max_id + 1),
-            doomed: HashMap::new(),
-            doomed_tops: BTreeSet::new(),
-        };
+        let mut ns = Namespace { inodes, next_id: next_id.max(max_id + 1), doomed: 0, doomed_tops: BTreeSet::new() };
         ns.adopt_doomed();
         (ns, problems)
     }
@@ -187,15 +189,19 @@ impl Namespace {
     }
 
     pub fn len(&self) -> usize {
-        self.inodes.len()
+        self.inodes.len() - self.doomed
     }
 
     pub fn is_empty(&self) -> bool {
-        self.inodes.len() <= 1
+        self.len() <= 1
     }
 
     pub fn get(&self, id: u64) -> Option<&Inode> {
-        self.inodes.get(&id)
+        self.inodes.get(&id).filter(|i| !i.doomed)
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut Inode> {
+        self.inodes.get_mut(&id).filter(|i| !i.doomed)
     }
 
     pub fn lookup(&self, comps: &[&str]) -> Option<u64> {
@@ -218,7 +224,7 @@ impl Namespace {
     }
 
     pub fn children(&self, id: u64) -> Vec<(String, u64)> {
-        self.inodes.get(&id).map(|i| i.children.iter().map(|(n, c)| (n.clone(), *c)).collect()).unwrap_or_default()
+        self.get(id).map(|i| i.children.iter().map(|(n, c)| (n.clone(), *c)).collect()).unwrap_or_default()
     }
 
     /// A page of a directory's children in name order: those after
@@ -226,7 +232,7 @@ impl Namespace {
     /// whether more follow.
     pub fn children_page(&self, id: u64, start_after: &str, limit: usize) -> (Vec<(String, u64)>, bool) {
         use std::ops::Bound;
-        let Some(i) = self.inodes.get(&id) else {
+        let Some(i) = self.get(id) else {
             return (Vec::new(), false);
         };
         let from = if start_after.is_empty() { Bound::Unbounded } else { Bound::Excluded(start_after.to_string()) };
@@ -241,7 +247,7 @@ impl Namespace {
 
     /// Adds `name` under directory `parent`.
     pub fn add(&mut self, parent: u64, name: &str, new: NewInode) -> Result<(u64, JournalOp)> {
-        let p = self.inodes.get(&parent).ok_or_else(|| ThawError::not_found("parent directory vanished"))?;
+        let p = self.get(parent).ok_or_else(|| ThawError::not_found("parent directory vanished"))?;
         if !p.is_dir() {
             return Err(ThawError::not_dir(format!("{} is not a directory", self.path_of(parent))));
         }
@@ -276,13 +282,13 @@ impl Namespace {
             mode: new.mode,
         };
         self.inodes.get_mut(&parent).expect("checked").children.insert(name.to_string(), id);
-        self.inodes.insert(id, Inode { rec: rec.clone(), children: BTreeMap::new() });
+        self.inodes.insert(id, Inode::new(rec.clone()));
         Ok((id, JournalOp::Put(rec)))
     }
 
     /// Changes an inode's record.
     pub fn update(&mut self, id: u64, f: impl FnOnce(&mut InodeRecord)) -> Result<JournalOp> {
-        let i = self.inodes.get_mut(&id).ok_or_else(|| ThawError::not_found(format!("inode {id} is gone")))?;
+        let i = self.get_mut(id).ok_or_else(|| ThawError::not_found(format!("inode {id} is gone")))?;
         f(&mut i.rec);
         i.rec.mtime_ms = now_ms();
         Ok(JournalOp::Put(i.rec.clone()))
@@ -292,7 +298,7 @@ impl Namespace {
     pub fn remove(&mut self, id: u64) -> (Vec<u64>, Vec<JournalOp>) {
         let mut files = Vec::new();
         let mut ops = Vec::new();
-        if id == ROOT_ID {
+        if id == ROOT_ID || self.get(id).is_none() {
             return (files, ops);
         }
         if let Some(i) = self.inodes.get(&id) {
@@ -316,7 +322,14 @@ impl Namespace {
 
     /// Moves `id` to `name` under `new_parent`. The caller checked the target is free.
     pub fn rename(&mut self, id: u64, new_parent: u64, name: &str) -> Result<JournalOp> {
-        // A directory may not move into its own subtree.
+        if self.get(id).is_none() {
+            return Err(ThawError::not_found(format!("inode {id} is gone")));
+        }
+        if !self.get(new_parent).is_some_and(|p| p.is_dir()) {
+            return Err(ThawError::not_dir("rename target's parent is not a directory"));
+        }
+        // A directory may not move into its own subtree. (A live inode's
+        // parents are live, up to the root.)
         let mut cur = new_parent;
         loop {
             if cur == id {
@@ -326,9 +339,6 @@ impl Namespace {
                 break;
             }
             cur = self.inodes[&cur].rec.parent_id;
-        }
-        if !self.inodes.get(&new_parent).is_some_and(|p| p.is_dir()) {
-            return Err(ThawError::not_dir("rename target's parent is not a directory"));
         }
         if self.inodes[&new_parent].children.contains_key(name) {
             return Err(ThawError::already_exists(format!("{} already exists", self.path_of(new_parent))));
@@ -350,7 +360,7 @@ impl Namespace {
         let mut out = Vec::new();
         let mut stack = vec![id];
         while let Some(cur) = stack.pop() {
-            if let Some(i) = self.inodes.get(&cur) {
+            if let Some(i) = self.get(cur) {
                 if i.is_dir() {
                     stack.extend(i.children.values().copied());
                 } else {
@@ -379,7 +389,7 @@ impl Namespace {
     }
 
     pub fn file_count(&self) -> usize {
-        self.inodes.values().filter(|i| !i.is_dir()).count()
+        self.inodes.values().filter(|i| !i.is_dir() && !i.doomed).count()
     }
 }
 

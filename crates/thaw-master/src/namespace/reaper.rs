@@ -6,8 +6,9 @@
 //!
 //! Now a large delete *detaches* the subtree: its top moves, in one small journal
 //! record, under the reaper (a parent id no inode has, [`REAPER_ID`], named by
-//! its own id), and its inodes leave the namespace's map at once, so every lookup,
-//! listing and worker report sees them gone, and the name is free for a new entry.
+//! its own id), and its inodes are marked in place (no copy: the delete needs no
+//! memory but a list of its files' ids), so every lookup, listing and worker
+//! report sees them gone at once, and the name is free for a new entry.
 //! The reaper then removes their records in batches, leaves first, one journal
 //! transaction each, releasing the lock between batches (HDFS's NameNode does
 //! the same: the delete edit names only the top, and the blocks are freed
@@ -47,27 +48,36 @@ impl Namespace {
         if id == ROOT_ID {
             return Err(ThawError::invalid("refusing to delete /"));
         }
-        let i = self.inodes.get(&id).ok_or_else(|| ThawError::not_found(format!("inode {id} is gone")))?;
+        let i = self.get(id).ok_or_else(|| ThawError::not_found(format!("inode {id} is gone")))?;
         let (parent, name) = (i.rec.parent_id, i.rec.name.clone());
         if let Some(p) = self.inodes.get_mut(&parent) {
             p.children.remove(&name);
         }
-        let mut files = Vec::new();
-        let mut stack = vec![id];
-        while let Some(cur) = stack.pop() {
-            if let Some(i) = self.inodes.remove(&cur) {
-                if !i.is_dir() {
-                    files.push(cur);
-                }
-                stack.extend(i.children.values().copied());
-                self.doomed.insert(cur, i);
-            }
-        }
-        let top = self.doomed.get_mut(&id).expect("moved above");
+        let files = self.mark_doomed(id);
+        let top = self.inodes.get_mut(&id).expect("marked above");
         top.rec.parent_id = REAPER_ID;
         top.rec.name = id.to_string();
         self.doomed_tops.insert(id);
         Ok((files, JournalOp::Put(top.rec.clone())))
+    }
+
+    /// Marks `id`'s subtree doomed; returns its files.
+    fn mark_doomed(&mut self, id: u64) -> Vec<u64> {
+        let mut files = Vec::new();
+        let mut stack = vec![id];
+        while let Some(cur) = stack.pop() {
+            if let Some(i) = self.inodes.get_mut(&cur)
+                && !i.doomed
+            {
+                i.doomed = true;
+                self.doomed += 1;
+                if !i.is_dir() {
+                    files.push(cur);
+                }
+                stack.extend(i.children.values().copied());
+            }
+        }
+        files
     }
 
     /// Removes up to `max` inodes of detached subtrees, every one after all of
@@ -79,14 +89,18 @@ impl Namespace {
             if out.len() >= max.max(1) {
                 break;
             }
-            leaves_first(&self.doomed, top, max.max(1), &mut out);
+            leaves_first(&self.inodes, top, max.max(1), &mut out);
         }
         out.into_iter()
             .filter_map(|id| {
-                let gone = self.doomed.remove(&id)?;
+                if !self.inodes.get(&id).is_some_and(|i| i.doomed) {
+                    return None;
+                }
+                let gone = self.inodes.remove(&id)?;
+                self.doomed -= 1;
                 if gone.rec.parent_id == REAPER_ID {
                     self.doomed_tops.remove(&id);
-                } else if let Some(p) = self.doomed.get_mut(&gone.rec.parent_id) {
+                } else if let Some(p) = self.inodes.get_mut(&gone.rec.parent_id) {
                     p.children.remove(&gone.rec.name);
                 }
                 Some(JournalOp::Delete(id))
@@ -96,20 +110,16 @@ impl Namespace {
 
     /// Inodes detached and not yet removed.
     pub fn doomed_len(&self) -> usize {
-        self.doomed.len()
+        self.doomed
     }
 
-    /// At a start, moves what the journal still holds under the reaper out of
-    /// the namespace's map, for the reaper to finish.
+    /// At a start, marks what the journal still holds under the reaper
+    /// doomed, for the reaper to finish.
     pub(super) fn adopt_doomed(&mut self) {
         let Some(reaper) = self.inodes.remove(&REAPER_ID) else { return };
-        let mut stack: Vec<u64> = reaper.children.values().copied().collect();
-        self.doomed_tops.extend(stack.iter().copied());
-        while let Some(cur) = stack.pop() {
-            if let Some(i) = self.inodes.remove(&cur) {
-                stack.extend(i.children.values().copied());
-                self.doomed.insert(cur, i);
-            }
+        for top in reaper.children.into_values() {
+            self.doomed_tops.insert(top);
+            self.mark_doomed(top);
         }
     }
 }
@@ -117,8 +127,7 @@ impl Namespace {
 /// The reaper's inode while records are loaded: a directory holding detached
 /// tops, never journaled.
 pub(super) fn reaper_inode() -> Inode {
-    let rec = InodeRecord { version: RECORD_VERSION, id: REAPER_ID, is_dir: true, ..Default::default() };
-    Inode { rec, children: BTreeMap::new() }
+    Inode::new(InodeRecord { version: RECORD_VERSION, id: REAPER_ID, is_dir: true, ..Default::default() })
 }
 
 /// Appends to `out` the inodes of `top`'s subtree in post-order (children
@@ -126,6 +135,7 @@ pub(super) fn reaper_inode() -> Inode {
 /// only once every child of it is. Walks only what it appends and the path to
 /// it, so a directory of a million children costs a batch, not a million.
 fn leaves_first(doomed: &HashMap<u64, Inode>, top: u64, max: usize, out: &mut Vec<u64>) {
+    // (Every inode under a doomed top is doomed: it was unlinked whole.)
     let Some(t) = doomed.get(&top) else { return };
     let mut stack: Vec<(u64, btree_map::Values<'_, String, u64>)> = vec![(top, t.children.values())];
     while let Some((id, children)) = stack.last_mut() {
