@@ -397,16 +397,16 @@ impl Namespace {
 mod tests {
     use super::*;
 
-    fn dir() -> NewInode {
+    pub(super) fn dir() -> NewInode {
         NewInode { is_dir: true, ..Default::default() }
     }
 
-    fn file(len: u64) -> NewInode {
+    pub(super) fn file(len: u64) -> NewInode {
         NewInode { length: len, block_size: 4, complete: true, ..Default::default() }
     }
 
     /// Replays ops onto records, as the journal would.
-    fn replay(records: &mut HashMap<u64, InodeRecord>, ops: &[JournalOp]) {
+    pub(super) fn replay(records: &mut HashMap<u64, InodeRecord>, ops: &[JournalOp]) {
         for op in ops {
             match op {
                 JournalOp::Put(r) => {

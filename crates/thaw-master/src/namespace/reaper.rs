@@ -164,26 +164,10 @@ mod tests {
 
     use super::*;
 
-    fn dir() -> NewInode {
-        NewInode { is_dir: true, ..Default::default() }
-    }
+    use crate::namespace::tests::{dir, file as sized, replay as apply};
 
     fn file() -> NewInode {
-        NewInode { length: 1, block_size: 4, complete: true, ..Default::default() }
-    }
-
-    fn apply(journal: &mut HashMap<u64, InodeRecord>, ops: &[JournalOp]) {
-        for op in ops {
-            match op {
-                JournalOp::Put(r) => {
-                    journal.insert(r.id, r.clone());
-                }
-                JournalOp::Delete(id) => {
-                    journal.remove(id);
-                }
-                _ => unreachable!("the namespace journals inodes"),
-            }
-        }
+        sized(1)
     }
 
     /// A tree: `dirs` directories under /t, each with `per` files, and a
