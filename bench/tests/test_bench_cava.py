@@ -262,12 +262,13 @@ def _check_affinity(doc: dict[str, Any]) -> None:
         assert cold["source"] == "measured", (kind, cold)
         above = (cold["cpu_util"] > cold["cpu_threshold"]) + (cold["write_rate"] > cold["write_threshold"])
         assert cold["class"] == workloads.CLASSES[above], (kind, cold)
-    # Grep writes nothing, so at most its CPU figure is above its threshold:
-    # never low. (Whether its CPU, about a tenth of a core in the tiny run, is
-    # under the tenth-of-a-core floor depends on the machine's load: high here
-    # alone, medium once in a loaded CI run; the benchmark reports it.)
+    # Grep writes next to nothing (tens of bytes a second), under its write
+    # threshold, so at most its CPU figure is above its threshold: never low.
+    # (Whether its CPU, about a tenth of a core in the tiny run, is under the
+    # tenth-of-a-core floor depends on the machine's load: high here alone,
+    # medium once in a loaded CI run; the benchmark reports it.)
     grep = doc["affinity"]["kinds"]["grep"]
-    assert grep["write_rate_cold"] == 0.0 and grep["class_cold"] != ["low"], grep
+    assert grep["write_rate_cold"] < grep["write_threshold"] and grep["class_cold"] != ["low"], grep
 
 
 def test_a_run_that_fails_is_recorded_with_its_error(tmp_path: Path) -> None:
