@@ -41,8 +41,7 @@ pub(crate) fn spawn_background(
                     _ = shutdown.cancelled() => break,
                     _ = tick.tick() => {
                         master.expire_workers();
-                        let copies = master.expire_writer_leases();
-                        master.drop_ufs_copies(copies).await;
+                        master.expire_writer_leases().await;
                     }
                 }
             }

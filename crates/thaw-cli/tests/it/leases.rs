@@ -219,12 +219,16 @@ async fn an_unfinished_files_under_store_copy_goes_with_it() {
         if name == "deleted" {
             client.delete(&path, false).await.unwrap();
         } else {
-            wait_until("the lease to run out", Duration::from_secs(10), || async {
-                client.stat(&path).await.is_err_and(|e| e.kind == ErrorKind::NotFound)
-            })
-            .await;
-            // The under-store copy goes right after the entry (same loop).
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            // Asked without pause: a lookup right after the entry went must
+            // not take the dead writer's copy in from the under-store.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while client.stat(&path).await.is_ok() {
+                assert!(Instant::now() < deadline, "the lease did not run out within 10 s");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            // Its under-store copy went before its entry.
+            let e = client.stat(&path).await.unwrap_err();
+            assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
         }
         let names: Vec<String> = client.list("/dir").await.unwrap().into_iter().map(|f| f.name).collect();
         assert!(!names.contains(&name.to_string()), "after {how}, {path} came back: {names:?}");

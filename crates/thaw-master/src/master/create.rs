@@ -219,6 +219,13 @@ impl Master {
         if st.ns.get(req.file_id).is_none_or(|i| i.rec.complete) {
             return Err(ThawError::precondition(format!("{p} changed while completing")));
         }
+        // A writer whose lease ran out has lost the file: the master is
+        // deleting it (its under-store copy first: `expire_writer_leases`).
+        if st.leases.holder(req.file_id).is_none() {
+            return Err(ThawError::precondition(format!(
+                "{p}: no writer holds a lease on it (its lease ran out): the write did not finish"
+            )));
+        }
         if meaning.tier.is_some() {
             for index in 0..blocks {
                 let want = block_length(req.length, block_size, index);

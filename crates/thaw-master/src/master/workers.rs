@@ -228,8 +228,10 @@ impl Master {
     /// An incremental block report (HDFS's): a worker's evictions, fills and
     /// drops between its heartbeats, so locations and use lag it by the
     /// report's batching (tens of milliseconds), not a heartbeat interval.
-    /// Counts as a sign of life; leaves migration state, job counters and
-    /// checkpoints to the heartbeat.
+    /// Counts as a sign of life; carries the jobs' reads not reported yet
+    /// (an implicit eviction's removal comes with the read that caused it);
+    /// leaves the rest of migration state, job counters and checkpoints to
+    /// the heartbeat.
     pub fn block_changes_report(&self, req: BlockChangesRequest) -> BlockChangesResponse {
         let again = BlockChangesResponse { reregister: true, ..Default::default() };
         if req.master_epoch != self.epoch {
@@ -241,6 +243,9 @@ impl Master {
             return again;
         };
         w.last_heartbeat = Instant::now();
+        // Reads first: a block a job read and that left memory for it is
+        // not one the job still expects.
+        st.migrations.reads(req.reads);
         let remove_blocks = Self::block_changes(st, req.worker_id, req.tiers, req.removed_blocks);
         BlockChangesResponse { reregister: false, remove_blocks }
     }
@@ -251,9 +256,16 @@ impl Master {
     /// as they are planned (DYRS, section III-A: "when a slave queries the master for
     /// more work"; the paper's slaves wait for their next heartbeat). A full
     /// heartbeat, or a light one without a wait, is answered at once.
-    pub async fn ask(&self, req: HeartbeatRequest) -> HeartbeatResponse {
+    /// The reads an ask carries are taken at once, not when it is answered:
+    /// held, they would reach the migration state after the removals the
+    /// same reads caused (sent meanwhile in an incremental report), and the
+    /// master would migrate those blocks again for a job that has read them.
+    pub async fn ask(&self, mut req: HeartbeatRequest) -> HeartbeatResponse {
         if !req.light || req.wait_ms == 0 {
             return self.heartbeat(req);
+        }
+        if req.master_epoch == self.epoch && !req.reads.is_empty() {
+            self.write().migrations.reads(std::mem::take(&mut req.reads));
         }
         let wait = Duration::from_millis(req.wait_ms as u64).min(self.config.heartbeat_interval);
         let deadline = tokio::time::Instant::now() + wait;

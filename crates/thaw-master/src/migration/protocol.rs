@@ -205,6 +205,14 @@ impl Migrations {
         self.log(e);
     }
 
+    /// Reads a worker reported between its heartbeats (with the removals
+    /// they caused: see `Master::block_changes_report`).
+    pub fn reads(&mut self, reads: Vec<JobBlockRead>) {
+        for read in reads {
+            self.read(&read.job_id, read.block_id);
+        }
+    }
+
     /// `job` read `block`: it no longer needs migrating for it.
     fn read(&mut self, job_id: &str, block: u64) {
         let Some(jb) = self.jobs.get_mut(job_id).and_then(|j| j.blocks.get_mut(&block)) else {
