@@ -68,14 +68,15 @@ impl Worker {
     async fn report_block_changes(&self, reg: crate::master_link::Registration) -> thaw_common::Result<()> {
         let _order = self.reporting.lock().await;
         let removed = self.take_removals();
-        // Taken after the removals: a read that made one of them goes with it.
-        let reads = self.migrator.take_reads();
+        // Read after the removals: a read that made one of them goes with it
+        // (and with the next heartbeat, in order with its migrations' ends).
+        let reads = self.migrator.reads_to_report();
         let req = BlockChangesRequest {
             worker_id: reg.worker_id,
             master_epoch: reg.epoch,
             tiers: self.tiers().map(|t| self.tier_usage(t)).collect(),
             removed_blocks: removed.clone(),
-            reads: reads.clone(),
+            reads,
         };
         let n = removed.len();
         match self.master.clone().report_block_changes(req).await {
@@ -84,7 +85,6 @@ impl Worker {
                 if resp.reregister {
                     // The heartbeat hears the same and registers again.
                     self.removals_answered(removed, false);
-                    self.migrator.give_back_reads(reads);
                     return Ok(());
                 }
                 self.removals_answered(removed, true);
@@ -96,7 +96,6 @@ impl Worker {
             }
             Err(e) => {
                 self.removals_answered(removed, false);
-                self.migrator.give_back_reads(reads);
                 Err(e.into())
             }
         }

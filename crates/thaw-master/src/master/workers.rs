@@ -245,7 +245,7 @@ impl Master {
         w.last_heartbeat = Instant::now();
         // Reads first: a block a job read and that left memory for it is
         // not one the job still expects.
-        st.migrations.reads(req.reads);
+        st.migrations.note_reads(&req.reads);
         let remove_blocks = Self::block_changes(st, req.worker_id, req.tiers, req.removed_blocks);
         BlockChangesResponse { reregister: false, remove_blocks }
     }
@@ -256,16 +256,17 @@ impl Master {
     /// as they are planned (DYRS, section III-A: "when a slave queries the master for
     /// more work"; the paper's slaves wait for their next heartbeat). A full
     /// heartbeat, or a light one without a wait, is answered at once.
-    /// The reads an ask carries are taken at once, not when it is answered:
-    /// held, they would reach the migration state after the removals the
-    /// same reads caused (sent meanwhile in an incremental report), and the
-    /// master would migrate those blocks again for a job that has read them.
-    pub async fn ask(&self, mut req: HeartbeatRequest) -> HeartbeatResponse {
+    /// The reads an ask carries are noted at once, not only when it is
+    /// answered: held, they would reach the migration state after the
+    /// removals the same reads caused (sent meanwhile in an incremental
+    /// report), and the master would migrate those blocks again for a job
+    /// that has read them.
+    pub async fn ask(&self, req: HeartbeatRequest) -> HeartbeatResponse {
         if !req.light || req.wait_ms == 0 {
             return self.heartbeat(req);
         }
         if req.master_epoch == self.epoch && !req.reads.is_empty() {
-            self.write().migrations.reads(std::mem::take(&mut req.reads));
+            self.write().migrations.note_reads(&req.reads);
         }
         let wait = Duration::from_millis(req.wait_ms as u64).min(self.config.heartbeat_interval);
         let deadline = tokio::time::Instant::now() + wait;

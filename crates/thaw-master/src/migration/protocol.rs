@@ -205,11 +205,16 @@ impl Migrations {
         self.log(e);
     }
 
-    /// Reads a worker reported between its heartbeats (with the removals
-    /// they caused: see `Master::block_changes_report`).
-    pub fn reads(&mut self, reads: Vec<JobBlockRead>) {
-        for read in reads {
-            self.read(&read.job_id, read.block_id);
+    /// Reads heard ahead of the heartbeat that brings them (with the
+    /// removals they caused: see `Master::block_changes_report`), marked so
+    /// that `repair` does not migrate those blocks again. The rest of what a
+    /// read means waits for that heartbeat, in order with its finished
+    /// migrations (a migration that ended before the read counts for the job).
+    pub fn note_reads(&mut self, reads: &[JobBlockRead]) {
+        for r in reads {
+            if let Some(jb) = self.jobs.get_mut(&r.job_id).and_then(|j| j.blocks.get_mut(&r.block_id)) {
+                jb.read = true;
+            }
         }
     }
 

@@ -68,15 +68,11 @@ impl Migrator {
         (report, reads)
     }
 
-    /// The reads not reported yet, for an incremental block report.
-    pub fn take_reads(&self) -> Vec<JobBlockRead> {
-        let mut st = self.lock();
-        std::mem::take(&mut st.reads).into_iter().map(|(job_id, block_id)| JobBlockRead { job_id, block_id }).collect()
-    }
-
-    /// Gives back reads a report could not deliver, for the next one.
-    pub fn give_back_reads(&self, reads: Vec<JobBlockRead>) {
-        self.lock().reads.extend(reads.into_iter().map(|r| (r.job_id, r.block_id)));
+    /// The reads the next heartbeat reports, left for it: an incremental
+    /// block report tells them ahead.
+    pub fn reads_to_report(&self) -> Vec<JobBlockRead> {
+        let st = self.lock();
+        st.reads.iter().map(|(job_id, block_id)| JobBlockRead { job_id: job_id.clone(), block_id: *block_id }).collect()
     }
 
     /// Gives back a report that could not be sent, to go with the next heartbeat.
