@@ -232,17 +232,16 @@ impl Master {
         let priority = config.priority.unwrap_or(policy.default_priority());
         let migrations = Migrations::new(policy, priority, config.default_lease);
         tracing::info!(policy = policy.name(), priority = priority.name(), "migration planner");
-        let checkpoints = checkpoints::waiting_from(&ns, config.checkpoint_order);
-        let unpersisted: std::collections::BTreeSet<u64> = ns
-            .files_under(ROOT_ID)
-            .into_iter()
-            .filter(|f| ns.get(*f).is_some_and(|i| i.rec.complete && !i.rec.persisted))
-            .collect();
+        // One walk of the tree for the three (a tenth of a million-file start each).
+        let files = ns.files_under(ROOT_ID);
+        let checkpoints = checkpoints::waiting_from(&ns, &files, config.checkpoint_order);
+        let unpersisted: std::collections::BTreeSet<u64> =
+            files.iter().copied().filter(|f| ns.get(*f).is_some_and(|i| i.rec.complete && !i.rec.persisted)).collect();
         // Every unfinished file starts a fresh lease for its recorded writer,
         // which goes on renewing it if it is still alive.
         let mut leases = WriterLeases::new(config.writer_lease);
         let (now, wall) = (Instant::now(), now_ms());
-        for f in ns.files_under(ROOT_ID) {
+        for f in files {
             if let Some(i) = ns.get(f).filter(|i| !i.rec.complete) {
                 leases.grant(f, &i.rec.writer, now, wall);
             }

@@ -16,9 +16,9 @@ use crate::namespace::{Namespace, ROOT_ID};
 
 /// The files waiting for a checkpoint after a (re)start: every complete,
 /// unpersisted async-through file, and every file whose persist was asked for.
-pub(super) fn waiting_from(ns: &Namespace, order: Order) -> Checkpoints {
+pub(super) fn waiting_from(ns: &Namespace, files: &[u64], order: Order) -> Checkpoints {
     let mut cp = Checkpoints::new(order);
-    for f in ns.files_under(ROOT_ID) {
+    for &f in files {
         let r = &ns.get(f).expect("listed").rec;
         if r.complete && !r.persisted && (write_type::of(r.write_type()).checkpointed || r.persist_requested) {
             cp.add(f, r.mtime_ms, r.temporary, r.persist_requested);

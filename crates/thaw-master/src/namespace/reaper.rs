@@ -134,7 +134,7 @@ pub(super) fn reaper_inode() -> Inode {
 /// before their directory) until `out` holds `max`: a directory is appended
 /// only once every child of it is. Walks only what it appends and the path to
 /// it, so a directory of a million children costs a batch, not a million.
-fn leaves_first(doomed: &HashMap<u64, Inode>, top: u64, max: usize, out: &mut Vec<u64>) {
+fn leaves_first(doomed: &InodeMap, top: u64, max: usize, out: &mut Vec<u64>) {
     // (Every inode under a doomed top is doomed: it was unlinked whole.)
     let Some(t) = doomed.get(&top) else { return };
     let mut stack: Vec<(u64, btree_map::Values<'_, String, u64>)> = vec![(top, t.children.values())];
