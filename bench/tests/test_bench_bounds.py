@@ -70,7 +70,9 @@ def test_instant_migration_is_not_paced_and_the_others_are(runs: dict[str, dict[
     paced = BLOCK / DISK  # 0.25 s a block through the device model
     instant = _done(runs["instant"])
     assert len({m["block_id"] for m in instant}) == 8, "every block migrated within the start-up"
-    assert max(m["end"] - m["start"] for m in instant) < paced / 2, instant
+    # Each side of the same line (0.8 of a paced copy): an instant copy of 256 KiB
+    # takes milliseconds, but a loaded two-core machine once took 138 ms over one.
+    assert max(m["end"] - m["start"] for m in instant) < 0.8 * paced, instant
     for cfg in ("ignem", "naive"):
         done = _done(runs[cfg])
         assert done, cfg
