@@ -160,6 +160,9 @@ def test_each_file_is_released_once_its_tasks_ran(
     (seen,) = thaw.dask.jobs(dask_client)
     # Part 0's task ran: its file is released while part 1's is still held.
     assert seen["released"] == [f"{root}/part-0.parquet"], seen
+    # The plugin tells the master from its own thread, after marking the file
+    # released: the master's job loses that file's block shortly after.
+    wait_for(lambda: (client.job(seen["job_id"]) or {}).get("blocks") == 1, timeout=10)
     info = client.job(seen["job_id"])
     assert info is not None and info["blocks"] == 1, info
     # `thaw jobs` shows who submitted it (these tasks name their workers, so the
