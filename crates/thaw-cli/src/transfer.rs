@@ -104,7 +104,7 @@ async fn put_file(client: &Client, local: &Path, path: &str, opts: WriteOptions)
     let file = std::fs::File::open(local).with_context(|| format!("cannot open {}", local.display()))?;
     // A file still growing is taken up to its length at the start.
     let len = file.metadata().with_context(|| format!("cannot open {}", local.display()))?.len();
-    let mut w = client.create(path, WriteOptions { length: len, ..opts }).await?;
+    let mut w = client.create(path, WriteOptions { length: Some(len), ..opts }).await?;
     w.write_from_file(&file, 0, len).await.with_context(|| format!("copying {}", local.display()))?;
     said(local, &w.close().await?);
     Ok(())

@@ -480,7 +480,7 @@ impl Client {
     /// Writes a whole file.
     /// Its length is known: a memory write gets all its memory, or fails, at create.
     pub async fn write_all(&self, path: &str, data: &[u8], opts: WriteOptions) -> Result<FileInfo> {
-        let opts = WriteOptions { length: data.len() as u64, ..opts };
+        let opts = WriteOptions { length: Some(data.len() as u64), ..opts };
         let mut w = self.create(path, opts).await?;
         w.write(data).await?;
         w.close().await

@@ -54,10 +54,11 @@ pub struct WriteOptions {
     pub temporary: bool,
     /// Permission bits (none: 0644).
     pub mode: Option<u32>,
-    /// The file's length, when known before writing (0: not known). A
-    /// must-cache or async-through write of a known length gets all the
-    /// memory it needs at create, or fails then, before a byte is sent.
-    pub length: u64,
+    /// The file's length, when known before writing. A must-cache or
+    /// async-through write of a known length gets all the memory it needs at
+    /// create, or fails then, before a byte is sent; one of length 0 gets no
+    /// worker and no memory at all (and may write no bytes).
+    pub length: Option<u64>,
     /// With `recursive`: make missing parents only under this directory,
     /// which must exist (an S3 PUT makes a key's directories, never its bucket).
     pub recursive_under: Option<String>,
@@ -76,7 +77,7 @@ impl Default for WriteOptions {
             overwrite: false,
             temporary: false,
             mode: None,
-            length: 0,
+            length: None,
             recursive_under: None,
             stage_at: None,
         }
@@ -225,7 +226,8 @@ impl FileWriter {
             mode: opts.mode,
             segments: true,
             next_segment: None,
-            length: opts.length,
+            length: opts.length.unwrap_or(0),
+            length_known: opts.length.is_some(),
             recursive_under: opts.recursive_under.clone().unwrap_or_default(),
             stage_at: opts.stage_at.clone().unwrap_or_default(),
         };
@@ -405,6 +407,11 @@ impl FileWriter {
 
     pub async fn write(&mut self, mut data: &[u8]) -> Result<()> {
         self.check_lease().await?;
+        // Declared empty: the master placed it nowhere.
+        if !data.is_empty() && matches!(&self.seg().sink, Sink::Streams(s) if s.is_empty()) {
+            let e = ThawError::invalid(format!("{}: created empty (length 0), it takes no bytes", self.info.path));
+            return Err(self.fail(e).await);
+        }
         while !data.is_empty() {
             let room = self.room().await?;
             let k = (room.min(data.len() as u64)) as usize;

@@ -269,7 +269,7 @@ where
     let bucket = path.split('/').nth(1).unwrap_or_default();
     let opts = WriteOptions {
         write_type: wt,
-        length: length.unwrap_or(0),
+        length,
         recursive: true,
         overwrite: false,
         recursive_under: Some(format!("/{bucket}")),

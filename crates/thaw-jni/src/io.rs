@@ -226,7 +226,9 @@ pub extern "system" fn Java_io_thaw_client_NativeClient_create<'l>(
             opts.replication = replication;
         }
         opts.block_size = u64::try_from(block_size).map_err(|_| invalid(format!("block size {block_size}")))?;
-        opts.length = u64::try_from(length).map_err(|_| invalid(format!("length {length}")))?;
+        opts.length = (length != 0)
+            .then(|| u64::try_from(length).map_err(|_| invalid(format!("length {length}"))))
+            .transpose()?;
         opts.overwrite = overwrite;
         opts.recursive = recursive;
         opts.temporary = temporary;

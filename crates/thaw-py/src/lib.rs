@@ -496,7 +496,10 @@ impl NativeClient {
         temporary: bool,
         length: u64,
     ) -> PyResult<NativeWriter> {
-        let opts = WriteOptions { length, ..write_options(write_type, block_size, overwrite, recursive, temporary)? };
+        let opts = WriteOptions {
+            length: (length > 0).then_some(length),
+            ..write_options(write_type, block_size, overwrite, recursive, temporary)?
+        };
         let c = self.c()?;
         let w = wait(py, async move { c.create(&path, opts).await })?;
         let path = w.info().path.clone();
@@ -527,7 +530,7 @@ impl NativeClient {
                 .metadata()
                 .map_err(|e| ThawError::from(e).context(format!("cannot open {}", local.display())))?
                 .len();
-            let mut w = c.create(&path, WriteOptions { length: len, ..opts }).await?;
+            let mut w = c.create(&path, WriteOptions { length: Some(len), ..opts }).await?;
             // In steps when a progress bar wants to hear (each a kernel copy on this host).
             let step = if progress.is_some() { PROGRESS_STEP } else { u64::MAX };
             let mut at = 0u64;

@@ -182,7 +182,7 @@ async fn write_at_once(c: &Cluster, hosts: &[&str], known: bool) -> Vec<(String,
             tokio::spawn(async move {
                 let bytes = data(7 * MIB, 30 + i as u64);
                 let path = format!("/w{i}");
-                let length = if known { bytes.len() as u64 } else { 0 };
+                let length = known.then_some(bytes.len() as u64);
                 let opts = WriteOptions { length, ..WriteOptions::of(WriteType::MustCache) };
                 let mut w = match client.create(&path, opts).await {
                     Ok(w) => w,

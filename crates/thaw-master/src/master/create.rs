@@ -105,10 +105,11 @@ impl Master {
             Err(e) if e.kind == thaw_common::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
+        let length = (req.length > 0 || req.length_known).then_some(req.length);
         let mut st = self.write();
         let now = Instant::now();
         let (workers, plan) =
-            st.writers(&client, write_type, req.replication, req.segments, block_size, req.length, now)?;
+            st.writers(&client, write_type, req.replication, req.segments, block_size, length, now)?;
         // A file at an output path of a lineage is that lineage's output.
         let owner = st.lineages.pending_output(&full);
         let lineage_id = owner.map_or(0, |(l, _)| l);

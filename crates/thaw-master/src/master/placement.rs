@@ -33,7 +33,10 @@ impl State {
     /// ([`crate::cluster::Cluster::plan_write`]; to set aside once the file
     /// has its id: [`State::hold_segments`]). A cache-through write is never
     /// refused for memory it could evict (its bytes are in the under-store,
-    /// its blocks cache), so it is placed a segment at a time.
+    /// its blocks cache), so it is placed a segment at a time. A memory-only
+    /// write declared empty (`length` known and 0) is placed nowhere: no
+    /// worker, nothing set aside (a thousand concurrent creates of empty
+    /// files would each hold a block otherwise, and fail on a small tier).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn writers(
         &self,
@@ -42,10 +45,14 @@ impl State {
         replication: u32,
         segments: bool,
         block_size: u64,
-        length: u64,
+        length: Option<u64>,
         now: Instant,
     ) -> Result<(Vec<WorkerInfo>, Vec<Segment>)> {
         let meaning = write_type::of(wt);
+        if length == Some(0) && meaning.in_memory() && meaning.memory_only_copy() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let length = length.unwrap_or(0);
         if segments && meaning.in_memory() {
             let plan = if length > 0 && meaning.memory_only_copy() {
                 let blocks = thaw_common::ids::block_count(length, block_size);

@@ -586,7 +586,15 @@ impl Master {
         let wt = ino.rec.write_type();
         let now = Instant::now();
         // Its length is known: a rebuild's memory is found whole or not at all.
-        let (workers, plan) = st.writers(client, wt, 1, segments, ino.rec.block_size, ino.rec.length, now)?;
+        let (workers, plan) = st.writers(
+            client,
+            wt,
+            1,
+            segments,
+            ino.rec.block_size,
+            (ino.rec.length > 0).then_some(ino.rec.length),
+            now,
+        )?;
         let segment_blocks = plan.first().map_or(0, |s| s.blocks);
         st.hold_segments(fid, plan, ino.rec.block_size, now);
         st.recomputer.recovering.insert(fid, l);
