@@ -479,6 +479,11 @@ pub struct MasterArgs {
     /// this many behind it, so the master goes on serving meanwhile.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) delete_batch: u64,
+    /// A single master's journal: changes are appended to its log (one sync
+    /// a group commit) and folded into its store after this many, in one
+    /// transaction, the log emptied then.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) journal_checkpoint_ops: u64,
     /// Port (0: any free port; the chosen address is printed). In a group:
     /// by default the port of this master's --peers entry.
     #[arg(long)]

@@ -53,6 +53,9 @@ pub struct MasterConfig {
     /// commit and removes its records in batches of this many, in the
     /// background (`namespace::reaper`); a smaller one removes them at once.
     pub delete_batch: usize,
+    /// A single master folds its journal's log into the redb store after
+    /// this many changes (`crate::commits`; also after 64 MiB of log).
+    pub journal_checkpoint_ops: usize,
     /// The cluster secret (`--secret-file`): with it every call must carry a
     /// token signed with it and permissions are checked (`permissions`).
     pub secret: Option<std::sync::Arc<thaw_common::auth::Secret>>,
@@ -94,6 +97,7 @@ impl MasterConfig {
             writer_lease: Duration::from_secs(60),
             salvage_journal: false,
             delete_batch: 10_000,
+            journal_checkpoint_ops: crate::commits::CHECKPOINT_OPS,
             secret: None,
             token_ttl: Duration::from_secs(24 * 3600),
             token_max_ttl: Duration::from_secs(7 * 24 * 3600),

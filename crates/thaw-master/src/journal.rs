@@ -32,6 +32,8 @@ pub const RAFT_APPLIED: &str = "applied";
 pub const RAFT_MEMBERSHIP: &str = "membership";
 const NEXT_ID: &str = "next_id";
 const NEXT_LINEAGE_ID: &str = "next_lineage_id";
+/// The last record of the log ([`crate::wal`]) a checkpoint applied.
+const WAL_SEQ: &str = "wal_seq";
 
 /// Version written into every record.
 pub const RECORD_VERSION: u32 = 1;
@@ -107,7 +109,48 @@ impl Journal {
         txn.open_table(RAFT_LOG).map_err(jerr)?;
         txn.open_table(RAFT_STATE).map_err(jerr)?;
         txn.commit().map_err(jerr)?;
-        Ok(Journal { db })
+        let j = Journal { db };
+        j.recover_log(dir)?;
+        Ok(j)
+    }
+
+    /// Applies what a single master's log ([`crate::wal`]) holds beyond the
+    /// last checkpoint (a master that stopped without one: a crash), in one
+    /// transaction, and empties the log: every opener (a master starting, a
+    /// tool reading the journal) sees every acknowledged change.
+    fn recover_log(&self, dir: &Path) -> Result<()> {
+        let records = crate::wal::read(dir)?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        let applied = self.wal_seq()?;
+        let (mut ops, mut next_id, mut last) = (Vec::new(), 0, 0);
+        for r in records.iter().filter(|r| r.seq > applied) {
+            let (batch, id) =
+                decode_batch(&r.payload).map_err(|e| e.context(format!("journal log record {}", r.seq)))?;
+            ops.extend(batch);
+            (next_id, last) = (id, r.seq);
+        }
+        if last > 0 {
+            tracing::info!(ops = ops.len(), last, "applying the journal log's changes since its last checkpoint");
+            self.checkpoint(&ops, next_id, last)?;
+        }
+        let log = dir.join(crate::wal::FILE);
+        let f = std::fs::OpenOptions::new().write(true).open(&log)?;
+        f.set_len(0).and_then(|_| f.sync_all()).map_err(jerr)
+    }
+
+    /// The last log record a checkpoint applied (0: none).
+    pub fn wal_seq(&self) -> Result<u64> {
+        let txn = self.db.begin_read().map_err(jerr)?;
+        let meta = txn.open_table(META).map_err(jerr)?;
+        Ok(meta.get(WAL_SEQ).map_err(jerr)?.map(|v| v.value()).unwrap_or(0))
+    }
+
+    /// Applies the log's changes up to record `seq` in one durable
+    /// transaction, noting `seq` in it (a checkpoint).
+    pub fn checkpoint(&self, ops: &[JournalOp], next_id: u64, seq: u64) -> Result<()> {
+        self.apply(ops, next_id, &[], Some(seq))
     }
 
     pub(crate) fn db(&self) -> &Database {
@@ -170,6 +213,16 @@ impl Journal {
     /// Applies `ops`, the new next id and `raft_meta` (key, value) in one
     /// durable transaction.
     pub fn commit_with(&self, ops: &[JournalOp], next_id: u64, raft_meta: &[(&str, Vec<u8>)]) -> Result<()> {
+        self.apply(ops, next_id, raft_meta, None)
+    }
+
+    fn apply(
+        &self,
+        ops: &[JournalOp],
+        next_id: u64,
+        raft_meta: &[(&str, Vec<u8>)],
+        wal_seq: Option<u64>,
+    ) -> Result<()> {
         let txn = self.db.begin_write().map_err(jerr)?;
         {
             let mut raft = txn.open_table(RAFT_META).map_err(jerr)?;
@@ -208,6 +261,9 @@ impl Journal {
             }
             meta.insert(NEXT_ID, next_id).map_err(jerr)?;
             meta.insert(NEXT_LINEAGE_ID, next_lineage).map_err(jerr)?;
+            if let Some(seq) = wal_seq {
+                meta.insert(WAL_SEQ, seq).map_err(jerr)?;
+            }
         }
         txn.commit().map_err(jerr)
     }
@@ -244,7 +300,8 @@ impl Journal {
     }
 }
 
-/// A commit as a replicated log entry's payload.
+/// A commit as a replicated log entry's payload (and a single master's log
+/// record's, [`crate::wal`]).
 pub fn encode_batch(ops: &[JournalOp], next_id: u64) -> Vec<u8> {
     use thaw_common::proto::journal_op_record::Op;
     let ops = ops
@@ -419,5 +476,35 @@ mod tests {
         assert_eq!(back.s3_keys, loaded.s3_keys);
         let (ops, _) = decode_batch(&encode_batch(&[JournalOp::DeleteS3Key("TKA".into())], 1)).unwrap();
         assert!(matches!(ops.as_slice(), [JournalOp::DeleteS3Key(k)] if k == "TKA"));
+    }
+
+    fn named(id: u64, name: &str) -> InodeRecord {
+        InodeRecord { version: RECORD_VERSION, id, parent_id: 1, name: name.into(), ..Default::default() }
+    }
+
+    /// What a single master logged and never checkpointed (it was killed)
+    /// is in the journal when it is opened again, and the log is emptied;
+    /// a record a checkpoint already applied is not applied again.
+    #[test]
+    fn the_log_is_applied_once_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let j = Journal::open(dir.path()).unwrap();
+            // Record 1 was checkpointed, with what the master had then.
+            j.checkpoint(&[JournalOp::Put(named(2, "checkpointed"))], 3, 1).unwrap();
+            let mut log = crate::wal::Wal::open(dir.path(), 0).unwrap();
+            // The log still holds record 1 (a crash before it was emptied):
+            // applied again it would rename inode 2.
+            log.append(&encode_batch(&[JournalOp::Put(named(2, "stale"))], 3)).unwrap();
+            log.append(&encode_batch(&[JournalOp::Put(named(3, "logged"))], 4)).unwrap();
+            log.append(&encode_batch(&[JournalOp::Put(named(4, "gone")), JournalOp::Delete(4)], 5)).unwrap();
+        }
+        let j = Journal::open(dir.path()).unwrap();
+        let loaded = j.load().unwrap();
+        let mut names: Vec<(u64, String)> = loaded.inodes.iter().map(|r| (r.id, r.name.clone())).collect();
+        names.sort();
+        assert_eq!(names, [(2, "checkpointed".to_string()), (3, "logged".to_string())]);
+        assert_eq!((loaded.next_id, j.wal_seq().unwrap()), (5, 3));
+        assert_eq!(std::fs::metadata(dir.path().join(crate::wal::FILE)).unwrap().len(), 0);
     }
 }

@@ -8,8 +8,9 @@
 //! The crate reads top-down, in floors; a module uses only its own floor's
 //! neighbours and the floors below it, never one above:
 //!
-//! 1. Records: [`journal`], the durable record format and its redb file, and
-//!    [`commits`], when a commit is waited for (group commit).
+//! 1. Records: [`wal`], the log each commit is appended to; [`journal`], the
+//!    durable record format and its redb file (with the log's recovery); and
+//!    [`commits`], when a commit is waited for (group commit, checkpoints).
 //! 2. State and decisions, each alone (no locks, no I/O, no RPC):
 //!    [`namespace`], [`lineage`], [`leases`], [`cluster`] (membership and
 //!    block locations), [`migration`] (planning), [`affinity`] (CAVA),
@@ -28,6 +29,7 @@
 
 pub mod commits;
 pub mod journal;
+pub mod wal;
 
 pub mod affinity;
 pub mod checkpoint_order;

@@ -185,7 +185,8 @@ impl Master {
     pub fn open(config: MasterConfig) -> Result<Self> {
         let journal = Journal::open(&config.journal_dir)?;
         let loaded = journal.load()?;
-        Self::open_with(config, loaded, Arc::new(crate::commits::GroupCommit::new(journal)?))
+        let commits = crate::commits::GroupCommit::new(journal, &config.journal_dir, config.journal_checkpoint_ops)?;
+        Self::open_with(config, loaded, Arc::new(commits))
     }
 
     /// A master on a journal loaded already, committing to `journal`: a

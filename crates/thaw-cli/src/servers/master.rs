@@ -69,6 +69,7 @@ pub async fn run_master(args: MasterArgs) -> anyhow::Result<()> {
     );
     config.salvage_journal = args.salvage_journal;
     config.delete_batch = args.delete_batch as usize;
+    config.journal_checkpoint_ops = args.journal_checkpoint_ops as usize;
     config.secret = args.secret.load()?;
     config.tls = args.tls.server()?;
     config.tls_ca = args.tls.tls_ca.clone();

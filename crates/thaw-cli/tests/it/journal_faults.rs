@@ -71,6 +71,45 @@ fn a_truncated_journal_stops_the_master_saying_so() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// The journal's log (`thaw-master.wal`, changes since the last checkpoint):
+/// a torn last record is a crash mid-write, dropped; a damaged record with
+/// records after it is not, and the master refuses to start, naming it.
+#[test]
+fn a_damaged_journal_log_stops_the_master_and_a_torn_tail_does_not() {
+    use thaw_master::journal::encode_batch;
+    use thaw_master::wal::{FILE, Wal};
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    {
+        let _j = Journal::open(&journal).unwrap();
+        let mut log = Wal::open(&journal, 0).unwrap();
+        log.append(&encode_batch(&[JournalOp::Put(rec(2, 1, "d", true))], 3)).unwrap();
+        log.append(&encode_batch(&[JournalOp::Put(rec(3, 2, "f", false))], 4)).unwrap();
+        log.append(&encode_batch(&[JournalOp::Put(rec(4, 2, "g", false))], 5)).unwrap();
+    }
+    let path = journal.join(FILE);
+    let whole = std::fs::read(&path).unwrap();
+    // A torn last record: the master starts with the two whole ones.
+    std::fs::write(&path, &whole[..whole.len() - 5]).unwrap();
+    assert!(master(dir.path(), &[]).is_none());
+    let mut names: Vec<String> =
+        Journal::open(&journal).unwrap().load().unwrap().inodes.into_iter().map(|r| r.name).collect();
+    names.sort();
+    assert_eq!(names, ["d", "f"]);
+
+    // Damage before other records: refused, and the log is kept as it was.
+    std::fs::write(&path, &whole).unwrap();
+    let mut damaged = whole.clone();
+    damaged[30] ^= 0x01; // inside the first record's payload
+    std::fs::write(&path, &damaged).unwrap();
+    let out = master(dir.path(), &[]).expect("a master on a damaged log exits");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("record at byte 0") && err.contains("damaged"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), damaged, "the log was changed");
+}
+
 #[test]
 fn a_record_that_does_not_decode_stops_the_master_naming_it() {
     let dir = tempfile::tempdir().unwrap();
