@@ -28,6 +28,9 @@ public class MiniHdfs {
         conf.set("dfs.datanode.http.address", "127.0.0.1:0");
         conf.set("dfs.datanode.ipc.address", "127.0.0.1:0");
         conf.set("dfs.namenode.http-address", "127.0.0.1:0");
+        // NNThroughputBenchmark's creates ask for 16-byte blocks (its remote
+        // mode says to allow them; `thaw-bench meta-ops`).
+        conf.set("dfs.namenode.fs-limits.min-block-size", "16");
         MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf)
             .nameNodePort(port)
             .numDataNodes(datanodes)

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Makes a real HDFS available to the tests: Hadoop's MiniDFSCluster (the shaded
 # hadoop-client-minicluster 3.4.1 jars from Maven Central) and MiniHdfs.java, our
-# launcher, compiled into $THAW_HDFS_HOME (default ~/.cache/thaw/hdfs-3.4.1).
+# launcher, compiled into $THAW_HDFS_HOME (default ~/.cache/thaw/hdfs-3.4.1), with
+# reload4j, the log4j 1 API that Hadoop's NNThroughputBenchmark needs
+# (`thaw-bench meta-ops` runs it beside Thaw).
 # Installs a JDK and Maven with apt when they are missing and we are root; when
 # they cannot be had, says so and exits 0 (the HDFS tests then skip, saying why).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 home="${THAW_HDFS_HOME:-$HOME/.cache/thaw/hdfs-3.4.1}"
-if [ -f "$home/classes/MiniHdfs.class" ] && [ "$home/classes/MiniHdfs.class" -nt "$here/MiniHdfs.java" ]; then
+if [ -f "$home/classes/MiniHdfs.class" ] && [ "$home/classes/MiniHdfs.class" -nt "$here/MiniHdfs.java" ] \
+  && ls "$home"/lib/reload4j-*.jar >/dev/null 2>&1; then
   exit 0
 fi
 if ! "$here/../ensure-jdk.sh"; then
@@ -23,6 +26,7 @@ cat > "$home/pom.xml" <<'POM'
 <dependency><groupId>org.apache.hadoop</groupId><artifactId>hadoop-client-api</artifactId><version>3.4.1</version></dependency>
 <dependency><groupId>org.apache.hadoop</groupId><artifactId>hadoop-client-runtime</artifactId><version>3.4.1</version></dependency>
 <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>1.7.36</version></dependency>
+<dependency><groupId>ch.qos.reload4j</groupId><artifactId>reload4j</artifactId><version>1.2.22</version></dependency>
 </dependencies></project>
 POM
 echo "hdfs: resolving hadoop-client-minicluster 3.4.1 (Maven Central, ~90 MB once)" >&2

@@ -8,7 +8,7 @@
 //! the median of alternating repeats. Results go to stdout and to a JSON summary
 //! (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata|planner|migration|migrate-cli|early-ask|user-paths|writes|checkpoint-order|replacement|load-under-attack|auth-cost|cold-load|failover|chaos|netlab|namespace] [--files N] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|planner|migration|migrate-cli|early-ask|user-paths|writes|checkpoint-order|replacement|load-under-attack|auth-cost|cold-load|failover|chaos|netlab|namespace|meta-ops] [--files N] [--ops N] [--size 1GiB] [--repeats 5]`
 
 mod auth_cost;
 mod checkpoint_order;
@@ -18,6 +18,7 @@ mod failover;
 mod heartbeat;
 mod load;
 mod measure;
+mod meta_ops;
 mod metadata;
 mod migrate_cli;
 mod migration;
@@ -83,6 +84,16 @@ struct Cli {
     /// `namespace`: files the master holds.
     #[arg(long, default_value_t = 1_000_000)]
     files: u64,
+    /// `meta-ops`: operations of each run.
+    #[arg(long, default_value_t = 20_000)]
+    ops: u64,
+    /// `meta-ops`: only these operations (create, mkdirs, open, fileStatus,
+    /// rename, delete; all when none is named).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// `meta-ops`: these client counts instead of 1, 4, 16 and 64.
+    #[arg(long = "clients-of", value_delimiter = ',')]
+    clients_of: Vec<usize>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -135,6 +146,11 @@ enum Which {
     /// per file, `thaw fs ls` of the big directory and a restart (not part of
     /// `all`).
     Namespace,
+    /// Metadata operations beside Hadoop's NameNode (issue 33): create,
+    /// mkdirs, open, fileStatus, rename and delete from 1, 4, 16 and 64
+    /// clients, `--ops` a run, against NNThroughputBenchmark on a NameNode in
+    /// the same run (needs a JDK: scripts/hdfs/setup.sh; not part of `all`).
+    MetaOps,
 }
 
 /// What every benchmark is given.
@@ -144,6 +160,12 @@ pub struct Config {
     pub meta_secs: f64,
     /// `namespace`: files the master holds.
     pub files: u64,
+    /// `meta-ops`: operations of each run.
+    pub ops: u64,
+    /// `meta-ops`: which operations (none: all).
+    pub only: Vec<String>,
+    /// `meta-ops`: client counts (none: 1, 4, 16, 64).
+    pub clients: Vec<usize>,
 }
 
 #[derive(Serialize)]
@@ -167,7 +189,15 @@ async fn main() -> Result<()> {
     if cli.bench == Which::Chaos {
         return chaos(&cli).await;
     }
-    let cfg = Config { size: cli.size, repeats: cli.repeats, meta_secs: cli.meta_secs, files: cli.files };
+    let cfg = Config {
+        size: cli.size,
+        repeats: cli.repeats,
+        meta_secs: cli.meta_secs,
+        files: cli.files,
+        ops: cli.ops,
+        only: cli.only.clone(),
+        clients: cli.clients_of.clone(),
+    };
     println!(
         "thaw-bench: {} per read run, median of {} alternating repeats after one warm-up run of each side",
         format_size(cfg.size),
@@ -272,6 +302,9 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     }
     if which == Which::Namespace {
         namespace::run(cfg).await?.into_iter().for_each(&mut done);
+    }
+    if which == Which::MetaOps {
+        meta_ops::run(cfg).await?.into_iter().for_each(&mut done);
     }
     if which == Which::Failover {
         failover::run(cfg).await?.into_iter().for_each(&mut done);
