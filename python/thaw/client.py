@@ -413,7 +413,9 @@ class Client:
                 return info
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"job {job!r} still migrating after {timeout}s: {info}")
-            time.sleep(0.05)
+            # As `thaw migrate --wait`: longer for big jobs, whose progress the
+            # master counts block by block under its lock (5 us a block, <= 1 s).
+            time.sleep(min(1.0, max(0.05, info["blocks"] * 5e-6)))
 
     def migration_events(self, since: int = 0, limit: int = 0) -> dict[str, Any]:
         """The log of ended migrations from sequence number ``since`` on:

@@ -332,6 +332,16 @@ impl Worker {
         streams
     }
 
+    /// Whether a device model paces migrations from `source` (then an order's
+    /// blocks copy one at a time: concurrent streams are the model's to charge).
+    pub(crate) fn modelled(&self, source: Source) -> bool {
+        let kind = match source {
+            Source::Disk => DeviceKind::Disk,
+            Source::Ufs => DeviceKind::Ufs,
+        };
+        self.config.migration.io != MigrationIo::Instant && self.device(kind).is_some()
+    }
+
     /// Records how long a migration copy from `source` took with `streams`.
     pub(crate) fn copy_took(&self, source: Source, streams: usize, len: u64, took: Duration) {
         let mut p = self.copy_parallelism.lock().unwrap_or_else(|e| e.into_inner());
@@ -363,7 +373,7 @@ impl Worker {
     /// twice its estimate (or 5 s unmeasured) is left to finish alone.
     pub(crate) async fn join_migration(&self, block: u64) {
         let source = Source::Disk;
-        if self.migrator.active(source) != Some(block) || self.mem.as_ref().is_some_and(|m| m.get(block).is_some()) {
+        if !self.migrator.copying(source, block) || self.mem.as_ref().is_some_and(|m| m.get(block).is_some()) {
             return;
         }
         let bytes = self.disk.as_ref().and_then(|d| d.get(block)).unwrap_or(0);
@@ -372,7 +382,7 @@ impl Worker {
             _ => JOIN_UNMEASURED,
         };
         let deadline = tokio::time::Instant::now() + budget;
-        while self.migrator.active(source) == Some(block) && tokio::time::Instant::now() < deadline {
+        while self.migrator.copying(source, block) && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(JOIN_POLL).await;
         }
     }

@@ -41,21 +41,23 @@
 //! small read and send the rest of the reads back to disk.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 mod estimate;
+mod executor;
 pub mod harm;
 pub(crate) mod parallelism;
 mod reads;
 mod refs;
 mod report;
 use estimate::Estimate;
+pub(crate) use executor::run_device;
+pub use executor::{BATCH_BLOCKS, BATCH_BYTES, BATCH_STREAMS, SMALL_BLOCK};
 use refs::{add_reference, hold_cached, holders, holders_text, release};
 
 use thaw_common::now_ms;
 use thaw_common::proto::{HeartbeatResponse, JobRef, MigrationCommand, MigrationEvent, MigrationSource, UfsSource};
-use thaw_common::size::format_size;
 
 /// A migration that found no room in the MEM tier this many times (about 5 s:
 /// the tier is full of blocks no migration can evict) is reported failed.
@@ -210,9 +212,11 @@ struct State {
     queues: HashMap<Source, BTreeMap<Key, Task>>,
     /// Where each queued block is.
     queued: HashMap<u64, (Source, Key)>,
-    active: HashMap<Source, Active>,
+    /// Running migrations, by block (one order per device at a time).
+    active: HashMap<u64, Active>,
     estimates: HashMap<Source, Estimate>,
-    held: HashMap<u64, Held>,
+    /// foldhash, as the tier's block map (status tests each tier block here).
+    held: foldhash::HashMap<u64, Held>,
     /// Bytes of held blocks plus running migrations.
     used: u64,
     events: Vec<MigrationEvent>,
@@ -481,82 +485,6 @@ impl Migrator {
         st.queued.insert(block, (source, k));
     }
 
-    // ---- the executor ----
-
-    /// The next migration for `source`, if one is queued, none runs on the
-    /// device, and the head of the queue fits in the buffer. The caller runs it
-    /// and calls [`Migrator::finish`].
-    pub fn next(&self, source: Source) -> Option<Task> {
-        self.next_at(source, Instant::now())
-    }
-
-    /// [`Migrator::next`] at `now`: the head of the queue waits for room in the
-    /// buffer (never evicting a referenced block: do-not-harm), but only while
-    /// room frees up at least every `room_wait`; past that the heads that do not
-    /// fit fail, with who holds the buffer.
-    pub fn next_at(&self, source: Source, now: Instant) -> Option<Task> {
-        let mut st = self.lock();
-        if st.active.contains_key(&source) {
-            return None;
-        }
-        loop {
-            let (&k, head) = st.queues.get(&source)?.iter().next()?;
-            let length = head.length;
-            let why = if length > self.limit {
-                // It could never fit: fail it, so the master tries another worker.
-                format!(
-                    "failed: block of {} is larger than the migration buffer ({})",
-                    format_size(length),
-                    format_size(self.limit)
-                )
-            } else if st.used + length > self.limit {
-                if !self.config.do_not_harm {
-                    let need = st.used + length - self.limit;
-                    let mut fx = Effects { evict: std::mem::take(&mut st.harmed) };
-                    let made = harm::make_room(&mut st, need, &mut fx);
-                    st.harmed = fx.evict;
-                    if made {
-                        continue;
-                    }
-                }
-                let used = st.used;
-                let since = st.room_wait.entry(source).or_insert((now, used));
-                if used < since.1 {
-                    *since = (now, used); // room freed up since: wait on
-                }
-                let waited = now.saturating_duration_since(since.0);
-                if waited < self.config.room_wait {
-                    return None;
-                }
-                format!(
-                    "failed: no room in the migration buffer for {} in {:.1}s: {} of {} is held by {}; it frees up when they read or evict their blocks",
-                    format_size(length),
-                    waited.as_secs_f64(),
-                    format_size(used),
-                    format_size(self.limit),
-                    holders_text(&st)
-                )
-            } else {
-                break;
-            };
-            let task = st.queues.get_mut(&source).expect("present").remove(&k).expect("present");
-            st.queued.remove(&task.block);
-            tracing::info!(block = task.block, why, "migration fails");
-            let waited = st.room_wait.get(&source).map_or(Duration::ZERO, |w| now.saturating_duration_since(w.0));
-            let mut e = event(task.block, source.proto() as i32, task.length, &why);
-            e.start_ms = e.end_ms.saturating_sub(waited.as_millis() as u64);
-            st.ended(e);
-        }
-        let k = *st.queues[&source].keys().next().expect("the head fits");
-        let mut task = st.queues.get_mut(&source).expect("present").remove(&k).expect("present");
-        task.first_try.get_or_insert(now);
-        st.queued.remove(&task.block);
-        st.room_wait.remove(&source);
-        st.used += task.length;
-        st.active.insert(source, Active { task: task.clone(), started: now });
-        Some(task)
-    }
-
     /// The blocks [`Migrator::next`] evicted unread to make room (do-not-harm
     /// off), for the tier to delete before the copy starts.
     pub fn take_evictions(&self) -> Effects {
@@ -582,93 +510,6 @@ impl Migrator {
     pub fn protecting<R>(&self, f: impl FnOnce(&dyn Fn(u64) -> bool) -> R) -> R {
         let st = self.lock();
         f(&|b| st.held.contains_key(&b))
-    }
-
-    /// Records the end of a running migration. `Ok(true)`: the block is now in
-    /// memory by this migration; `Ok(false)`: it was there already; `Err(retry)`:
-    /// it failed, and `retry` says whether it goes back in the queue (no room in
-    /// the tier yet) or is reported failed.
-    pub fn finish(&self, source: Source, outcome: Result<bool, (bool, String)>) -> Effects {
-        let mut fx = Effects::default();
-        let mut st = self.lock();
-        let Some(Active { task, started }) = st.active.remove(&source) else {
-            return fx;
-        };
-        st.used = st.used.saturating_sub(task.length);
-        let took = started.elapsed();
-        let start_ms = now_ms().saturating_sub(took.as_millis() as u64);
-        // A copy begun for the master before a purge that no command since
-        // adopted: the master now in charge never asked for it, so it hears
-        // nothing of its end (a "done" would end a migration of that block it
-        // has bound here since, for a copy dropped below).
-        let stale = task.generation != st.generation;
-        // From its first try: the retries for room are part of its time.
-        let tried = task.first_try.map_or(took, |t| t.elapsed());
-        match outcome {
-            Err((true, _)) if task.generation == st.generation && task.no_room + 1 < NO_ROOM_TRIES => {
-                let mut task = task;
-                task.no_room += 1;
-                st.queued.insert(task.block, (source, task.key));
-                st.queues.entry(source).or_default().insert(task.key, task);
-            }
-            Err((no_room, why)) => {
-                let why = if no_room {
-                    format!("no room in MEM for {} in {:.1}s: {why}", format_size(task.length), tried.as_secs_f64())
-                } else {
-                    why
-                };
-                let mut e = event(task.block, source.proto() as i32, task.length, &format!("failed: {why}"));
-                e.start_ms = now_ms().saturating_sub(tried.as_millis() as u64);
-                if !stale {
-                    st.ended(e);
-                }
-            }
-            Ok(false) => {
-                // In memory already (a read cached it meanwhile): held for the
-                // jobs, as cache.
-                let mut e = event(task.block, source.proto() as i32, task.length, "done");
-                e.start_ms = start_ms;
-                if !stale {
-                    st.ended(e);
-                    for j in task.jobs.iter().filter(|j| !task.read_by.contains(&j.job_id)) {
-                        hold_cached(&mut st, task.block, task.length, j);
-                    }
-                }
-            }
-            Ok(migrated) => {
-                if migrated {
-                    let largest = st.block_size;
-                    let est = st.estimates.entry(source).or_insert(Estimate { largest, ..Default::default() });
-                    est.add(task.length, took.as_nanos() as f64);
-                }
-                let mut e = event(task.block, source.proto() as i32, task.length, "done");
-                e.start_ms = start_ms;
-                if !stale {
-                    st.ended(e);
-                }
-                if migrated {
-                    let refs: HashMap<String, Ref> = task
-                        .jobs
-                        .iter()
-                        .filter(|j| !stale && !task.read_by.contains(&j.job_id))
-                        .map(|j| {
-                            let last_read = task.opened_by.contains(&j.job_id).then(Instant::now);
-                            (j.job_id.clone(), Ref { implicit: j.implicit, bytes_read: 0, last_read })
-                        })
-                        .collect();
-                    if refs.is_empty() {
-                        fx.evict.push(task.block);
-                    } else {
-                        st.used += task.length;
-                        let held = Held { length: task.length, refs, migrated: true, since: Instant::now() };
-                        st.held.insert(task.block, held);
-                    }
-                }
-            }
-        }
-        drop(st);
-        self.wake.notify_waiters();
-        fx
     }
 
     /// The queue of `source` is empty (its last block started, or it had none).
@@ -751,47 +592,6 @@ fn event(block: u64, source: i32, bytes: u64, outcome: &str) -> MigrationEvent {
         bytes,
         outcome: outcome.to_string(),
         ..Default::default()
-    }
-}
-
-/// Runs one device's migrations until shutdown: whenever the device is free and
-/// the head of its queue fits, the head runs.
-pub(crate) async fn run_device(
-    worker: Arc<crate::Worker>,
-    source: Source,
-    shutdown: tokio_util::sync::CancellationToken,
-) {
-    let m = &worker.migrator;
-    loop {
-        let woken = m.wake.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        if let Some(task) = m.next(source) {
-            worker.carry_out(m.take_evictions());
-            // The last queued block started: ask for more now, not when it ends.
-            m.ran_dry(source);
-            let outcome = worker.migrate_block(&task).await;
-            if let Err((true, why)) = &outcome {
-                tracing::debug!(block = task.block, why, "no room in MEM yet: migration waits");
-            }
-            let retry_later = matches!(outcome, Err((true, _)));
-            let fx = m.finish(source, outcome);
-            worker.carry_out(fx);
-            if retry_later {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-                }
-            }
-            continue;
-        }
-        m.ran_dry(source);
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = &mut woken => {}
-            // A safety net: room can also free up without a wake (a deleted file).
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
-        }
     }
 }
 

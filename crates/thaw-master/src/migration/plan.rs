@@ -48,17 +48,26 @@ impl Migrations {
         if !self.policy.binds_late() {
             return;
         }
-        self.prune();
+        // A migration keeps only live jobs (an evicted or expired job is
+        // released from each of its blocks), so one pending with none is an
+        // orphan (its jobs left while it was bound elsewhere): dropped here, in
+        // the one pass over the pending, without looking jobs up by name.
+        let mut orphans = Vec::new();
         let mut in_mem = Vec::new();
         let mut pending: Vec<(PendingKey, u64)> = Vec::new();
         for (&b, m) in &self.migrations {
             if let State::Pending { .. } = m.state {
-                if mem_holder(cluster, b).is_some() {
+                if m.jobs.is_empty() {
+                    orphans.push(b);
+                } else if mem_holder(cluster, b).is_some() {
                     in_mem.push(b);
                 } else {
                     pending.push((self.key(m), b));
                 }
             }
+        }
+        for b in orphans {
+            self.migrations.remove(&b);
         }
         for b in in_mem {
             let m = self.migrations.remove(&b).expect("listed");

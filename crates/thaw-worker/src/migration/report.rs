@@ -12,9 +12,17 @@ use super::{Migrator, Outcome, Source, State};
 /// DYRS, section IV-A) and queue.
 fn source_estimate(st: &State, s: Source, now: Instant) -> SourceEstimate {
     let q = st.queues.get(&s);
-    let a = st.active.get(&s);
-    let est = st.estimates.get(&s).map(|e| match a {
-        Some(a) => e.raised(a.task.length, now.saturating_duration_since(a.started).as_nanos() as f64),
+    // The running order: one block, or several small ones started together.
+    let order: Vec<_> = st.active.values().filter(|a| a.task.source == s).collect();
+    let started = order.iter().map(|a| a.started).min();
+    let order_bytes: u64 = order.iter().map(|a| a.task.length).sum();
+    let est = st.estimates.get(&s).map(|e| match started {
+        // A small block's share of its order's age is what it measures so far.
+        Some(t) => {
+            let age = now.saturating_duration_since(t).as_nanos() as f64;
+            let n = order.len().max(1) as f64;
+            if n > 1.0 { e.raised(order_bytes / order.len() as u64, age / n) } else { e.raised(order_bytes, age) }
+        }
         None => *e,
     });
     SourceEstimate {
@@ -22,10 +30,9 @@ fn source_estimate(st: &State, s: Source, now: Instant) -> SourceEstimate {
         ns_per_byte: est.and_then(|e| e.per_byte).unwrap_or(0.0),
         ns_per_migration: est.and_then(|e| e.per_migration).unwrap_or(0.0),
         queued: q.map(|q| q.len() as u32).unwrap_or(0),
-        active: a.is_some() as u32,
-        active_ms: a.map(|a| now.saturating_duration_since(a.started).as_millis() as u64).unwrap_or(0),
-        queued_bytes: q.map(|q| q.values().map(|t| t.length).sum()).unwrap_or(0)
-            + a.map(|a| a.task.length).unwrap_or(0),
+        active: order.len() as u32,
+        active_ms: started.map(|t| now.saturating_duration_since(t).as_millis() as u64).unwrap_or(0),
+        queued_bytes: q.map(|q| q.values().map(|t| t.length).sum()).unwrap_or(0) + order_bytes,
     }
 }
 
@@ -124,8 +131,14 @@ impl Migrator {
         self.lock().queues.get(&source).map(|q| q.values().map(|t| t.block).collect()).unwrap_or_default()
     }
 
+    /// The running migration of `source` (the lowest block of its order).
     pub fn active(&self, source: Source) -> Option<u64> {
-        self.lock().active.get(&source).map(|a| a.task.block)
+        self.lock().active.values().filter(|a| a.task.source == source).map(|a| a.task.block).min()
+    }
+
+    /// Whether `block` is being copied from `source`.
+    pub fn copying(&self, source: Source, block: u64) -> bool {
+        self.lock().active.get(&block).is_some_and(|a| a.task.source == source)
     }
 
     pub fn estimate(&self, source: Source) -> Option<f64> {
