@@ -71,7 +71,8 @@ class Thaw:
         self.env = {**os.environ, "THAW_MASTER": f"127.0.0.1:{port}"}
         cmd = [binary, "local", "--ufs", str(ufs), "--port", str(port), "--state-dir", str(state)]
         cmd += ["--mem-capacity", f"{mem >> 20}MiB", "--exit-with-stdin"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=self.env)
+        pipe = subprocess.PIPE
+        self.proc = subprocess.Popen(cmd, stdin=pipe, stdout=pipe, text=True, env=self.env)
         if self.proc.stdout is None or "master at" not in self.proc.stdout.readline():
             raise SystemExit("thaw local did not start")
         deadline = time.monotonic() + 30
@@ -116,7 +117,8 @@ class Thaw:
 
 def xargs_read(root: Path) -> float:
     t0 = time.perf_counter()
-    subprocess.run(f"find '{root}' -type f -print0 | xargs -0 -P 8 -n 256 cat > /dev/null", shell=True, check=True)
+    cmd = f"find '{root}' -type f -print0 | xargs -0 -P 8 -n 256 cat > /dev/null"
+    subprocess.run(cmd, shell=True, check=True)
     return time.perf_counter() - t0
 
 
@@ -173,7 +175,8 @@ def run(args: argparse.Namespace, work: Path, size: int) -> None:
                     assert alluxio is not None
                     secs = alluxio_load(alluxio, "/small")
                 rounds.setdefault(s, []).append(secs)
-                print(f"round {r + 1}: {s:8} {secs:7.2f} s  {total / secs / (1 << 20):7.0f} MiB/s", flush=True)
+                mib_s = total / secs / (1 << 20)
+                print(f"round {r + 1}: {s:8} {secs:7.2f} s  {mib_s:7.0f} MiB/s", flush=True)
     finally:
         thaw.close()
         if alluxio is not None:
