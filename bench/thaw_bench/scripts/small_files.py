@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -26,8 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-from thaw.cluster import find_binary
 
 from thaw_bench import jvm
 
@@ -63,10 +62,30 @@ def drop_pages(root: Path) -> None:
                 os.close(fd)
 
 
+def find_thaw() -> str:
+    """The `thaw` binary, as `thaw.cluster.find_binary` looks for it (this
+    script drives only the CLI, so it does not import the native package):
+    THAW_BIN, else beside this Python, else the newest build here, else PATH."""
+    env = os.environ.get("THAW_BIN")
+    if env:
+        return env
+    beside = Path(sys.executable).parent / "thaw"
+    if beside.is_file():
+        return str(beside)
+    builds = [p for p in (jvm.REPO / "target" / b / "thaw" for b in ("release", "debug")) if p.is_file()]
+    if builds:
+        return str(max(builds, key=lambda p: p.stat().st_mtime))
+    found = shutil.which("thaw")
+    if found is None:
+        raise SystemExit("no thaw binary: build it (cargo build --release -p thaw-cli) or set THAW_BIN")
+    return found
+
+
 class Thaw:
     """`thaw local` with one worker, driven through the CLI."""
 
-    def __init__(self, binary: str, ufs: Path, mem: int, state: Path, port: int = 19961) -> None:
+    def __init__(self, binary: str, ufs: Path, mem: int, state: Path) -> None:
+        port = jvm.free_port()
         self.binary = binary
         self.env = {**os.environ, "THAW_MASTER": f"127.0.0.1:{port}"}
         cmd = [binary, "local", "--ufs", str(ufs), "--port", str(port), "--state-dir", str(state)]
@@ -159,7 +178,7 @@ def run(args: argparse.Namespace, work: Path, size: int) -> None:
     write_files(ufs / "small", args.files, size)
     mem = total + total // 2 + (256 << 20)
     rounds: dict[str, list[float]] = {}
-    thaw = Thaw(find_binary(), ufs, mem, work / "state")
+    thaw = Thaw(find_thaw(), ufs, mem, work / "state")
     alluxio = None
     try:
         alluxio = None if args.no_alluxio else jvm.Alluxio(ufs, mem).__enter__()
