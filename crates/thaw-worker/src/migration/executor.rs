@@ -26,7 +26,11 @@ use super::estimate::Estimate;
 use super::refs::{hold_cached, holders_text};
 use super::{Active, Effects, Held, Migrator, NO_ROOM_TRIES, Ref, Source, Task, event, harm};
 
-/// A block at most this long may share an order with others.
+/// A block at most this long, and at most a quarter of the file system's
+/// block size (a small file, or the short tail of a large one), may share an
+/// order with others. Blocks of one large file are copied one after another
+/// as before: read-ahead past one block's range, run beside the next block's
+/// copy, would leave that range in the page cache after its drop-behind.
 pub const SMALL_BLOCK: u64 = 4 << 20;
 
 /// The most blocks in one order.
@@ -117,10 +121,11 @@ impl Migrator {
         let mut order: Vec<Task> = Vec::new();
         let mut bytes = 0;
         while let Some((&k, head)) = st.queues.get(&source).and_then(|q| q.iter().next()) {
+            let small = |len: u64| len <= SMALL_BLOCK && (st.block_size == 0 || len * 4 <= st.block_size);
             let joins = order.is_empty()
                 || (order.len() < max_blocks
-                    && order[0].length <= SMALL_BLOCK
-                    && head.length <= SMALL_BLOCK
+                    && small(order[0].length)
+                    && small(head.length)
                     && bytes + head.length <= BATCH_BYTES
                     && st.used + head.length <= self.limit);
             if !joins {
@@ -378,6 +383,13 @@ mod tests {
         let small: Vec<(u64, u64)> = (1..=10).map(|b| (b, MIB)).collect();
         let m = queued(5 * MIB / 2, &small);
         assert_eq!(ids(&m.next_order_at(Source::Disk, now, BATCH_BLOCKS)), vec![1, 2]);
+        // Blocks over a quarter of the block size are a large file's: one at a time.
+        let m = queued(1 << 30, &small);
+        m.set_block_size(2 * MIB);
+        assert_eq!(ids(&m.next_order_at(Source::Disk, now, BATCH_BLOCKS)), vec![1]);
+        let m = queued(1 << 30, &small);
+        m.set_block_size(128 * MIB);
+        assert_eq!(m.next_order_at(Source::Disk, now, BATCH_BLOCKS).len(), 10);
         // `next` keeps the papers' one block at a time.
         let m = queued(1 << 30, &small);
         assert_eq!(m.next(Source::Disk).map(|t| t.block), Some(1));
