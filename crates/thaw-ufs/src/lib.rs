@@ -275,6 +275,17 @@ impl UnderStore {
     /// Entries directly under directory `p`: (name, status).
     pub async fn list(&self, p: &str) -> Result<Vec<(String, UfsStatus)>> {
         let key = dir_key(p)?;
+        if let Some(root) = self.local_root() {
+            // One blocking task reads the directory and stats its entries:
+            // OpenDAL's listing of a local directory gives no lengths, and a
+            // stat per entry through it is a blocking task each (100 directories
+            // of 1,000 files took seconds to list).
+            let (dir, at_root) = (root.join(key.trim_start_matches('/')), key == "/");
+            return tokio::task::spawn_blocking(move || list_local(&dir, at_root))
+                .await
+                .map_err(|e| ThawError::internal(format!("listing task: {e}")))?
+                .map_err(|e| ThawError::from(e).context(format!("under-store list {p}")));
+        }
         let entries = match self.op.list(&key).await {
             Ok(e) => e,
             Err(e) if e.kind() == DalKind::NotFound => return Ok(Vec::new()),
@@ -561,6 +572,43 @@ fn parent_of(p: &str) -> Option<String> {
     (c.len() > 1).then(|| path::join(&c[..c.len() - 1]))
 }
 
+/// A local directory's entries and their status (following symbolic links,
+/// as OpenDAL's stat does); none if it does not exist. An entry that cannot
+/// be stat'ed (a dangling link, deleted meanwhile) is a file of no bytes, as
+/// an OpenDAL listing without its length left it; a name that is not UTF-8
+/// cannot be a Thaw path and is left out.
+fn list_local(dir: &std::path::Path, at_root: bool) -> std::io::Result<Vec<(String, UfsStatus)>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        if at_root && name == STAGING_DIR {
+            continue;
+        }
+        let st = match std::fs::metadata(entry.path()) {
+            Ok(m) => UfsStatus {
+                is_dir: m.is_dir(),
+                length: if m.is_dir() { 0 } else { m.len() },
+                mtime_ms: m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_millis() as u64),
+            },
+            Err(_) => UfsStatus { is_dir: false, length: 0, mtime_ms: 0 },
+        };
+        out.push((name, st));
+    }
+    Ok(out)
+}
+
 fn status(m: &opendal::Metadata) -> UfsStatus {
     UfsStatus {
         is_dir: m.is_dir(),
@@ -618,6 +666,42 @@ impl UfsWriter {
 mod tests {
     use super::*;
     use futures::TryStreamExt;
+
+    /// A local directory's listing (read and stat'ed in one task) says what
+    /// a stat of each entry says, to the millisecond: a sync that compares
+    /// them must not see a file changed that was not.
+    #[tokio::test]
+    async fn a_local_listing_agrees_with_stat_and_hides_staging() {
+        let dir = tempfile::tempdir().unwrap();
+        let ufs = UnderStore::open(dir.path().to_str().unwrap()).unwrap();
+        std::fs::create_dir_all(dir.path().join("d/sub")).unwrap();
+        std::fs::write(dir.path().join("d/one"), b"1").unwrap();
+        std::fs::write(dir.path().join("d/seven"), b"1234567").unwrap();
+        std::fs::write(dir.path().join("d/empty"), b"").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), dir.path().join("d/dangling")).unwrap();
+        std::fs::create_dir_all(dir.path().join(STAGING_DIR)).unwrap();
+        std::fs::write(dir.path().join("top"), b"xy").unwrap();
+        let mut listed = ufs.list("/d").await.unwrap();
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["dangling", "empty", "one", "seven", "sub"]);
+        for (name, st) in &listed {
+            if name == "dangling" {
+                assert_eq!((st.is_dir, st.length), (false, 0));
+                continue;
+            }
+            let stat = ufs.stat(&format!("/d/{name}")).await.unwrap().unwrap();
+            assert_eq!((st.is_dir, st.length), (stat.is_dir, stat.length), "{name}");
+            if !st.is_dir {
+                assert_eq!(st.mtime_ms, stat.mtime_ms, "{name}");
+            }
+        }
+        let root: Vec<String> = ufs.list("/").await.unwrap().into_iter().map(|(n, _)| n).collect();
+        assert!(root.contains(&"top".to_string()) && !root.contains(&STAGING_DIR.to_string()), "{root:?}");
+        assert!(ufs.list("/missing").await.unwrap().is_empty());
+        assert!(ufs.list("/top").await.unwrap().is_empty(), "a file lists as nothing");
+        assert!(ufs.list("/../etc").await.is_err());
+    }
 
     #[tokio::test]
     async fn local_directory_round_trip() {

@@ -45,30 +45,39 @@ impl Master {
     /// recursively; files still being written inside them are skipped).
     async fn input_blocks(&self, paths: &[String]) -> Result<Vec<BlockSpec>> {
         let mut files = Vec::new();
-        let mut stack: Vec<(String, bool)> = paths.iter().map(|p| (p.clone(), true)).collect();
-        while let Some((p, named)) = stack.pop() {
-            let p = path::normalize(&p)?;
+        // Directories to expand: (id, path). A named path is resolved; a
+        // directory's entries are taken by id under one hold of the lock
+        // (100,000 files resolved one path at a time took seconds).
+        let mut dirs: Vec<(u64, String)> = Vec::new();
+        for p in paths {
+            let p = path::normalize(p)?;
             let id = self.resolve(&p).await?;
-            let is_dir = self.read().ns.get(id).is_some_and(|i| i.is_dir());
+            let st = self.read();
+            let is_dir = st.ns.get(id).is_some_and(|i| i.is_dir());
             // Moving a file into memory is reading it.
-            self.read().check(id, if is_dir { READ | EXEC } else { READ })?;
+            st.check(id, if is_dir { READ | EXEC } else { READ })?;
             if is_dir {
-                self.sync_dir(id, &p).await?;
-                let st = self.read();
-                for (name, _) in st.ns.children(id) {
-                    stack.push((if p == "/" { format!("/{name}") } else { format!("{p}/{name}") }, false));
-                }
+                dirs.push((id, p));
                 continue;
             }
-            let st = self.read();
-            let Some(ino) = st.ns.get(id) else { continue };
-            if !ino.rec.complete {
-                if named {
-                    return Err(ThawError::precondition(format!("{p} is incomplete: it is still being written")));
-                }
-                continue;
+            if st.ns.get(id).is_some_and(|i| !i.rec.complete) {
+                return Err(ThawError::precondition(format!("{p} is incomplete: it is still being written")));
             }
             files.push(id);
+        }
+        while let Some((id, p)) = dirs.pop() {
+            self.sync_dir(id, &p).await?;
+            let st = self.read();
+            for (name, child) in st.ns.children(id) {
+                let Some(ino) = st.ns.get(child) else { continue };
+                let is_dir = ino.is_dir();
+                st.check(child, if is_dir { READ | EXEC } else { READ })?;
+                if is_dir {
+                    dirs.push((child, if p == "/" { format!("/{name}") } else { format!("{p}/{name}") }));
+                } else if ino.rec.complete {
+                    files.push(child);
+                }
+            }
         }
         files.sort_unstable();
         files.dedup();
