@@ -138,6 +138,9 @@ impl MasterService for MasterRpc {
     async fn commit_block(&self, r: Request<CommitBlockRequest>) -> Reply<CommitBlockResponse> {
         serve!(self, r, superuser "committing a block (workers do)", |req| reply(self.master().await?.commit_block(req)))
     }
+    async fn commit_blocks(&self, r: Request<CommitBlocksRequest>) -> Reply<CommitBlocksResponse> {
+        serve!(self, r, superuser "committing blocks (workers do)", |req| Ok(Response::new(self.master().await?.commit_blocks(req))))
+    }
     async fn report_block_changes(&self, r: Request<BlockChangesRequest>) -> Reply<BlockChangesResponse> {
         serve!(self, r, superuser "reporting block changes (workers do)", |req| Ok(Response::new(self.master().await?.block_changes_report(req))))
     }

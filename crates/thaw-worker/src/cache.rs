@@ -336,6 +336,16 @@ impl BlockFile {
     }
 }
 
+/// Copies of an order's blocks that may run at once (a semaphore of that
+/// many permits): a copy holds one until its bytes are in, not through its
+/// commit.
+pub(crate) type CopySlots = Arc<tokio::sync::Semaphore>;
+
+/// One of `slots`, once free (none to take: nothing to wait for).
+pub(crate) async fn take_slot(slots: Option<CopySlots>) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    slots?.acquire_owned().await.ok()
+}
+
 /// The outcome of a fill, shared with every reader waiting on it.
 pub(crate) type FillState = watch::Receiver<Option<Result<()>>>;
 
@@ -354,7 +364,26 @@ impl Worker {
         if tier.get(block).is_some() {
             return Ok(());
         }
-        let mut state = self.fill_once(block, ufs, tier, reader, true);
+        let mut state = self.fill_once(block, ufs, tier, reader, true, None);
+        let done = state.wait_for(|s| s.is_some()).await.map_err(|_| ThawError::internal("fill task vanished"))?;
+        done.clone().expect("waited for Some")
+    }
+
+    /// A migration's fill of `block` (see [`Worker::cache_block`]), its copy
+    /// taking one of `slots` (an order's copies at once) and letting it go
+    /// before the commit, so that the next block's copy overlaps this one's
+    /// call to the master.
+    pub(crate) async fn migrate_fill(
+        self: &Arc<Self>,
+        block: u64,
+        ufs: &UfsSource,
+        tier: &Arc<TierStore>,
+        slots: Option<CopySlots>,
+    ) -> Result<()> {
+        if tier.get(block).is_some() {
+            return Ok(());
+        }
+        let mut state = self.fill_once(block, ufs, tier, None, true, slots);
         let done = state.wait_for(|s| s.is_some()).await.map_err(|_| ThawError::internal("fill task vanished"))?;
         done.clone().expect("waited for Some")
     }
@@ -369,7 +398,7 @@ impl Worker {
         tier: &Arc<TierStore>,
         reader: &str,
     ) -> FillState {
-        self.fill_once(block, ufs, tier, Some(reader), false)
+        self.fill_once(block, ufs, tier, Some(reader), false, None)
     }
 
     /// Starts filling `block` unless a fill of it is already running. A
@@ -384,6 +413,7 @@ impl Worker {
         tier: &Arc<TierStore>,
         reader: Option<&str>,
         awaited: bool,
+        slots: Option<CopySlots>,
     ) -> FillState {
         let mut fills = self.fills.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(state) = fills.get(&block) {
@@ -396,7 +426,7 @@ impl Worker {
             let r = if tier.get(block).is_some() {
                 Ok(())
             } else {
-                w.fill(block, &ufs, &tier, reader.as_deref(), awaited).await
+                w.fill(block, &ufs, &tier, reader.as_deref(), awaited, slots).await
             };
             if let Err(e) = &r {
                 tracing::debug!(block, error = %e, "fill from the under-store failed");
@@ -414,8 +444,9 @@ impl Worker {
         tier: &Arc<TierStore>,
         reader: Option<&str>,
         awaited: bool,
+        slots: Option<CopySlots>,
     ) -> Result<()> {
-        self.fill_from(block, ufs, tier, reader, awaited).await.map_err(|e| gone_is_lost(e, &ufs.path))
+        self.fill_from(block, ufs, tier, reader, awaited, slots).await.map_err(|e| gone_is_lost(e, &ufs.path))
     }
 
     async fn fill_from(
@@ -425,8 +456,10 @@ impl Worker {
         tier: &Arc<TierStore>,
         reader: Option<&str>,
         awaited: bool,
+        slots: Option<CopySlots>,
     ) -> Result<()> {
         let migration = reader.is_none();
+        let slot = take_slot(slots).await;
         let mut file = match reader {
             None => BlockFile::create(self, tier, block, ufs.length, false)?,
             Some(job) => {
@@ -468,6 +501,7 @@ impl Worker {
             }
         }
         drop(device);
+        drop(slot);
         if file.written != ufs.length {
             return Err(ThawError::data_lost(format!(
                 "under-store file {} ended {} bytes short of block {block} (changed underneath?)",

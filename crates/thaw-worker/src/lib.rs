@@ -23,6 +23,7 @@ mod cache;
 pub mod checkpoint;
 pub mod data;
 pub mod device;
+mod group_commit;
 pub mod ioprio;
 pub mod master_link;
 pub mod metrics;
@@ -131,6 +132,8 @@ pub struct Worker {
     /// Held by a report of tier use and removals while it is sent (a full
     /// heartbeat or an incremental report), so the master gets them in order.
     reporting: tokio::sync::Mutex<()>,
+    /// Block commits waiting for a call to the master (group commit).
+    commits: Arc<group_commit::CommitQueue>,
     ufs: OnceLock<thaw_ufs::UnderStore>,
     /// Fills from the under-store in progress, by block.
     fills: Mutex<HashMap<u64, cache::FillState>>,
@@ -187,6 +190,7 @@ impl Worker {
             removed: Mutex::new(Vec::new()),
             sending: Mutex::new(Vec::new()),
             changed: tokio::sync::Notify::new(),
+            commits: Default::default(),
             reporting: tokio::sync::Mutex::new(()),
             ufs: OnceLock::new(),
             fills: Mutex::new(HashMap::new()),
@@ -264,7 +268,12 @@ impl Worker {
     /// Runs one migration: copies the block into the MEM tier from the DISK tier
     /// or the under-store. `Ok(true)`: migrated; `Ok(false)`: it was in memory
     /// already; `Err((true, _))`: no room in the tier yet (retry later).
-    pub(crate) async fn migrate_block(self: &Arc<Self>, task: &Task) -> std::result::Result<bool, (bool, String)> {
+    /// `slots`: an order's copies at once (see [`cache::CopySlots`]).
+    pub(crate) async fn migrate_block(
+        self: &Arc<Self>,
+        task: &Task,
+        slots: Option<cache::CopySlots>,
+    ) -> std::result::Result<bool, (bool, String)> {
         let Some(mem) = self.mem.clone() else {
             return Err((false, "this worker has no MEM tier".into()));
         };
@@ -272,8 +281,8 @@ impl Worker {
             return Ok(false);
         }
         let r = match (task.source, &task.ufs) {
-            (Source::Disk, _) => self.copy_from_disk(task.block, &mem).await,
-            (Source::Ufs, Some(ufs)) => self.cache_block(task.block, ufs, &mem, None).await,
+            (Source::Disk, _) => self.copy_from_disk(task.block, &mem, slots).await,
+            (Source::Ufs, Some(ufs)) => self.migrate_fill(task.block, ufs, &mem, slots).await,
             (Source::Ufs, None) => Err(ThawError::invalid("under-store migration without a source")),
         };
         match r {
@@ -287,7 +296,8 @@ impl Worker {
     }
 
     /// Copies a DISK-tier block into the MEM tier (sendfile between the files).
-    async fn copy_from_disk(&self, block: u64, mem: &Arc<TierStore>) -> Result<()> {
+    async fn copy_from_disk(&self, block: u64, mem: &Arc<TierStore>, slots: Option<cache::CopySlots>) -> Result<()> {
+        let slot = cache::take_slot(slots).await;
         let disk = self.disk.clone().ok_or_else(|| ThawError::not_found("this worker has no DISK tier"))?;
         let len = disk.get(block).ok_or_else(|| ThawError::not_found(format!("block {block} is not on DISK here")))?;
         let mut file = cache::BlockFile::create(self, mem, block, len, false)?;
@@ -310,6 +320,7 @@ impl Worker {
             self.copy_took(Source::Disk, streams, len, started.elapsed());
         }
         drop(device);
+        drop(slot);
         if file.written != len {
             return Err(ThawError::data_lost(format!(
                 "DISK block {block} ended after {} of {len} bytes",

@@ -282,8 +282,9 @@ impl Worker {
         }
     }
 
-    /// Tells the master a block is stored here. Fails if the master does not accept
-    /// it (its file is gone, or this worker must re-register first).
+    /// Tells the master a block is stored here (with the commits of others
+    /// meanwhile: see [`crate::group_commit`]). Fails if the master does not
+    /// accept it (its file is gone, or this worker must re-register first).
     pub async fn commit_block(
         &self,
         block: u64,
@@ -306,16 +307,15 @@ impl Worker {
             crc32,
             read_fill,
         };
-        match self.master.clone().commit_block(req).await {
+        match self.commits.commit(&self.master, req).await {
             Ok(r) => {
-                let at = r.into_inner().cached_at;
+                let at = r.cached_at;
                 if !at.is_empty() {
                     tracing::debug!(block, at, "cached at another worker already: this copy goes after the read");
                 }
                 Ok(())
             }
             Err(e) => {
-                let e = ThawError::from(e);
                 if e.kind == thaw_common::ErrorKind::Unavailable {
                     *self.registration.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 }

@@ -40,6 +40,7 @@ async fn every_rpc(m: &MasterClient) -> Vec<(&'static str, Option<tonic::Status>
         register_worker(RegisterWorkerRequest),
         heartbeat(HeartbeatRequest),
         commit_block(CommitBlockRequest),
+        commit_blocks(CommitBlocksRequest),
         report_block_changes(BlockChangesRequest),
         migrate(MigrateRequest),
         evict(EvictRequest),
@@ -62,7 +63,7 @@ async fn every_rpc(m: &MasterClient) -> Vec<(&'static str, Option<tonic::Status>
 }
 
 fn assert_all_refused(calls: &[(&str, Option<tonic::Status>)], says: &str) {
-    assert_eq!(calls.len(), 32);
+    assert_eq!(calls.len(), 33);
     for (name, err) in calls {
         let s = err.as_ref().unwrap_or_else(|| panic!("{name} was served"));
         assert_eq!(s.code(), tonic::Code::PermissionDenied, "{name}: {s:?}");

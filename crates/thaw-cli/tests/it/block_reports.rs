@@ -91,3 +91,58 @@ async fn evictions_and_fills_reach_the_master_well_before_the_next_heartbeat() {
     }
     eprintln!("the master matched the worker at most {slowest:?} after a read returned");
 }
+
+/// A worker's group commit (`CommitBlocks`): each commit in the call is
+/// checked and answered on its own, in order; a refused one does not refuse
+/// the others, and an accepted one is a replica the master lists. Called
+/// raw, as a worker registered by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_in_one_call_are_each_accepted_or_refused_on_their_own() {
+    use thaw_common::proto::*;
+    let c = start(ClusterOptions::workers(1)).await;
+    cold_file(&c, "/two", (3 * MIB) as usize, 5);
+    let client = c.client("elsewhere", "r9");
+    let (info, _) = client.stat_blocks("/two", true).await.unwrap();
+    let blocks: Vec<(u64, u64)> = info.blocks.iter().map(|b| (b.block_id, b.length)).collect();
+    assert!(!blocks.is_empty());
+    let mut m = thaw_common::auth::master_client(c.master_addr(), None, None).unwrap();
+    let reg = m
+        .register_worker(RegisterWorkerRequest {
+            data_address: "127.0.0.1:9".into(),
+            host: "by-hand".into(),
+            rack: "r9".into(),
+            tiers: vec![TierUsage { tier: Tier::Disk as i32, capacity: 1 << 30, ..Default::default() }],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let commit = |block_id: u64, length: u64, epoch: u64| CommitBlockRequest {
+        worker_id: reg.worker_id,
+        master_epoch: epoch,
+        block_id,
+        tier: Tier::Disk as i32,
+        length,
+        ..Default::default()
+    };
+    let (b0, len0) = blocks[0];
+    let commits = vec![
+        commit(b0, len0 + 1, reg.master_epoch),             // longer than the block
+        commit(b0, len0, reg.master_epoch.wrapping_add(1)), // another epoch's
+        commit(b0, len0, reg.master_epoch),                 // right
+        commit(u64::MAX - 7, 1, reg.master_epoch),          // no such file
+    ];
+    let results = m.commit_blocks(CommitBlocksRequest { commits }).await.unwrap().into_inner().results;
+    let kinds: Vec<&str> = results.iter().map(|r| r.error_kind.as_str()).collect();
+    assert_eq!(results.len(), 4, "{results:?}");
+    assert!(!kinds[0].is_empty() && results[0].error.contains(&format!("{b0}")), "{results:?}");
+    assert_eq!(kinds[1], "unavailable", "{results:?}");
+    assert!(kinds[2].is_empty() && results[2].response.is_some(), "{results:?}");
+    assert!(!kinds[3].is_empty(), "{results:?}");
+    let (info, _) = client.stat_blocks("/two", true).await.unwrap();
+    let listed = info.blocks[0].replicas.iter().any(|r| r.worker_id == reg.worker_id && r.tier == Tier::Disk as i32);
+    assert!(listed, "the accepted commit is not a replica: {:?}", info.blocks[0]);
+    // An empty call is answered empty.
+    let none = m.commit_blocks(CommitBlocksRequest::default()).await.unwrap().into_inner();
+    assert!(none.results.is_empty());
+}

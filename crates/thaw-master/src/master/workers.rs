@@ -293,21 +293,41 @@ impl Master {
     }
 
     pub fn commit_block(&self, req: CommitBlockRequest) -> Result<CommitBlockResponse> {
-        if req.master_epoch != self.epoch {
+        Self::commit_locked(&mut self.write(), self.epoch, req)
+    }
+
+    /// Several commits under one hold of the state lock (a worker's group
+    /// commit), each checked and answered on its own, in order.
+    pub fn commit_blocks(&self, req: CommitBlocksRequest) -> CommitBlocksResponse {
+        let mut st = self.write();
+        let results = req
+            .commits
+            .into_iter()
+            .map(|c| match Self::commit_locked(&mut st, self.epoch, c) {
+                Ok(response) => CommitBlockResult { response: Some(response), ..Default::default() },
+                Err(e) => {
+                    CommitBlockResult { error_kind: e.kind.as_str().to_string(), error: e.message, response: None }
+                }
+            })
+            .collect();
+        CommitBlocksResponse { results }
+    }
+
+    fn commit_locked(st: &mut State, epoch: u64, req: CommitBlockRequest) -> Result<CommitBlockResponse> {
+        if req.master_epoch != epoch {
             return Err(ThawError::unavailable("the master restarted: register again"));
         }
         let tier = Tier::try_from(req.tier)
             .ok()
             .filter(|t| *t != Tier::Unspecified)
             .ok_or_else(|| ThawError::invalid("commit of a block without a tier"))?;
-        let mut st = self.write();
         if st.cluster.live_worker_mut(req.worker_id).is_none() {
             return Err(ThawError::unavailable(format!("worker {} is not registered", req.worker_id)));
         }
-        Self::check_rebuilt_block(&mut st, req.block_id, req.length, req.crc32)?;
-        Self::block_fits(&st, req.block_id, req.length)?;
+        Self::check_rebuilt_block(st, req.block_id, req.length, req.crc32)?;
+        Self::block_fits(st, req.block_id, req.length)?;
         if let Some(src) = &req.filled_from {
-            Self::source_fits(&st, req.block_id, src)?;
+            Self::source_fits(st, req.block_id, src)?;
         }
         let file_complete = st.ns.get(file_of_block(req.block_id)).is_some_and(|i| i.rec.complete);
         if let Some(crc) = req.crc32.filter(|_| !file_complete) {
@@ -323,7 +343,7 @@ impl Master {
             let evictable = req.read_fill || (req.filled_from.is_none() && persisted);
             st.cluster.mem_committed(req.worker_id, req.block_id, req.length, evictable);
         }
-        if let Some(at) = Self::cached_elsewhere(&st, &req, tier) {
+        if let Some(at) = Self::cached_elsewhere(st, &req, tier) {
             if let Some(w) = st.cluster.live_worker_mut(req.worker_id) {
                 w.pending_removals.push(req.block_id);
             }

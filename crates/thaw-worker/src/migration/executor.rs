@@ -39,9 +39,16 @@ pub const BATCH_BLOCKS: usize = 256;
 /// The most bytes in one order.
 pub const BATCH_BYTES: u64 = 64 << 20;
 
-/// Copies of one order running at once on a real device (a parallel `cat` of
-/// small files ran fastest here at 8; a hard disk sorts them in its queue).
-pub const BATCH_STREAMS: usize = 8;
+/// Copies of one order running at once on a real device (a hard disk sorts
+/// them in its queue). A parallel `cat` of small files ran fastest here at 8;
+/// with commits out of the copy slots 16 did better (100,000 files of 64 KiB:
+/// 25.9 s of orders against 29.4 s at 8).
+pub const BATCH_STREAMS: usize = 16;
+
+/// Blocks of one order in flight per copy stream: a block whose bytes are in
+/// lets its stream go while its commit is out (see
+/// [`crate::group_commit`]), so the copies do not wait for the master.
+pub const COMMIT_DEPTH: usize = 4;
 
 impl Migrator {
     /// The next migration for `source`, if one is queued, none runs on the
@@ -295,16 +302,21 @@ pub(crate) async fn run_device(
 
 type Ended = (u64, Result<bool, (bool, String)>);
 
-/// Copies an order's blocks, `streams` at a time, in queue order.
+/// Copies an order's blocks, `streams` at a time, started in queue order (a
+/// slow one does not hold back the start of those after it).
 async fn run_order(worker: &Arc<crate::Worker>, order: Vec<Task>, streams: usize) -> Vec<Ended> {
     use futures::StreamExt;
     if order.len() == 1 {
         let task = &order[0];
-        return vec![(task.block, worker.migrate_block(task).await)];
+        return vec![(task.block, worker.migrate_block(task, None).await)];
     }
+    let slots = Arc::new(tokio::sync::Semaphore::new(streams));
     futures::stream::iter(order)
-        .map(|task| async move { (task.block, worker.migrate_block(&task).await) })
-        .buffered(streams)
+        .map(|task| {
+            let slots = slots.clone();
+            async move { (task.block, worker.migrate_block(&task, Some(slots)).await) }
+        })
+        .buffer_unordered(streams * COMMIT_DEPTH)
         .collect()
         .await
 }
