@@ -3,8 +3,9 @@ of a directory of N files of SIZE from a local under-store into memory (the CLI 
 user types, spawn to exit), beside a parallel direct read of the same files
 (``find | xargs -0 -P 8 cat > /dev/null``) and, unless ``--no-alluxio``, Alluxio
 2.9.4's ``load`` of the same directory (``FileSystemShell load``, its own
-in-process client), its master and worker started beside Thaw on the same
-under-store directory. The files' pages are dropped (posix_fadvise DONTNEED)
+in-process client), its master and worker started on the same under-store
+directory for that round only (idle, their JVMs still took most of a core
+from the rounds beside them). The files' pages are dropped (posix_fadvise DONTNEED)
 before every run of every system, so each reads the disk; the order of the
 systems rotates between rounds. Between runs Thaw evicts the job and waits for
 its MEM tier to empty; Alluxio frees the directory.
@@ -153,6 +154,12 @@ def alluxio_load(alluxio: jvm.Alluxio, path: str) -> float:
     return secs
 
 
+def alluxio_round(ufs: Path, mem: int) -> float:
+    """Starts Alluxio, times its load of /small, stops it."""
+    with jvm.Alluxio(ufs, mem) as alluxio:
+        return alluxio_load(alluxio, "/small")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=100_000)
@@ -179,10 +186,8 @@ def run(args: argparse.Namespace, work: Path, size: int) -> None:
     mem = total + total // 2 + (256 << 20)
     rounds: dict[str, list[float]] = {}
     thaw = Thaw(find_thaw(), ufs, mem, work / "state")
-    alluxio = None
     try:
-        alluxio = None if args.no_alluxio else jvm.Alluxio(ufs, mem).__enter__()
-        systems = ["thaw", "xargs", *([] if alluxio is None else ["alluxio"])]
+        systems = ["thaw", "xargs", *([] if args.no_alluxio else ["alluxio"])]
         for r in range(args.repeats):
             for s in systems[r % len(systems) :] + systems[: r % len(systems)]:
                 drop_pages(ufs / "small")
@@ -191,15 +196,12 @@ def run(args: argparse.Namespace, work: Path, size: int) -> None:
                 elif s == "xargs":
                     secs = xargs_read(ufs / "small")
                 else:
-                    assert alluxio is not None
-                    secs = alluxio_load(alluxio, "/small")
+                    secs = alluxio_round(ufs, mem)
                 rounds.setdefault(s, []).append(secs)
                 mib_s = total / secs / (1 << 20)
                 print(f"round {r + 1}: {s:8} {secs:7.2f} s  {mib_s:7.0f} MiB/s", flush=True)
     finally:
         thaw.close()
-        if alluxio is not None:
-            alluxio.__exit__(None, None, None)
     med = {s: statistics.median(v) for s, v in rounds.items()}
     out: dict[str, Any] = {
         "files": args.files,
