@@ -181,6 +181,7 @@ async fn handle_connection(worker: Arc<Worker>, sock: TcpStream, idle: &std::syn
             Err(e) => {
                 tracing::debug!(error = %e, "bad request");
                 let _ = frame::write_msg(&mut sock, &frame::error_response(&e)).await;
+                linger(&mut sock).await;
                 return;
             }
         };
@@ -190,7 +191,36 @@ async fn handle_connection(worker: Arc<Worker>, sock: TcpStream, idle: &std::syn
             if !sent {
                 let _ = frame::write_msg(&mut sock, &frame::error_response(&e)).await;
             }
+            linger(&mut sock).await;
             return;
+        }
+    }
+}
+
+/// How long, and how many bytes, a connection closed after an error answer
+/// reads and discards what the client still sends (see [`linger`]).
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+const LINGER_BYTES: u64 = 256 << 20;
+
+/// Closes a connection after an error answer without resetting it. The
+/// client may still be sending the request's body (a write the under-store
+/// refused midway); a socket closed with bytes unread makes the kernel send
+/// a reset, which can reach the client before it reads the answer: it then
+/// saw "Connection reset by peer" instead of the reason (the `full_disks`
+/// test, once). As web servers' lingering close: half-close, then read and
+/// drop what still comes until the client closes, for at most [`LINGER`]
+/// and [`LINGER_BYTES`].
+async fn linger(sock: &mut DataSock) {
+    if sock.shutdown().await.is_err() {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + LINGER;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut left = LINGER_BYTES;
+    while left > 0 {
+        match tokio::time::timeout_at(deadline, sock.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => left = left.saturating_sub(n as u64),
+            _ => return,
         }
     }
 }
