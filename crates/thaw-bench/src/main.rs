@@ -8,7 +8,7 @@
 //! the median of alternating repeats. Results go to stdout and to a JSON summary
 //! (default `bench-out/results.json`).
 //!
-//! `thaw-bench [all|short-circuit|remote|cold|metadata|planner|migration|migrate-cli|early-ask|user-paths|writes|checkpoint-order|replacement|load-under-attack|auth-cost|cold-load|failover|chaos|netlab|namespace|meta-ops] [--files N] [--ops N] [--size 1GiB] [--repeats 5]`
+//! `thaw-bench [all|short-circuit|remote|cold|metadata|planner|migration|migrate-cli|early-ask|user-paths|writes|checkpoint-order|replacement|load-under-attack|auth-cost|cold-load|failover|chaos|netlab|namespace|namespace-restart|meta-ops] [--files N] [--ops N] [--size 1GiB] [--repeats 5]`
 
 mod auth_cost;
 mod checkpoint_order;
@@ -23,6 +23,7 @@ mod metadata;
 mod migrate_cli;
 mod migration;
 mod namespace;
+mod namespace_restart;
 mod netlab;
 mod payload;
 mod planner;
@@ -146,6 +147,10 @@ enum Which {
     /// per file, `thaw fs ls` of the big directory and a restart (not part of
     /// `all`).
     Namespace,
+    /// A master restarted on a journal of `--files` files written directly
+    /// (issue 33): the restart's time, the master's memory per file after
+    /// it and its peak during it (not part of `all`).
+    NamespaceRestart,
     /// Metadata operations beside Hadoop's NameNode (issue 33): create,
     /// mkdirs, open, fileStatus, rename and delete from 1, 4, 16 and 64
     /// clients, `--ops` a run, against NNThroughputBenchmark on a NameNode in
@@ -302,6 +307,9 @@ async fn run(which: Which, cfg: &Config) -> Result<Vec<Comparison>> {
     }
     if which == Which::Namespace {
         namespace::run(cfg).await?.into_iter().for_each(&mut done);
+    }
+    if which == Which::NamespaceRestart {
+        namespace_restart::run(cfg).await?.into_iter().for_each(&mut done);
     }
     if which == Which::MetaOps {
         meta_ops::run(cfg).await?.into_iter().for_each(&mut done);

@@ -37,12 +37,12 @@ use crate::measure::{Comparison, median};
 
 const CLIENTS: u64 = 16;
 /// The most files of the one big directory.
-const BIG_DIR: u64 = 1_000_000;
+pub(crate) const BIG_DIR: u64 = 1_000_000;
 /// Files per directory of the rest.
-const PER_DIR: u64 = 1000;
+pub(crate) const PER_DIR: u64 = 1000;
 
 /// Where file `i` of the namespace goes.
-fn path_of(i: u64) -> String {
+pub(crate) fn path_of(i: u64) -> String {
     if i < BIG_DIR {
         format!("/big/f{i:07}")
     } else {
@@ -337,7 +337,7 @@ async fn restart(cluster: &mut Cluster) -> Result<f64> {
 }
 
 /// The master's resident memory (VmRSS), bytes.
-fn master_rss(cluster: &Cluster) -> Result<u64> {
+pub(crate) fn master_rss(cluster: &Cluster) -> Result<u64> {
     let pid = cluster.master_pid().context("the master is not running")?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kib: u64 = status
@@ -348,7 +348,7 @@ fn master_rss(cluster: &Cluster) -> Result<u64> {
     Ok(kib << 10)
 }
 
-fn dir_bytes(dir: &std::path::Path) -> Result<u64> {
+pub(crate) fn dir_bytes(dir: &std::path::Path) -> Result<u64> {
     let mut total = 0;
     for e in std::fs::read_dir(dir)? {
         let e = e?;

@@ -469,7 +469,7 @@ impl Group {
             .await
             .map_err(|e| ThawError::internal(format!("raft: {e}")))?
             .map_err(|e| ThawError::unavailable(format!("not the leader after all: {e}")))?;
-        let loaded = self.journal.load()?;
+        let loaded = Master::load(&self.journal)?;
         let commit = Arc::new(RaftCommit {
             raft: self.raft.clone(),
             rt: self.rt_handle.clone(),

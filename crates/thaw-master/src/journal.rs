@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use prost::Message;
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use thaw_common::proto::{InodeRecord, LineageRecord, S3KeyRecord};
 use thaw_common::{Result, ThawError};
 
@@ -160,13 +160,25 @@ impl Journal {
     /// Every record, and the next unused ids (ids are never reused, so a stale
     /// block of a deleted file can never pass for a block of a new one).
     pub fn load(&self) -> Result<Loaded> {
+        let mut inodes = Vec::new();
+        let mut out = self.load_each_inode(|_| {}, |rec| inodes.push(rec))?;
+        out.inodes = inodes;
+        Ok(out)
+    }
+
+    /// [`Self::load`], in one read transaction, but each inode record goes to
+    /// `each` as it is decoded instead of into [`Loaded::inodes`] (a start
+    /// would otherwise hold every record whole beside the tree made of them:
+    /// gigabytes at ten million files). `count` is told how many there are first.
+    pub fn load_each_inode(&self, count: impl FnOnce(u64), mut each: impl FnMut(InodeRecord)) -> Result<Loaded> {
         let txn = self.db.begin_read().map_err(jerr)?;
         let table = txn.open_table(INODES).map_err(jerr)?;
         let mut out = Loaded::default();
+        count(table.len().map_err(jerr)?);
         for row in table.iter().map_err(jerr)? {
             let (id, bytes) = row.map_err(jerr)?;
             let rec = decode_inode(bytes.value()).map_err(|e| e.context(format!("inode {}", id.value())))?;
-            out.inodes.push(rec);
+            each(rec);
         }
         let lineage = txn.open_table(LINEAGE).map_err(jerr)?;
         for row in lineage.iter().map_err(jerr)? {

@@ -1,7 +1,7 @@
 //! The namespace tree: pure state and decisions, no I/O. Every mutation returns
 //! the journal ops that make it durable; the caller commits them before answering.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use thaw_common::ids::{block_count, block_length};
 use thaw_common::proto::{InodeRecord, WriteType};
@@ -9,30 +9,15 @@ use thaw_common::{Result, ThawError, now_ms, path};
 
 use crate::journal::{JournalOp, RECORD_VERSION};
 
+mod inode;
+#[cfg(test)]
+mod model_tests;
 mod reaper;
+use inode::Owners;
+pub use inode::{Children, Inode};
 pub use reaper::REAPER_ID;
 
 pub const ROOT_ID: u64 = 1;
-
-#[derive(Debug, Clone)]
-pub struct Inode {
-    pub rec: InodeRecord,
-    /// Children by name (directories only).
-    pub children: BTreeMap<String, u64>,
-    /// In a deleted tree whose records the reaper has yet to remove
-    /// ([`reaper`]): invisible to every method but the reaper's.
-    doomed: bool,
-}
-
-impl Inode {
-    fn new(rec: InodeRecord) -> Self {
-        Inode { rec, children: BTreeMap::new(), doomed: false }
-    }
-
-    pub fn is_dir(&self) -> bool {
-        self.rec.is_dir
-    }
-}
 
 /// What a new inode is.
 #[derive(Debug, Clone, Default)]
@@ -82,6 +67,7 @@ pub struct Namespace {
     doomed: usize,
     /// Their tops, by id (the oldest delete first).
     doomed_tops: BTreeSet<u64>,
+    owners: Owners,
 }
 
 impl Namespace {
@@ -98,101 +84,11 @@ impl Namespace {
     ///
     /// Records of a subtree deleted in steps hang under [`REAPER_ID`]: they
     /// are kept apart, for the reaper to finish.
-    pub fn from_records(records: Vec<InodeRecord>, next_id: u64) -> (Self, Vec<String>) {
-        let mut problems = Vec::new();
-        let mut inodes = InodeMap::default();
-        let root = InodeRecord {
-            version: RECORD_VERSION,
-            id: ROOT_ID,
-            is_dir: true,
-            complete: true,
-            persisted: true,
-            ..Default::default()
-        };
-        inodes.insert(ROOT_ID, Inode::new(root));
-        inodes.insert(REAPER_ID, reaper::reaper_inode());
-        let mut max_id = ROOT_ID;
-        for rec in records {
-            if rec.id == REAPER_ID {
-                problems.push(format!("record {:?} claims the reaper's id {REAPER_ID}", rec.name));
-                continue;
-            }
-            max_id = max_id.max(rec.id);
-            let name_ok = !rec.name.is_empty()
-                && rec.name != "."
-                && rec.name != ".."
-                && !rec.name.contains(['/', '\0', '\\'])
-                && rec.name.len() <= path::MAX_NAME_BYTES;
-            if rec.id == ROOT_ID {
-                problems.push(format!("record {:?} claims the root's id", rec.name));
-            } else if !name_ok {
-                problems.push(format!("inode {} has the name {:?}, which no entry may have", rec.id, rec.name));
-            } else {
-                match inodes.entry(rec.id) {
-                    std::collections::hash_map::Entry::Occupied(_) => {
-                        problems.push(format!("inode {} is recorded twice", rec.id));
-                    }
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(Inode::new(rec));
-                    }
-                }
-            }
-        }
-        let mut links: Vec<(u64, u64, String)> = inodes
-            .values()
-            .filter(|i| i.rec.id != ROOT_ID && i.rec.id != REAPER_ID)
-            .map(|i| (i.rec.parent_id, i.rec.id, i.rec.name.clone()))
-            .collect();
-        // In id order, so which of two same-named entries stays is the same every start.
-        links.sort_unstable_by_key(|(_, id, _)| *id);
-        for (parent, id, name) in links {
-            let taken = match inodes.get_mut(&parent) {
-                Some(p) if p.is_dir() => match p.children.entry(name.clone()) {
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(id);
-                        continue;
-                    }
-                    std::collections::btree_map::Entry::Occupied(o) => Some(*o.get()),
-                },
-                _ => None,
-            };
-            problems.push(match taken {
-                Some(other) => format!("inode {id} is named {name:?} in directory {parent}, as inode {other} is"),
-                None => format!("inode {id} ({name:?}) has no directory {parent} to be in"),
-            });
-            inodes.remove(&id);
-        }
-        // Drop what is not reachable from the root (cycles, and what hung
-        // under a dropped record).
-        let mut reachable = foldhash::HashSet::default();
-        let mut stack = vec![ROOT_ID, REAPER_ID];
-        while let Some(id) = stack.pop() {
-            if let Some(i) = inodes.get(&id)
-                && reachable.insert(id)
-            {
-                stack.extend(i.children.values().copied());
-            }
-        }
-        // A consistent journal (the usual case) has nothing to drop: the
-        // passes below cost a tenth of a million-file start.
-        if reachable.len() < inodes.len() {
-            let mut unreachable: Vec<u64> = inodes.keys().copied().filter(|id| !reachable.contains(id)).collect();
-            unreachable.sort_unstable();
-            for id in &unreachable {
-                problems.push(format!("inode {id} is not reachable from the root"));
-            }
-            inodes.retain(|id, _| reachable.contains(id));
-        }
-        if !problems.is_empty() {
-            // A dropped record may still be named as a child: forget such names.
-            let kept: foldhash::HashSet<u64> = inodes.keys().copied().collect();
-            for i in inodes.values_mut() {
-                i.children.retain(|_, c| kept.contains(c));
-            }
-        }
-        let mut ns = Namespace { inodes, next_id: next_id.max(max_id + 1), doomed: 0, doomed_tops: BTreeSet::new() };
-        ns.adopt_doomed();
-        (ns, problems)
+    pub fn from_records(records: impl IntoIterator<Item = InodeRecord>, next_id: u64) -> (Self, Vec<String>) {
+        let mut b = Builder::default();
+        records.into_iter().for_each(|r| b.push(r));
+        let built = b.finish(next_id);
+        (built.ns, built.problems)
     }
 
     pub fn next_id(&self) -> u64 {
@@ -208,17 +104,26 @@ impl Namespace {
     }
 
     pub fn get(&self, id: u64) -> Option<&Inode> {
-        self.inodes.get(&id).filter(|i| !i.doomed)
+        self.inodes.get(&id).filter(|i| !i.doomed())
+    }
+
+    /// The journal record of `id`, made from its inode.
+    pub fn record(&self, id: u64) -> Option<InodeRecord> {
+        self.get(id).map(|i| i.record(id))
     }
 
     fn get_mut(&mut self, id: u64) -> Option<&mut Inode> {
-        self.inodes.get_mut(&id).filter(|i| !i.doomed)
+        self.inodes.get_mut(&id).filter(|i| !i.doomed())
+    }
+
+    fn children_of_mut(&mut self, id: u64) -> Option<&mut Children> {
+        self.inodes.get_mut(&id).and_then(|i| i.children_mut())
     }
 
     pub fn lookup(&self, comps: &[&str]) -> Option<u64> {
         let mut id = ROOT_ID;
         for c in comps {
-            id = *self.inodes.get(&id)?.children.get(*c)?;
+            id = self.inodes.get(&id)?.child(c)?;
         }
         Some(id)
     }
@@ -227,15 +132,18 @@ impl Namespace {
         let mut parts = Vec::new();
         while id != ROOT_ID {
             let Some(i) = self.inodes.get(&id) else { break };
-            parts.push(i.rec.name.as_str());
-            id = i.rec.parent_id;
+            parts.push(i.name());
+            id = i.parent_id();
         }
         parts.reverse();
         path::join(&parts)
     }
 
     pub fn children(&self, id: u64) -> Vec<(String, u64)> {
-        self.get(id).map(|i| i.children.iter().map(|(n, c)| (n.clone(), *c)).collect()).unwrap_or_default()
+        self.get(id)
+            .and_then(|i| i.children())
+            .map(|c| c.iter().map(|(n, c)| (n.to_string(), *c)).collect())
+            .unwrap_or_default()
     }
 
     /// A page of a directory's children in name order: those after
@@ -243,11 +151,11 @@ impl Namespace {
     /// whether more follow.
     pub fn children_page(&self, id: u64, start_after: &str, limit: usize) -> (Vec<(String, u64)>, bool) {
         use std::ops::Bound;
-        let Some(i) = self.get(id) else {
+        let Some(c) = self.get(id).and_then(|i| i.children()) else {
             return (Vec::new(), false);
         };
-        let from = if start_after.is_empty() { Bound::Unbounded } else { Bound::Excluded(start_after.to_string()) };
-        let mut it = i.children.range((from, Bound::Unbounded)).map(|(n, c)| (n.clone(), *c));
+        let from = if start_after.is_empty() { Bound::Unbounded } else { Bound::Excluded(start_after) };
+        let mut it = c.range::<str, _>((from, Bound::Unbounded)).map(|(n, c)| (n.to_string(), *c));
         if limit == 0 {
             return (it.collect(), false);
         }
@@ -259,10 +167,10 @@ impl Namespace {
     /// Adds `name` under directory `parent`.
     pub fn add(&mut self, parent: u64, name: &str, new: NewInode) -> Result<(u64, JournalOp)> {
         let p = self.get(parent).ok_or_else(|| ThawError::not_found("parent directory vanished"))?;
-        if !p.is_dir() {
+        let Some(siblings) = p.children() else {
             return Err(ThawError::not_dir(format!("{} is not a directory", self.path_of(parent))));
-        }
-        if p.children.contains_key(name) {
+        };
+        if siblings.contains_key(name) {
             return Err(ThawError::already_exists(format!(
                 "{} already exists",
                 path::join(&[self.path_of(parent).trim_start_matches('/'), name])
@@ -292,17 +200,26 @@ impl Namespace {
             group: new.group,
             mode: new.mode,
         };
-        self.inodes.get_mut(&parent).expect("checked").children.insert(name.to_string(), id);
-        self.inodes.insert(id, Inode::new(rec.clone()));
+        self.children_of_mut(parent).expect("checked").insert(name.into(), id);
+        self.inodes.insert(id, Inode::from_record(rec.clone(), &mut self.owners));
         Ok((id, JournalOp::Put(rec)))
     }
 
     /// Changes an inode's record.
     pub fn update(&mut self, id: u64, f: impl FnOnce(&mut InodeRecord)) -> Result<JournalOp> {
-        let i = self.get_mut(id).ok_or_else(|| ThawError::not_found(format!("inode {id} is gone")))?;
-        f(&mut i.rec);
-        i.rec.mtime_ms = now_ms();
-        Ok(JournalOp::Put(i.rec.clone()))
+        let mut rec = self.record(id).ok_or_else(|| ThawError::not_found(format!("inode {id} is gone")))?;
+        f(&mut rec);
+        rec.id = id;
+        rec.mtime_ms = now_ms();
+        let mut fresh = Inode::from_record(rec.clone(), &mut self.owners);
+        let old = self.get_mut(id).expect("checked");
+        // Whether a directory stays one is the caller's promise; its children stay with it.
+        let children = old.take_children();
+        if let Some(c) = fresh.children_mut() {
+            *c = children;
+        }
+        *old = fresh;
+        Ok(JournalOp::Put(rec))
     }
 
     /// Removes `id` and everything under it. Returns the ids of removed files.
@@ -313,9 +230,9 @@ impl Namespace {
             return (files, ops);
         }
         if let Some(i) = self.inodes.get(&id) {
-            let (parent, name) = (i.rec.parent_id, i.rec.name.clone());
-            if let Some(p) = self.inodes.get_mut(&parent) {
-                p.children.remove(&name);
+            let (parent, name) = (i.parent_id(), compact_str::CompactString::from(i.name()));
+            if let Some(c) = self.children_of_mut(parent) {
+                c.remove(&name);
             }
         }
         let mut stack = vec![id];
@@ -324,7 +241,7 @@ impl Namespace {
                 if !i.is_dir() {
                     files.push(cur);
                 }
-                stack.extend(i.children.values().copied());
+                stack.extend(i.child_ids());
                 ops.push(JournalOp::Delete(cur));
             }
         }
@@ -349,21 +266,19 @@ impl Namespace {
             if cur == ROOT_ID {
                 break;
             }
-            cur = self.inodes[&cur].rec.parent_id;
+            cur = self.inodes[&cur].parent_id();
         }
-        if self.inodes[&new_parent].children.contains_key(name) {
+        if self.inodes[&new_parent].child(name).is_some() {
             return Err(ThawError::already_exists(format!("{} already exists", self.path_of(new_parent))));
         }
         let (old_parent, old_name) = {
             let i = &self.inodes[&id];
-            (i.rec.parent_id, i.rec.name.clone())
+            (i.parent_id(), compact_str::CompactString::from(i.name()))
         };
-        self.inodes.get_mut(&old_parent).expect("parent").children.remove(&old_name);
-        self.inodes.get_mut(&new_parent).expect("checked").children.insert(name.to_string(), id);
-        self.update(id, |r| {
-            r.parent_id = new_parent;
-            r.name = name.to_string();
-        })
+        self.children_of_mut(old_parent).expect("parent").remove(&old_name);
+        self.children_of_mut(new_parent).expect("checked").insert(name.into(), id);
+        self.inodes.get_mut(&id).expect("checked").relink(new_parent, name);
+        self.update(id, |_| {})
     }
 
     /// Every file id in the subtree of `id` (itself if a file).
@@ -373,7 +288,7 @@ impl Namespace {
         while let Some(cur) = stack.pop() {
             if let Some(i) = self.get(cur) {
                 if i.is_dir() {
-                    stack.extend(i.children.values().copied());
+                    stack.extend(i.child_ids());
                 } else {
                     out.push(cur);
                 }
@@ -388,19 +303,188 @@ impl Namespace {
     pub fn totals(&self, id: u64, budget: usize, in_memory: impl Fn(u64, u64) -> bool) -> DirTotals {
         let files = self.files_under(id);
         let mut t = DirTotals { whole: files.len() <= budget, ..Default::default() };
-        for r in files.iter().take(budget).filter_map(|f| self.get(*f)).map(|i| &i.rec) {
+        for (f, r) in files.iter().take(budget).filter_map(|f| Some((*f, self.get(*f)?))) {
             t.files += 1;
-            t.bytes += r.length;
-            let n = if r.complete { block_count(r.length, r.block_size) } else { 0 };
+            t.bytes += r.length();
+            let n = if r.complete() { block_count(r.length(), r.block_size()) } else { 0 };
             t.blocks += n;
             t.in_memory_bytes +=
-                (0..n).filter(|&b| in_memory(r.id, b)).map(|b| block_length(r.length, r.block_size, b)).sum::<u64>();
+                (0..n).filter(|&b| in_memory(f, b)).map(|b| block_length(r.length(), r.block_size(), b)).sum::<u64>();
         }
         t
     }
 
+    /// Every live file, in no order (the map's: cheaper than a walk of the tree).
+    pub fn files(&self) -> impl Iterator<Item = (u64, &Inode)> {
+        self.inodes.iter().filter(|(_, i)| !i.is_dir() && !i.doomed()).map(|(id, i)| (*id, i))
+    }
+
     pub fn file_count(&self) -> usize {
-        self.inodes.values().filter(|i| !i.is_dir() && !i.doomed).count()
+        self.inodes.values().filter(|i| !i.is_dir() && !i.doomed()).count()
+    }
+}
+
+/// A namespace made from journal records pushed one at a time, as they are
+/// read ([`Namespace::from_records`] says what it checks): a start never holds
+/// every record and the tree made of them at once.
+pub struct Builder {
+    inodes: InodeMap,
+    owners: Owners,
+    problems: Vec<String>,
+    dropped: Vec<u64>,
+    max_id: u64,
+}
+
+/// What [`Builder::finish`] made.
+pub struct Built {
+    pub ns: Namespace,
+    /// What did not fit, in words.
+    pub problems: Vec<String>,
+    /// The journal ids of the records dropped (a salvage deletes them).
+    pub dropped: Vec<u64>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        let mut owners = Owners::default();
+        let mut inodes = InodeMap::default();
+        let root = InodeRecord {
+            version: RECORD_VERSION,
+            id: ROOT_ID,
+            is_dir: true,
+            complete: true,
+            persisted: true,
+            ..Default::default()
+        };
+        inodes.insert(ROOT_ID, Inode::from_record(root, &mut owners));
+        inodes.insert(REAPER_ID, reaper::reaper_inode(&mut owners));
+        Builder { inodes, owners, problems: Vec::new(), dropped: Vec::new(), max_id: ROOT_ID }
+    }
+}
+
+impl Builder {
+    /// Room for `n` more records.
+    pub fn reserve(&mut self, n: usize) {
+        self.inodes.reserve(n);
+    }
+
+    pub fn push(&mut self, rec: InodeRecord) {
+        if rec.id == REAPER_ID {
+            self.problems.push(format!("record {:?} claims the reaper's id {REAPER_ID}", rec.name));
+            self.dropped.push(rec.id);
+            return;
+        }
+        self.max_id = self.max_id.max(rec.id);
+        let name_ok = !rec.name.is_empty()
+            && rec.name != "."
+            && rec.name != ".."
+            && !rec.name.contains(['/', '\0', '\\'])
+            && rec.name.len() <= path::MAX_NAME_BYTES;
+        if rec.id == ROOT_ID {
+            self.problems.push(format!("record {:?} claims the root's id", rec.name));
+            self.dropped.push(rec.id);
+        } else if !name_ok {
+            self.problems.push(format!("inode {} has the name {:?}, which no entry may have", rec.id, rec.name));
+            self.dropped.push(rec.id);
+        } else {
+            match self.inodes.entry(rec.id) {
+                std::collections::hash_map::Entry::Occupied(_) => {
+                    // (Journal ids are keys: only a hand-made list repeats one.)
+                    self.problems.push(format!("inode {} is recorded twice", rec.id));
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(Inode::from_record(rec, &mut self.owners));
+                }
+            }
+        }
+    }
+
+    /// Links the records into a tree under the root, dropping what does not
+    /// fit; `next_id` is the journal's next unused id.
+    pub fn finish(self, next_id: u64) -> Built {
+        let Builder { mut inodes, owners, mut problems, mut dropped, max_id } = self;
+        // Each directory's children at once: the links sorted by parent, name
+        // and id, every child map built from its sorted run (a bulk build,
+        // where a million inserts one by one were most of a start). Of two
+        // same-named entries the lower id stays, the same every start.
+        let mut links: Vec<(u64, compact_str::CompactString, u64)> = inodes
+            .iter()
+            .filter(|(id, _)| **id != ROOT_ID && **id != REAPER_ID)
+            .map(|(id, i)| (i.parent_id(), compact_str::CompactString::from(i.name()), *id))
+            .collect();
+        links.sort_unstable();
+        let mut unlinked: Vec<(u64, String)> = Vec::new();
+        for run in links.chunk_by(|a, b| a.0 == b.0) {
+            let parent = run[0].0;
+            let Some(children) = inodes.get_mut(&parent).and_then(|p| p.children_mut()) else {
+                for (_, name, id) in run {
+                    unlinked.push((*id, format!("inode {id} ({name:?}) has no directory {parent} to be in")));
+                }
+                continue;
+            };
+            let mut kept: Vec<(compact_str::CompactString, u64)> = Vec::with_capacity(run.len());
+            for (_, name, id) in run {
+                match kept.last() {
+                    Some((n, other)) if n == name => unlinked.push((
+                        *id,
+                        format!("inode {id} is named {name:?} in directory {parent}, as inode {other} is"),
+                    )),
+                    _ => kept.push((name.clone(), *id)),
+                }
+            }
+            *children = kept.into_iter().collect();
+        }
+        drop(links);
+        unlinked.sort_unstable_by_key(|(id, _)| *id);
+        for (id, why) in unlinked {
+            problems.push(why);
+            inodes.remove(&id);
+            dropped.push(id);
+        }
+        // Drop what is not reachable from the root (cycles, and what hung
+        // under a dropped record).
+        // Every inode is a child of one directory at most, so a walk from the
+        // root meets each inode it reaches once and cannot loop (an inode on a
+        // cycle has its parent on the cycle, never a path from the root): a
+        // count says whether anything is left out, and only then is a set of
+        // the reached ones made.
+        let walk = |mut seen: Option<&mut foldhash::HashSet<u64>>| {
+            let (mut n, mut stack) = (0usize, vec![ROOT_ID, REAPER_ID]);
+            while let Some(id) = stack.pop() {
+                if let Some(i) = inodes.get(&id) {
+                    n += 1;
+                    if let Some(s) = seen.as_deref_mut() {
+                        s.insert(id);
+                    }
+                    stack.extend(i.child_ids());
+                }
+            }
+            n
+        };
+        // A consistent journal (the usual case) has nothing to drop: the
+        // passes below cost a tenth of a million-file start.
+        if walk(None) < inodes.len() {
+            let mut reachable = foldhash::HashSet::default();
+            walk(Some(&mut reachable));
+            let mut unreachable: Vec<u64> = inodes.keys().copied().filter(|id| !reachable.contains(id)).collect();
+            unreachable.sort_unstable();
+            dropped.extend(&unreachable);
+            for id in &unreachable {
+                problems.push(format!("inode {id} is not reachable from the root"));
+            }
+            inodes.retain(|id, _| reachable.contains(id));
+        }
+        if !problems.is_empty() {
+            // A dropped record may still be named as a child: forget such names.
+            let kept: foldhash::HashSet<u64> = inodes.keys().copied().collect();
+            for c in inodes.values_mut().filter_map(|i| i.children_mut()) {
+                c.retain(|_, c| kept.contains(c));
+            }
+        }
+        let mut ns =
+            Namespace { inodes, next_id: next_id.max(max_id + 1), doomed: 0, doomed_tops: BTreeSet::new(), owners };
+        ns.adopt_doomed();
+        Built { ns, problems, dropped }
     }
 }
 
@@ -484,7 +568,7 @@ mod tests {
         assert!(files.is_empty());
         replay(&mut journal, &ops);
         let next = ns.next_id();
-        let (back, problems) = Namespace::from_records(journal.values().cloned().collect(), next);
+        let (back, problems) = Namespace::from_records(journal.values().cloned(), next);
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(back.lookup(&["c", "f"]), Some(f));
         assert_eq!(back.lookup(&["a"]), None);
@@ -597,7 +681,7 @@ mod properties {
                     }
                 }
             }
-            let (back, problems) = Namespace::from_records(journal.into_values().collect(), ns.next_id());
+            let (back, problems) = Namespace::from_records(journal.into_values(), ns.next_id());
             prop_assert!(problems.is_empty(), "{:?}", problems);
             prop_assert_eq!(paths(&back), paths(&ns));
             prop_assert!(back.next_id() >= ns.next_id());

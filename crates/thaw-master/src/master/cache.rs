@@ -88,7 +88,7 @@ impl Master {
             for f in &w.cache_files {
                 let Some(ino) = st.ns.get(f.file_id) else { continue };
                 let v = files.entry(st.ns.path_of(f.file_id)).or_default();
-                v.length = ino.rec.length;
+                v.length = ino.length();
                 v.cached_bytes += f.cached_bytes;
                 v.frequency = v.frequency.max(f.frequency);
                 v.benefit = v.benefit.max(f.benefit);
@@ -97,7 +97,7 @@ impl Master {
         let ns = &st.ns;
         let length_of = |p: &str| {
             let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
-            ns.lookup(&comps).and_then(|id| ns.get(id)).filter(|i| !i.is_dir()).map(|i| i.rec.length)
+            ns.lookup(&comps).and_then(|id| ns.get(id)).filter(|i| !i.is_dir()).map(|i| i.length())
         };
         st.apps.refresh(now, &access, capacity, &files, &length_of);
     }
@@ -149,7 +149,7 @@ impl Master {
                 let r = files.entry(f.file_id).or_insert_with(|| FileCacheReport {
                     path: st.ns.path_of(f.file_id),
                     file_id: f.file_id,
-                    length: ino.rec.length,
+                    length: ino.length(),
                     ..Default::default()
                 });
                 r.cached_bytes += f.cached_bytes;

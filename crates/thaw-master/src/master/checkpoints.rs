@@ -12,28 +12,29 @@ use thaw_common::{Result, ThawError};
 
 use super::{Master, State};
 use crate::checkpoint_order::{Checkpoints, Order};
-use crate::namespace::{Namespace, ROOT_ID};
+use crate::namespace::{Inode, ROOT_ID};
 
 /// The files waiting for a checkpoint after a (re)start: every complete,
 /// unpersisted async-through file, and every file whose persist was asked for.
-pub(super) fn waiting_from(ns: &Namespace, files: &[u64], order: Order) -> Checkpoints {
+pub(super) fn waiting_from<'a>(files: impl Iterator<Item = (u64, &'a Inode)>, order: Order) -> Checkpoints {
     let mut cp = Checkpoints::new(order);
-    for &f in files {
-        let r = &ns.get(f).expect("listed").rec;
-        if r.complete && !r.persisted && (write_type::of(r.write_type()).checkpointed || r.persist_requested) {
-            cp.add(f, r.mtime_ms, r.temporary, r.persist_requested);
+    let mut files: Vec<(u64, &Inode)> = files.collect();
+    files.sort_unstable_by_key(|(f, _)| *f);
+    for (f, r) in files {
+        if r.complete() && !r.persisted() && (write_type::of(r.write_type()).checkpointed || r.persist_requested()) {
+            cp.add(f, r.mtime_ms(), r.temporary(), r.persist_requested());
         }
     }
     cp
 }
 
 /// A file's persistence state; `lost`: some block has no replica.
-pub(super) fn persistence(st: &State, r: &InodeRecord, lost: bool) -> Persistence {
-    if r.is_dir || r.persisted {
+pub(super) fn persistence(st: &State, id: u64, r: &Inode, lost: bool) -> Persistence {
+    if r.is_dir() || r.persisted() {
         Persistence::Persisted
     } else if lost {
         Persistence::Lost
-    } else if st.checkpoints.in_flight(r.id) {
+    } else if st.checkpoints.in_flight(id) {
         Persistence::Persisting
     } else {
         Persistence::NotPersisted
@@ -44,18 +45,19 @@ pub(super) fn persistence(st: &State, r: &InodeRecord, lost: bool) -> Persistenc
 pub(super) fn totals(st: &State) -> PersistenceTotals {
     let mut t = PersistenceTotals::default();
     for f in st.ns.files_under(ROOT_ID) {
-        let r = &st.ns.get(f).expect("listed").rec;
-        let lost = r.complete && !r.persisted && st.cluster.missing_block(f, block_count(r.length, r.block_size));
-        match persistence(st, r, lost) {
+        let r = st.ns.get(f).expect("listed");
+        let lost =
+            r.complete() && !r.persisted() && st.cluster.missing_block(f, block_count(r.length(), r.block_size()));
+        match persistence(st, f, r, lost) {
             Persistence::Persisted => t.persisted += 1,
             Persistence::Lost => t.lost += 1,
             Persistence::Persisting => {
                 t.persisting += 1;
-                t.not_persisted_bytes += r.length;
+                t.not_persisted_bytes += r.length();
             }
             _ => {
                 t.not_persisted += 1;
-                t.not_persisted_bytes += r.length;
+                t.not_persisted_bytes += r.length();
             }
         }
     }
@@ -77,22 +79,22 @@ impl Master {
         let State { ns, cluster, checkpoints, .. } = st;
         let holders = |f: u64| {
             ns.get(f)
-                .map(|i| cluster.checkpoint_writers(f, block_count(i.rec.length, i.rec.block_size)))
+                .map(|i| cluster.checkpoint_writers(f, block_count(i.length(), i.block_size())))
                 .unwrap_or_default()
         };
         let orders = checkpoints.next_for(worker, Instant::now(), &holders);
         orders
             .into_iter()
             .map(|(f, urgent)| {
-                let r = &ns.get(f).expect("waiting files exist").rec;
+                let r = ns.get(f).expect("waiting files exist");
                 let path = ns.path_of(f);
-                let block_sources = cluster.block_sources(f, block_count(r.length, r.block_size), worker);
+                let block_sources = cluster.block_sources(f, block_count(r.length(), r.block_size()), worker);
                 let access = if block_sources.is_empty() { None } else { self.grant(false, f, &path) };
                 tracing::debug!(file_id = f, worker, path = %path, urgent, spread = !block_sources.is_empty(), "checkpoint ordered");
                 CheckpointCommand {
                     file_id: f,
-                    length: r.length,
-                    block_size: r.block_size,
+                    length: r.length(),
+                    block_size: r.block_size(),
                     path,
                     block_sources,
                     access,
@@ -107,7 +109,7 @@ impl Master {
         let holders = |f: u64| {
             st.ns
                 .get(f)
-                .map(|i| st.cluster.checkpoint_writers(f, block_count(i.rec.length, i.rec.block_size)))
+                .map(|i| st.cluster.checkpoint_writers(f, block_count(i.length(), i.block_size())))
                 .unwrap_or_default()
         };
         let path = |f: u64| st.ns.path_of(f);
@@ -119,7 +121,7 @@ impl Master {
         let holders = |f: u64| {
             st.ns
                 .get(f)
-                .map(|i| st.cluster.checkpoint_writers(f, block_count(i.rec.length, i.rec.block_size)))
+                .map(|i| st.cluster.checkpoint_writers(f, block_count(i.length(), i.block_size())))
                 .unwrap_or_default()
         };
         st.checkpoints.has_work(worker, Instant::now(), &holders)
@@ -134,7 +136,7 @@ impl Master {
         let mut guard = self.write();
         let st = &mut *guard;
         let ino = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("{p} was deleted meanwhile")))?;
-        let r = ino.rec.clone();
+        let r = ino.record(id);
         if !r.complete {
             return Err(ThawError::precondition(format!("{p} is still being written: persist it once it is closed")));
         }
@@ -169,7 +171,7 @@ impl Master {
             if st.cluster.live_worker_mut(req.worker_id).is_none() {
                 return Err(ThawError::unavailable(format!("worker {} is not registered", req.worker_id)));
             }
-            match st.ns.get(fid).map(|i| i.rec.clone()) {
+            match st.ns.record(fid) {
                 None => None,
                 Some(r) if r.persisted => {
                     st.checkpoints.drop_file(fid);

@@ -189,14 +189,14 @@ impl Master {
             st.check(req.file_id, permissions::WRITE)?;
             // The write is over: what is left set aside for it is free again.
             st.cluster.release_reservations(req.file_id);
-            if ino.rec.complete && st.recomputer.is_recovering(req.file_id) {
+            if ino.complete() && st.recomputer.is_recovering(req.file_id) {
                 let info = Self::finish_rebuild(st, req.file_id, req.length)?;
                 return Ok(CompleteFileResponse { info: Some(info) });
             }
-            if ino.rec.complete {
+            if ino.complete() {
                 return Err(ThawError::precondition(format!("{} is already complete", st.ns.path_of(req.file_id))));
             }
-            (st.ns.path_of(req.file_id), ino.rec.write_type(), ino.rec.block_size)
+            (st.ns.path_of(req.file_id), ino.write_type(), ino.block_size())
         };
         let meaning = write_type::of(write_type);
         let blocks = block_count(req.length, block_size);
@@ -217,7 +217,7 @@ impl Master {
             ufs_mtime = st.mtime_ms;
         }
         let mut st = self.write();
-        if st.ns.get(req.file_id).is_none_or(|i| i.rec.complete) {
+        if st.ns.get(req.file_id).is_none_or(|i| i.complete()) {
             return Err(ThawError::precondition(format!("{p} changed while completing")));
         }
         // A writer whose lease ran out has lost the file: the master is
@@ -252,7 +252,7 @@ impl Master {
             }
         }
         // A lineage output keeps its blocks' CRC-32s: a rebuild must match them.
-        let lineage_output = st.ns.get(req.file_id).is_some_and(|i| i.rec.lineage_id != 0);
+        let lineage_output = st.ns.get(req.file_id).is_some_and(|i| i.lineage_id() != 0);
         let taken = take_crcs(&mut st.block_crcs, req.file_id);
         let crcs: Vec<u32> = if lineage_output {
             (0..blocks).map_while(|i| taken.get(&block_id(req.file_id, i)).copied()).collect()
@@ -276,8 +276,8 @@ impl Master {
             st.unpersisted.insert(req.file_id);
         }
         if meaning.checkpointed {
-            let rec = &st.ns.get(req.file_id).expect("just completed").rec;
-            let (written, temporary) = (rec.mtime_ms, rec.temporary);
+            let rec = st.ns.get(req.file_id).expect("just completed");
+            let (written, temporary) = (rec.mtime_ms(), rec.temporary());
             st.checkpoints.add(req.file_id, written, temporary, false);
             self.work_ready();
         }

@@ -60,7 +60,7 @@ impl Master {
                 dirs.push((id, p));
                 continue;
             }
-            if st.ns.get(id).is_some_and(|i| !i.rec.complete) {
+            if st.ns.get(id).is_some_and(|i| !i.complete()) {
                 return Err(ThawError::precondition(format!("{p} is incomplete: it is still being written")));
             }
             files.push(id);
@@ -74,7 +74,7 @@ impl Master {
                 st.check(child, if is_dir { READ | EXEC } else { READ })?;
                 if is_dir {
                     dirs.push((child, if p == "/" { format!("/{name}") } else { format!("{p}/{name}") }));
-                } else if ino.rec.complete {
+                } else if ino.complete() {
                     files.push(child);
                 }
             }
@@ -85,13 +85,13 @@ impl Master {
         let mut out = Vec::new();
         for id in files {
             let Some(ino) = st.ns.get(id) else { continue };
-            let r = &ino.rec;
+            let r = ino;
             let path = st.ns.path_of(id);
-            for index in 0..block_count(r.length, r.block_size) {
-                let length = block_length(r.length, r.block_size, index);
-                let offset = index * r.block_size;
-                let ufs = r.persisted.then(|| UfsSource { path: path.clone(), offset, length });
-                out.push(BlockSpec { block: block_id(r.id, index), length, ufs });
+            for index in 0..block_count(r.length(), r.block_size()) {
+                let length = block_length(r.length(), r.block_size(), index);
+                let offset = index * r.block_size();
+                let ufs = r.persisted().then(|| UfsSource { path: path.clone(), offset, length });
+                out.push(BlockSpec { block: block_id(id, index), length, ufs });
             }
         }
         Ok(out)

@@ -112,7 +112,7 @@ impl Master {
                             st.ns.path_of(*f)
                         )));
                     }
-                    Some(i) if !i.rec.complete => {
+                    Some(i) if !i.complete() => {
                         return Err(ThawError::precondition(format!(
                             "input FID {f} ({}) is still being written",
                             st.ns.path_of(*f)
@@ -171,7 +171,7 @@ impl Master {
         } else {
             let fid = self.resolve(&req.path).await?;
             let st = self.read();
-            let l = st.ns.get(fid).map_or(0, |i| i.rec.lineage_id);
+            let l = st.ns.get(fid).map_or(0, |i| i.lineage_id());
             if l == 0 {
                 return Err(ThawError::not_found(format!("no lineage wrote {}", st.ns.path_of(fid))));
             }

@@ -85,15 +85,15 @@ impl Master {
                 continue; // a name Thaw cannot address
             }
             seen.insert(name.clone());
-            let existing = st.ns.get(id).and_then(|i| i.children.get(name).copied());
+            let existing = st.ns.get(id).and_then(|i| i.child(name));
             if let Some(child) = existing {
-                let rec = &st.ns.get(child).expect("child").rec;
-                let changed = !rec.is_dir
+                let rec = st.ns.get(child).expect("child");
+                let changed = !rec.is_dir()
                     && !ufs.is_dir
-                    && rec.persisted
-                    && rec.complete
-                    && rec.mtime_ms < started
-                    && (rec.length != ufs.length || (rec.ufs_mtime_ms != 0 && rec.ufs_mtime_ms != ufs.mtime_ms));
+                    && rec.persisted()
+                    && rec.complete()
+                    && rec.mtime_ms() < started
+                    && (rec.length() != ufs.length || (rec.ufs_mtime_ms() != 0 && rec.ufs_mtime_ms() != ufs.mtime_ms));
                 if !changed {
                     continue;
                 }
@@ -104,12 +104,12 @@ impl Master {
             ops.push(op);
         }
         for (name, child) in st.ns.children(id) {
-            let rec = &st.ns.get(child).expect("child").rec;
-            if seen.contains(&name) || !rec.persisted || rec.mtime_ms >= started {
+            let rec = st.ns.get(child).expect("child");
+            if seen.contains(&name) || !rec.persisted() || rec.mtime_ms() >= started {
                 continue;
             }
             let keeps_unpersisted =
-                st.ns.files_under(child).iter().any(|f| !st.ns.get(*f).is_some_and(|i| i.rec.persisted));
+                st.ns.files_under(child).iter().any(|f| !st.ns.get(*f).is_some_and(|i| i.persisted()));
             if keeps_unpersisted {
                 ops.push(st.ns.update(child, |r| r.persisted = false)?);
             } else {
@@ -125,29 +125,29 @@ impl Master {
 
     pub(super) fn file_info(st: &State, id: u64, with_blocks: bool, client: &Position) -> FileInfo {
         let ino = st.ns.get(id).expect("caller resolved the id");
-        let r = &ino.rec;
+        let r = ino;
         let mut info = FileInfo {
-            file_id: r.id,
+            file_id: id,
             path: st.ns.path_of(id),
-            name: r.name.clone(),
-            is_dir: r.is_dir,
-            length: r.length,
-            block_size: r.block_size,
-            complete: r.complete,
-            persisted: r.persisted,
-            write_type: r.write_type,
-            mtime_ms: r.mtime_ms,
+            name: r.name().to_string(),
+            is_dir: r.is_dir(),
+            length: r.length(),
+            block_size: r.block_size(),
+            complete: r.complete(),
+            persisted: r.persisted(),
+            write_type: r.write_type() as i32,
+            mtime_ms: r.mtime_ms(),
             ..Default::default()
         };
         permissions::describe(&mut info, r);
-        if r.is_dir {
+        if r.is_dir() {
             info.persistence = Persistence::Persisted as i32;
             return info;
         }
-        let n = if r.complete { block_count(r.length, r.block_size) } else { 0 };
+        let n = if r.complete() { block_count(r.length(), r.block_size()) } else { 0 };
         for index in 0..n {
-            let bid = block_id(r.id, index);
-            let length = block_length(r.length, r.block_size, index);
+            let bid = block_id(id, index);
+            let length = block_length(r.length(), r.block_size(), index);
             let mut replicas = st.cluster.ordered_replicas(bid, client);
             if replicas.iter().any(|x| x.tier == Tier::Mem as i32) {
                 info.in_memory_bytes += length;
@@ -163,7 +163,7 @@ impl Master {
             }
             // Right after a start, the workers holding it may not have
             // re-registered yet: not lost, only unavailable for now.
-            if replicas.is_empty() && !r.persisted && Instant::now() >= st.warm_until {
+            if replicas.is_empty() && !r.persisted() && Instant::now() >= st.warm_until {
                 info.lost = true;
             }
             if with_blocks {
@@ -173,24 +173,24 @@ impl Master {
                     .target_of(bid)
                     .filter(|_| !replicas.iter().any(|x| x.tier == Tier::Mem as i32))
                     .and_then(|(w, _)| st.cluster.replica_at(w, Tier::Mem, client));
-                let offset = index * r.block_size;
+                let offset = index * r.block_size();
                 info.blocks.push(BlockInfo { block_id: bid, offset, length, replicas, migration_target });
             }
         }
-        info.temporary = r.temporary;
-        if !r.complete
+        info.temporary = r.temporary();
+        if !r.complete()
             && let Some((writer, until)) = st.leases.holder(id)
         {
             info.writer = writer.to_string();
             info.lease_expires_ms = until;
         }
-        info.lineage_id = r.lineage_id;
+        info.lineage_id = r.lineage_id();
         let (rebuild, detail) =
-            if info.lost { Self::rebuild_state(st, id, r.lineage_id) } else { (Rebuild::None, String::new()) };
+            if info.lost { Self::rebuild_state(st, id, r.lineage_id()) } else { (Rebuild::None, String::new()) };
         info.rebuild = rebuild as i32;
         info.rebuild_detail = detail;
         st.recomputer.fill_rebuilds(id, &mut info);
-        info.persistence = checkpoints::persistence(st, r, info.lost) as i32;
+        info.persistence = checkpoints::persistence(st, id, r, info.lost) as i32;
         info.persist_error = st.checkpoints.error(id).unwrap_or_default().to_string();
         info.persist_waiting = Self::persist_waiting(st, id);
         info
@@ -332,7 +332,7 @@ impl Master {
         }
         {
             let st = self.read();
-            let parent = st.ns.get(id).map_or(ROOT_ID, |i| i.rec.parent_id);
+            let parent = st.ns.get(id).map_or(ROOT_ID, |i| i.parent_id());
             st.check_parent(parent)?;
         }
         // Before reading `persisted`: a checkpoint may be moving into place.
@@ -439,7 +439,7 @@ impl Master {
         }
         {
             let st = self.read();
-            st.check_parent(st.ns.get(id).map_or(ROOT_ID, |i| i.rec.parent_id))?;
+            st.check_parent(st.ns.get(id).map_or(ROOT_ID, |i| i.parent_id()))?;
             st.check_parent(parent)?;
         }
         let _moves = self.ufs_moves.lock().await;

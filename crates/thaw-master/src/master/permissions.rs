@@ -26,7 +26,7 @@ use thaw_common::proto::*;
 use thaw_common::{Result, ThawError, now_ms, path};
 
 use super::{Master, State};
-use crate::namespace::{NewInode, ROOT_ID};
+use crate::namespace::{Inode, NewInode, ROOT_ID};
 
 /// How long the master's grants to read a block or write a file last (HDFS's
 /// block access tokens: 10 hours).
@@ -98,27 +98,27 @@ impl Caller {
 }
 
 /// An entry's owner, group and mode, defaults filled in.
-pub fn owner(rec: &InodeRecord) -> &str {
-    if rec.owner.is_empty() { auth::SUPERUSER } else { &rec.owner }
+pub fn owner(rec: &Inode) -> &str {
+    if rec.owner().is_empty() { auth::SUPERUSER } else { rec.owner() }
 }
 
-pub fn group(rec: &InodeRecord) -> &str {
-    if rec.group.is_empty() { auth::SUPERGROUP } else { &rec.group }
+pub fn group(rec: &Inode) -> &str {
+    if rec.group().is_empty() { auth::SUPERGROUP } else { rec.group() }
 }
 
-pub fn mode(rec: &InodeRecord) -> u32 {
-    rec.mode.unwrap_or(if rec.is_dir { DEFAULT_DIR_MODE } else { DEFAULT_FILE_MODE }) & 0o777
+pub fn mode(rec: &Inode) -> u32 {
+    rec.mode().unwrap_or(if rec.is_dir() { DEFAULT_DIR_MODE } else { DEFAULT_FILE_MODE }) & 0o777
 }
 
 /// Fills `info`'s permission fields from `rec`.
-pub fn describe(info: &mut FileInfo, rec: &InodeRecord) {
+pub fn describe(info: &mut FileInfo, rec: &Inode) {
     info.owner = owner(rec).to_string();
     info.group = group(rec).to_string();
     info.mode = mode(rec);
 }
 
 /// Whether `caller` has every bit of `want` (rwx as 4|2|1) on `rec`.
-fn allows(caller: &Caller, rec: &InodeRecord, want: u32) -> bool {
+fn allows(caller: &Caller, rec: &Inode, want: u32) -> bool {
     if caller.unrestricted() {
         return true;
     }
@@ -149,17 +149,17 @@ impl State {
         let mut chain = Vec::new();
         let mut at = id;
         while at != ROOT_ID {
-            at = self.ns.get(at).ok_or_else(|| ThawError::internal("a parent is missing"))?.rec.parent_id;
+            at = self.ns.get(at).ok_or_else(|| ThawError::internal("a parent is missing"))?.parent_id();
             chain.push(at);
         }
         for dir in chain.into_iter().rev() {
-            let rec = &self.ns.get(dir).expect("walked").rec;
+            let rec = self.ns.get(dir).expect("walked");
             if !allows(&caller, rec, EXEC) {
                 return Err(denied(&caller, &self.ns.path_of(dir), rec, EXEC));
             }
         }
-        if want != 0 && !allows(&caller, &ino.rec, want) {
-            return Err(denied(&caller, &self.ns.path_of(id), &ino.rec, want));
+        if want != 0 && !allows(&caller, ino, want) {
+            return Err(denied(&caller, &self.ns.path_of(id), ino, want));
         }
         Ok(())
     }
@@ -193,7 +193,7 @@ impl State {
     }
 }
 
-fn denied(caller: &Caller, path: &str, rec: &InodeRecord, want: u32) -> ThawError {
+fn denied(caller: &Caller, path: &str, rec: &Inode, want: u32) -> ThawError {
     ThawError::permission_denied(format!(
         "{} may not {} {path} (owner {}, group {}, mode {:o})",
         caller.user,
@@ -215,7 +215,7 @@ impl Master {
     pub(super) fn new_entry(&self, st: &State, parent: u64, mode: Option<u32>) -> NewInode {
         NewInode {
             owner: Caller::current().owner_name(),
-            group: st.ns.get(parent).map(|p| p.rec.group.clone()).unwrap_or_default(),
+            group: st.ns.get(parent).map(|p| p.group().to_string()).unwrap_or_default(),
             mode: mode.map(|m| m & 0o777),
             ..Default::default()
         }
@@ -276,7 +276,7 @@ impl Master {
         let caller = Caller::current();
         let mut st = self.write();
         st.check(id, 0)?;
-        let rec = &st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?.rec;
+        let rec = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("no such file or directory: {p}")))?;
         if !caller.unrestricted() {
             if owner(rec) != caller.user {
                 return Err(ThawError::permission_denied(format!(

@@ -94,7 +94,7 @@ impl Master {
             .ns
             .get(id)
             .filter(|i| !i.is_dir())
-            .map(|i| i.rec.clone())
+            .map(|i| i.record(id))
             .ok_or_else(|| ThawError::not_found(format!("file id {id} does not exist (deleted meanwhile?)")))?;
         let path = st.ns.path_of(id);
         st.check(id, permissions::WRITE)?;

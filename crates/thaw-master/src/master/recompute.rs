@@ -165,7 +165,7 @@ fn is_lost(st: &State, f: u64) -> bool {
 fn file_state(st: &State, f: u64) -> FileState {
     match st.ns.get(f) {
         None => FileState::Gone,
-        Some(i) if is_lost(st, f) => FileState::Lost { lineage: i.rec.lineage_id },
+        Some(i) if is_lost(st, f) => FileState::Lost { lineage: i.lineage_id() },
         Some(_) => FileState::Available,
     }
 }
@@ -204,7 +204,7 @@ impl Master {
         if rc.waiting.contains(&f) {
             return (Rebuild::Waiting, format!("lineage {l} waits for lost inputs of this file to be rebuilt"));
         }
-        let temporary = st.ns.get(f).is_some_and(|i| i.rec.temporary);
+        let temporary = st.ns.get(f).is_some_and(|i| i.temporary());
         if !rc.requested.contains(&f)
             && (self_mode(st) == Mode::Reactive || temporary)
             && !rc.runs.get(&l).is_some_and(|r| r.outputs.contains(&f))
@@ -220,7 +220,7 @@ impl Master {
         let mut guard = self.write();
         let st = &mut *guard;
         let ino = st.ns.get(id).ok_or_else(|| ThawError::not_found(format!("{p} was deleted meanwhile")))?;
-        let l = ino.rec.lineage_id;
+        let l = ino.lineage_id();
         if is_lost(st, id) {
             if l == 0 {
                 return Err(ThawError::data_lost(format!(
@@ -365,7 +365,7 @@ impl Master {
         let mut targets: Vec<u64> = st.recomputer.requested.iter().copied().collect();
         if mode == Mode::Proactive {
             for &f in &st.unpersisted {
-                let keep = st.ns.get(f).is_some_and(|i| i.rec.lineage_id != 0 && !i.rec.temporary);
+                let keep = st.ns.get(f).is_some_and(|i| i.lineage_id() != 0 && !i.temporary());
                 if keep && is_lost(st, f) {
                     targets.push(f);
                 }
@@ -562,7 +562,7 @@ impl Master {
             return Ok(None);
         };
         let fid = rec.output_fids[index];
-        let Some(ino) = st.ns.get(fid).filter(|i| i.rec.complete) else {
+        let Some(ino) = st.ns.get(fid).filter(|i| i.complete()) else {
             return Ok(None);
         };
         // Only a rerun this master started may rebuild: one a killed master
@@ -575,28 +575,21 @@ impl Master {
                  or run by hand); it reruns lost outputs itself"
             )));
         }
-        let blocks = block_count(ino.rec.length, ino.rec.block_size);
-        if ino.rec.block_crc32.len() as u64 != blocks {
+        let blocks = block_count(ino.length(), ino.block_size());
+        if ino.block_crc32().len() as u64 != blocks {
             // Nothing to check a rebuild against: it could hand out other bytes.
             let why = format!("cannot be checked: the first write of {full} recorded no block checksums");
             st.recomputer.nondeterministic.entry(l).or_insert_with(|| why.clone());
             return Err(ThawError::precondition(format!("refused: {why}")));
         }
         st.check(fid, super::permissions::WRITE)?;
-        let wt = ino.rec.write_type();
+        let wt = ino.write_type();
         let now = Instant::now();
         // Its length is known: a rebuild's memory is found whole or not at all.
-        let (workers, plan) = st.writers(
-            client,
-            wt,
-            1,
-            segments,
-            ino.rec.block_size,
-            (ino.rec.length > 0).then_some(ino.rec.length),
-            now,
-        )?;
+        let (workers, plan) =
+            st.writers(client, wt, 1, segments, ino.block_size(), (ino.length() > 0).then_some(ino.length()), now)?;
         let segment_blocks = plan.first().map_or(0, |s| s.blocks);
-        st.hold_segments(fid, plan, ino.rec.block_size, now);
+        st.hold_segments(fid, plan, ino.block_size(), now);
         st.recomputer.recovering.insert(fid, l);
         tracing::debug!(lineage = l, file_id = fid, path = %full, "rebuilding a lost file");
         let info = Self::file_info(st, fid, false, client);
@@ -622,7 +615,7 @@ impl Master {
         let index = index_of_block(block) as usize;
         let path = st.ns.path_of(f);
         let fits = Self::block_fits_ns(&st.ns, block, length);
-        let why = match (fits, ino.rec.block_crc32.get(index), crc) {
+        let why = match (fits, ino.block_crc32().get(index), crc) {
             (Err(e), _, _) => Some(format!("it wrote a different {path}: {}", e.message)),
             (Ok(()), Some(want), Some(got)) if *want != got => {
                 Some(format!("block {index} of {path} has CRC-32 {got:08x}, the first write's was {want:08x}"))
@@ -642,13 +635,13 @@ impl Master {
     pub(super) fn finish_rebuild(st: &mut State, fid: u64, length: u64) -> Result<FileInfo> {
         let path = st.ns.path_of(fid);
         let l = st.recomputer.recovering.get(&fid).copied().unwrap_or(0);
-        let rec = &st.ns.get(fid).expect("checked by the caller").rec;
-        if length != rec.length {
-            let why = format!("it wrote {length} bytes of {path}, the first write {}", rec.length);
+        let rec = st.ns.get(fid).expect("checked by the caller");
+        if length != rec.length() {
+            let why = format!("it wrote {length} bytes of {path}, the first write {}", rec.length());
             st.recomputer.nondeterministic.entry(l).or_insert_with(|| format!("not deterministic: {why}"));
             return Err(ThawError::precondition(format!("the rebuild is not byte-identical: {why}")));
         }
-        if st.cluster.missing_block(fid, block_count(rec.length, rec.block_size)) {
+        if st.cluster.missing_block(fid, block_count(rec.length(), rec.block_size())) {
             return Err(ThawError::precondition(format!("the rebuild of {path} is missing blocks")));
         }
         st.recomputer.recovering.remove(&fid);
@@ -667,8 +660,11 @@ fn self_mode(st: &State) -> Mode {
 
 pub(super) fn is_lost_view(ns: &crate::namespace::Namespace, cluster: &crate::cluster::Cluster, f: u64) -> bool {
     ns.get(f).is_some_and(|i| {
-        let r = &i.rec;
-        !r.is_dir && r.complete && !r.persisted && cluster.missing_block(f, block_count(r.length, r.block_size))
+        let r = i;
+        !r.is_dir()
+            && r.complete()
+            && !r.persisted()
+            && cluster.missing_block(f, block_count(r.length(), r.block_size()))
     })
 }
 

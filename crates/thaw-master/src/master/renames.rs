@@ -26,10 +26,10 @@ impl State {
         for f in files {
             let at = self.ns.path_of(f);
             let rel = at.strip_prefix(dst).unwrap_or_default().trim_start_matches('/');
-            let rec = &self.ns.get(f).expect("listed").rec;
+            let rec = self.ns.get(f).expect("listed");
             if let Some(&mtime) = copied.get(rel)
-                && rec.persisted
-                && rec.ufs_mtime_ms != mtime
+                && rec.persisted()
+                && rec.ufs_mtime_ms() != mtime
             {
                 ops.push(self.ns.update(f, |r| r.ufs_mtime_ms = mtime)?);
             }

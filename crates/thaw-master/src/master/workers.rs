@@ -64,10 +64,10 @@ impl Master {
             .get(file)
             .filter(|i| !i.is_dir())
             .ok_or_else(|| ThawError::not_found(format!("block {block}: its file ({file}) does not exist")))?;
-        if ino.rec.complete {
+        if ino.complete() {
             let index = index_of_block(block);
-            let want = block_length(ino.rec.length, ino.rec.block_size, index);
-            if index >= block_count(ino.rec.length, ino.rec.block_size) || want != length {
+            let want = block_length(ino.length(), ino.block_size(), index);
+            if index >= block_count(ino.length(), ino.block_size()) || want != length {
                 return Err(ThawError::invalid(format!(
                     "block {block}: {length} bytes do not fit file {file} (expected {want})"
                 )));
@@ -81,10 +81,10 @@ impl Master {
     fn source_fits(st: &State, block: u64, src: &UfsSource) -> Result<()> {
         let file = file_of_block(block);
         let ino = st.ns.get(file).ok_or_else(|| ThawError::not_found(format!("block {block}: file is gone")))?;
-        let offset = index_of_block(block) * ino.rec.block_size;
-        let want = block_length(ino.rec.length, ino.rec.block_size, index_of_block(block));
+        let offset = index_of_block(block) * ino.block_size();
+        let want = block_length(ino.length(), ino.block_size(), index_of_block(block));
         let path = st.ns.path_of(file);
-        if !ino.rec.persisted || path != src.path || offset != src.offset || want != src.length {
+        if !ino.persisted() || path != src.path || offset != src.offset || want != src.length {
             return Err(ThawError::invalid(format!(
                 "block {block} was filled from {}@{}+{}, but it is {path}@{offset}+{want}",
                 src.path, src.offset, src.length
@@ -109,7 +109,7 @@ impl Master {
             let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
             if tier != Tier::Unspecified && Self::block_fits_ns(&st.ns, b.block_id, b.length).is_ok() {
                 st.cluster.add_replica(b.block_id, id, tier, b.length);
-                if st.ns.get(file_of_block(b.block_id)).is_some_and(|i| i.rec.persisted) {
+                if st.ns.get(file_of_block(b.block_id)).is_some_and(|i| i.persisted()) {
                     unpin_blocks.push(b.block_id);
                 }
             } else {
@@ -175,7 +175,7 @@ impl Master {
         for cmd in &mut orders.migrations {
             if let Some(ufs) = cmd.ufs.as_mut() {
                 let file = file_of_block(cmd.block_id);
-                if st.ns.get(file).is_some_and(|i| i.rec.persisted) {
+                if st.ns.get(file).is_some_and(|i| i.persisted()) {
                     ufs.path = st.ns.path_of(file);
                 }
             }
@@ -215,7 +215,7 @@ impl Master {
             let tier = Tier::try_from(b.tier).unwrap_or(Tier::Unspecified);
             st.cluster.remove_replica(b.block_id, worker, tier);
             // Only an unpersisted file can be lost (evicted cache cannot).
-            if st.ns.get(file_of_block(b.block_id)).is_some_and(|i| !i.rec.persisted) {
+            if st.ns.get(file_of_block(b.block_id)).is_some_and(|i| !i.persisted()) {
                 st.recomputer.mark_dirty();
             }
             if tier == Tier::Mem {
@@ -329,7 +329,7 @@ impl Master {
         if let Some(src) = &req.filled_from {
             Self::source_fits(st, req.block_id, src)?;
         }
-        let file_complete = st.ns.get(file_of_block(req.block_id)).is_some_and(|i| i.rec.complete);
+        let file_complete = st.ns.get(file_of_block(req.block_id)).is_some_and(|i| i.complete());
         if let Some(crc) = req.crc32.filter(|_| !file_complete) {
             st.block_crcs.insert(req.block_id, crc);
         }
@@ -339,7 +339,7 @@ impl Master {
             let persisted = st
                 .ns
                 .get(file_of_block(req.block_id))
-                .is_some_and(|i| i.rec.persisted || write_type::of(i.rec.write_type()).writes_under_store);
+                .is_some_and(|i| i.persisted() || write_type::of(i.write_type()).writes_under_store);
             let evictable = req.read_fill || (req.filled_from.is_none() && persisted);
             st.cluster.mem_committed(req.worker_id, req.block_id, req.length, evictable);
         }

@@ -37,10 +37,10 @@ impl Master {
             let st = &mut *guard;
             let mut through = Vec::new();
             for (file, writer) in st.leases.take_expired(Instant::now()) {
-                let Some(ino) = st.ns.get(file).filter(|i| !i.rec.complete) else {
+                let Some(ino) = st.ns.get(file).filter(|i| !i.complete()) else {
                     continue;
                 };
-                if write_type::of(ino.rec.write_type()).writes_under_store {
+                if write_type::of(ino.write_type()).writes_under_store {
                     through.push((file, writer));
                 } else {
                     self.drop_unfinished(st, file, &writer);
@@ -66,7 +66,7 @@ impl Master {
             let path = {
                 let st = self.read();
                 match st.ns.get(file) {
-                    Some(i) if !i.rec.complete => st.ns.path_of(file),
+                    Some(i) if !i.complete() => st.ns.path_of(file),
                     _ => continue,
                 }
             };
@@ -78,7 +78,7 @@ impl Master {
             let mut guard = self.write();
             // Its writer cannot complete it now (no lease), but a delete may
             // have taken it.
-            if guard.ns.get(file).is_some_and(|i| !i.rec.complete) {
+            if guard.ns.get(file).is_some_and(|i| !i.complete()) {
                 self.drop_unfinished(&mut guard, file, &writer);
             }
         }

@@ -36,7 +36,7 @@ impl Namespace {
                 if seen > max {
                     return true;
                 }
-                stack.extend(i.children.values().copied());
+                stack.extend(i.child_ids());
             }
         }
         false
@@ -49,16 +49,15 @@ impl Namespace {
             return Err(ThawError::invalid("refusing to delete /"));
         }
         let i = self.get(id).ok_or_else(|| ThawError::not_found(format!("inode {id} is gone")))?;
-        let (parent, name) = (i.rec.parent_id, i.rec.name.clone());
-        if let Some(p) = self.inodes.get_mut(&parent) {
-            p.children.remove(&name);
+        let (parent, name) = (i.parent_id(), compact_str::CompactString::from(i.name()));
+        if let Some(c) = self.children_of_mut(parent) {
+            c.remove(&name);
         }
         let files = self.mark_doomed(id);
         let top = self.inodes.get_mut(&id).expect("marked above");
-        top.rec.parent_id = REAPER_ID;
-        top.rec.name = id.to_string();
+        top.relink(REAPER_ID, &id.to_string());
         self.doomed_tops.insert(id);
-        Ok((files, JournalOp::Put(top.rec.clone())))
+        Ok((files, JournalOp::Put(top.record(id))))
     }
 
     /// Marks `id`'s subtree doomed; returns its files.
@@ -67,14 +66,14 @@ impl Namespace {
         let mut stack = vec![id];
         while let Some(cur) = stack.pop() {
             if let Some(i) = self.inodes.get_mut(&cur)
-                && !i.doomed
+                && !i.doomed()
             {
-                i.doomed = true;
+                i.set_doomed();
                 self.doomed += 1;
                 if !i.is_dir() {
                     files.push(cur);
                 }
-                stack.extend(i.children.values().copied());
+                stack.extend(i.child_ids());
             }
         }
         files
@@ -93,15 +92,15 @@ impl Namespace {
         }
         out.into_iter()
             .filter_map(|id| {
-                if !self.inodes.get(&id).is_some_and(|i| i.doomed) {
+                if !self.inodes.get(&id).is_some_and(|i| i.doomed()) {
                     return None;
                 }
                 let gone = self.inodes.remove(&id)?;
                 self.doomed -= 1;
-                if gone.rec.parent_id == REAPER_ID {
+                if gone.parent_id() == REAPER_ID {
                     self.doomed_tops.remove(&id);
-                } else if let Some(p) = self.inodes.get_mut(&gone.rec.parent_id) {
-                    p.children.remove(&gone.rec.name);
+                } else if let Some(c) = self.children_of_mut(gone.parent_id()) {
+                    c.remove(gone.name());
                 }
                 Some(JournalOp::Delete(id))
             })
@@ -116,8 +115,8 @@ impl Namespace {
     /// At a start, marks what the journal still holds under the reaper
     /// doomed, for the reaper to finish.
     pub(super) fn adopt_doomed(&mut self) {
-        let Some(reaper) = self.inodes.remove(&REAPER_ID) else { return };
-        for top in reaper.children.into_values() {
+        let Some(mut reaper) = self.inodes.remove(&REAPER_ID) else { return };
+        for top in reaper.take_children().into_values() {
             self.doomed_tops.insert(top);
             self.mark_doomed(top);
         }
@@ -126,8 +125,11 @@ impl Namespace {
 
 /// The reaper's inode while records are loaded: a directory holding detached
 /// tops, never journaled.
-pub(super) fn reaper_inode() -> Inode {
-    Inode::new(InodeRecord { version: RECORD_VERSION, id: REAPER_ID, is_dir: true, ..Default::default() })
+pub(super) fn reaper_inode(owners: &mut Owners) -> Inode {
+    Inode::from_record(
+        InodeRecord { version: RECORD_VERSION, id: REAPER_ID, is_dir: true, ..Default::default() },
+        owners,
+    )
 }
 
 /// Appends to `out` the inodes of `top`'s subtree in post-order (children
@@ -136,15 +138,19 @@ pub(super) fn reaper_inode() -> Inode {
 /// it, so a directory of a million children costs a batch, not a million.
 fn leaves_first(doomed: &InodeMap, top: u64, max: usize, out: &mut Vec<u64>) {
     // (Every inode under a doomed top is doomed: it was unlinked whole.)
+    static NONE: Children = Children::new();
+    fn kids(i: &Inode) -> btree_map::Values<'_, compact_str::CompactString, u64> {
+        i.children().unwrap_or(&NONE).values()
+    }
     let Some(t) = doomed.get(&top) else { return };
-    let mut stack: Vec<(u64, btree_map::Values<'_, String, u64>)> = vec![(top, t.children.values())];
+    let mut stack = vec![(top, kids(t))];
     while let Some((id, children)) = stack.last_mut() {
         if out.len() >= max {
             return;
         }
         match children.next() {
             Some(c) => match doomed.get(c) {
-                Some(ci) if !ci.children.is_empty() => stack.push((*c, ci.children.values())),
+                Some(ci) if ci.children().is_some_and(|k| !k.is_empty()) => stack.push((*c, kids(ci))),
                 Some(_) => out.push(*c),
                 None => {}
             },
@@ -213,7 +219,7 @@ mod tests {
             apply(&mut journal, &ops);
             // After every batch the journal loads without a problem: what is
             // left is a tree under the reaper.
-            let (back, problems) = Namespace::from_records(journal.values().cloned().collect(), ns.next_id());
+            let (back, problems) = Namespace::from_records(journal.values().cloned(), ns.next_id());
             assert!(problems.is_empty(), "{problems:?}");
             assert_eq!(back.doomed_len(), ns.doomed_len());
             assert_eq!(back.lookup(&["keep"]), Some(keep));
@@ -229,7 +235,7 @@ mod tests {
         let (_, op) = ns.detach(t).unwrap();
         apply(&mut journal, &[op]);
         apply(&mut journal, &ns.reap(25));
-        let (mut back, problems) = Namespace::from_records(journal.values().cloned().collect(), ns.next_id());
+        let (mut back, problems) = Namespace::from_records(journal.values().cloned(), ns.next_id());
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(back.doomed_len(), 63 - 25);
         assert_eq!(back.lookup(&["t"]), None);
@@ -273,7 +279,7 @@ mod tests {
                 if ops.is_empty() { break; }
                 prop_assert!(ops.len() <= batch);
                 apply(&mut journal, &ops);
-                let (_, problems) = Namespace::from_records(journal.values().cloned().collect(), ns.next_id());
+                let (_, problems) = Namespace::from_records(journal.values().cloned(), ns.next_id());
                 prop_assert!(problems.is_empty(), "{:?}", problems);
                 rounds += 1;
                 prop_assert!(rounds <= size);
