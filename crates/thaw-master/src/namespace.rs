@@ -142,7 +142,7 @@ impl Namespace {
     pub fn children(&self, id: u64) -> Vec<(String, u64)> {
         self.get(id)
             .and_then(|i| i.children())
-            .map(|c| c.iter().map(|(n, c)| (n.to_string(), *c)).collect())
+            .map(|c| c.iter().map(|(n, c)| (n.as_str().to_owned(), *c)).collect())
             .unwrap_or_default()
     }
 
@@ -155,7 +155,7 @@ impl Namespace {
             return (Vec::new(), false);
         };
         let from = if start_after.is_empty() { Bound::Unbounded } else { Bound::Excluded(start_after) };
-        let mut it = c.range::<str, _>((from, Bound::Unbounded)).map(|(n, c)| (n.to_string(), *c));
+        let mut it = c.range::<str, _>((from, Bound::Unbounded)).map(|(n, c)| (n.as_str().to_owned(), *c));
         if limit == 0 {
             return (it.collect(), false);
         }

@@ -113,7 +113,7 @@ impl Inode {
             version: RECORD_VERSION,
             id,
             parent_id: self.parent_id,
-            name: self.name.to_string(),
+            name: self.name.as_str().to_owned(),
             is_dir: self.is_dir(),
             length: self.length,
             block_size: self.block_size,
