@@ -103,11 +103,21 @@ impl Master {
             let (_, op) = st.ns.add(id, name, self.ufs_inode(ufs))?;
             ops.push(op);
         }
-        for (name, child) in st.ns.children(id) {
-            let rec = st.ns.get(child).expect("child");
-            if seen.contains(&name) || !rec.persisted() || rec.mtime_ms() >= started {
-                continue;
-            }
+        // Entries the under-store no longer lists, found without copying the
+        // directory's names (a million of them were a tenth of a listing).
+        let gone: Vec<u64> = st
+            .ns
+            .get(id)
+            .and_then(|d| d.children())
+            .into_iter()
+            .flatten()
+            .filter(|(name, child)| {
+                !seen.contains(name.as_str())
+                    && st.ns.get(**child).is_some_and(|r| r.persisted() && r.mtime_ms() < started)
+            })
+            .map(|(_, child)| *child)
+            .collect();
+        for child in gone {
             let keeps_unpersisted =
                 st.ns.files_under(child).iter().any(|f| !st.ns.get(*f).is_some_and(|i| i.persisted()));
             if keeps_unpersisted {
