@@ -82,19 +82,6 @@ pub async fn run(cfg: &Config) -> Result<Vec<Comparison>> {
     let batched = delete_under_load(&mut cluster, "/del-batched", doomed, DELETE_BATCH).await?;
     println!("  delete of {doomed} files: batched {batched:?}, one transaction {one:?}");
     let scale = format!("{files} files, {big} in one directory");
-    let row = |name: &str, label: String, unit: &'static str, runs: Vec<f64>, notes: String| Comparison {
-        name: name.into(),
-        thaw_label: label,
-        baseline_label: "none yet".into(),
-        unit,
-        thaw: median(&runs),
-        baseline: 0.0,
-        ratio: 0.0,
-        target: None,
-        thaw_runs: runs,
-        baseline_runs: Vec::new(),
-        notes,
-    };
     Ok(vec![
         row(
             "ns creates",
@@ -336,15 +323,37 @@ async fn restart(cluster: &mut Cluster) -> Result<f64> {
     }
 }
 
+/// A row of figures with no baseline yet (its ratio is not a comparison).
+pub(crate) fn row(name: &str, label: String, unit: &'static str, runs: Vec<f64>, notes: String) -> Comparison {
+    Comparison {
+        name: name.into(),
+        thaw_label: label,
+        baseline_label: "none yet".into(),
+        unit,
+        thaw: median(&runs),
+        baseline: 0.0,
+        ratio: 0.0,
+        target: None,
+        thaw_runs: runs,
+        baseline_runs: Vec::new(),
+        notes,
+    }
+}
+
 /// The master's resident memory (VmRSS), bytes.
 pub(crate) fn master_rss(cluster: &Cluster) -> Result<u64> {
+    master_status(cluster, "VmRSS")
+}
+
+/// A memory figure of the master's /proc status (`VmRSS`, `VmHWM`), bytes.
+pub(crate) fn master_status(cluster: &Cluster, key: &str) -> Result<u64> {
     let pid = cluster.master_pid().context("the master is not running")?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kib: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmRSS")?;
+        .with_context(|| format!("no {key}"))?;
     Ok(kib << 10)
 }
 

@@ -20,8 +20,8 @@ use thaw_master::journal::{Journal, JournalOp, RECORD_VERSION};
 use thaw_testkit::{Cluster, ClusterOptions};
 
 use crate::Config;
-use crate::measure::{Comparison, median};
-use crate::namespace::{BIG_DIR, PER_DIR, dir_bytes, master_rss, path_of};
+use crate::measure::Comparison;
+use crate::namespace::{BIG_DIR, PER_DIR, dir_bytes, master_rss, master_status, path_of, row};
 
 /// Records per journal transaction while writing.
 const BATCH: usize = 100_000;
@@ -60,26 +60,13 @@ pub async fn run(cfg: &Config) -> Result<Vec<Comparison>> {
         let info = client.stat(&last).await.with_context(|| format!("{last} after the restart"))?;
         ensure!(!info.is_dir && info.complete, "{last} came back as {info:?}");
         let rss = master_rss(&cluster)?;
-        let peak = master_peak(&cluster)?;
+        let peak = master_status(&cluster, "VmHWM")?;
         println!("  restart {r}: {took:.0} ms, VmRSS {} MiB, VmHWM {} MiB", rss >> 20, peak >> 20);
         restarts.push(took);
         per_file.push(rss.saturating_sub(empty) as f64 / files as f64);
         peaks.push(peak.saturating_sub(empty) as f64 / files as f64);
     }
     let scale = format!("{files} files, {} in one directory", files.min(BIG_DIR));
-    let row = |name: &str, label: String, unit: &'static str, runs: Vec<f64>, notes: String| Comparison {
-        name: name.into(),
-        thaw_label: label,
-        baseline_label: "none yet".into(),
-        unit,
-        thaw: median(&runs),
-        baseline: 0.0,
-        ratio: 0.0,
-        target: None,
-        thaw_runs: runs,
-        baseline_runs: Vec::new(),
-        notes,
-    };
     Ok(vec![
         row(
             "ns restart at scale",
@@ -147,16 +134,4 @@ fn write_journal(dir: &std::path::Path, files: u64) -> Result<()> {
     }
     journal.commit_with(&ops, first_file + files, &[])?;
     Ok(())
-}
-
-/// The master's peak resident memory (VmHWM), bytes.
-fn master_peak(cluster: &Cluster) -> Result<u64> {
-    let pid = cluster.master_pid().context("the master is not running")?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmHWM")?;
-    Ok(kib << 10)
 }
