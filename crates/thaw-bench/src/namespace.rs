@@ -52,10 +52,7 @@ pub(crate) fn path_of(i: u64) -> String {
 
 pub async fn run(cfg: &Config) -> Result<Vec<Comparison>> {
     let files = cfg.files;
-    ensure!(files > 0, "--files must be positive");
-    let mut options = ClusterOptions::workers(1);
-    options.workers[0].mem_capacity = 64 << 20;
-    let mut cluster = Cluster::start(crate::setup::thaw_bin()?, options).await?;
+    let mut cluster = one_worker(files).await?;
     let client = crate::setup::client(&cluster, "h0", "r0")?;
     let rss_before = master_rss(&cluster)?;
     let started = Instant::now();
@@ -321,6 +318,14 @@ async fn restart(cluster: &mut Cluster) -> Result<f64> {
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// One master and one worker with a small memory tier, for a namespace of `files` files.
+pub(crate) async fn one_worker(files: u64) -> Result<Cluster> {
+    ensure!(files > 0, "--files must be positive");
+    let mut options = ClusterOptions::workers(1);
+    options.workers[0].mem_capacity = 64 << 20;
+    Cluster::start(crate::setup::thaw_bin()?, options).await
 }
 
 /// A row of figures with no baseline yet (its ratio is not a comparison).

@@ -17,21 +17,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use thaw_common::proto::{InodeRecord, WriteType};
 use thaw_master::journal::{Journal, JournalOp, RECORD_VERSION};
-use thaw_testkit::{Cluster, ClusterOptions};
 
 use crate::Config;
 use crate::measure::Comparison;
-use crate::namespace::{BIG_DIR, PER_DIR, dir_bytes, master_rss, master_status, path_of, row};
+use crate::namespace::{BIG_DIR, PER_DIR, dir_bytes, master_rss, master_status, one_worker, path_of, row};
 
 /// Records per journal transaction while writing.
 const BATCH: usize = 100_000;
 
 pub async fn run(cfg: &Config) -> Result<Vec<Comparison>> {
     let files = cfg.files;
-    ensure!(files > 0, "--files must be positive");
-    let mut options = ClusterOptions::workers(1);
-    options.workers[0].mem_capacity = 64 << 20;
-    let mut cluster = Cluster::start(crate::setup::thaw_bin()?, options).await?;
+    let mut cluster = one_worker(files).await?;
     let empty = master_rss(&cluster)?;
     cluster.kill_master();
     let started = Instant::now();
